@@ -1,0 +1,27 @@
+"""Producer: 1-D bulk copies (``cp.async.bulk``, TMA engine without a tensor map; SASS ``UBLKCP``).
+
+One copy per transfer, straight from the chunk's global address. Up to ``issue_threads``
+lanes of warp 0 issue the copies of a stage; lane 0 first arms the stage's barrier.
+"""
+from numba import cuda, uint32, uint64
+
+from tma_kernels.ptx import bulk_load, mbarrier_arrive_expect_tx
+
+from .consumer import chunk_of
+
+
+@cuda.jit(device=True, inline=True)
+def produce_stage(stage_smem, full_barrier, stage_bytes, first_transfer, log2_bytes_per_transfer,
+                  order_multiplier, chunk_mask, source_address, tensor_map, issue_threads):
+    tid = cuda.threadIdx.x
+    if tid < issue_threads:
+        if tid == 0:
+            mbarrier_arrive_expect_tx(full_barrier, stage_bytes)
+        cuda.syncwarp((1 << issue_threads) - 1 if issue_threads < 32 else 0xFFFFFFFF)
+        transfers = stage_bytes >> log2_bytes_per_transfer
+        bytes_per_transfer = uint32(1) << uint32(log2_bytes_per_transfer)
+        for i in range(tid, transfers, issue_threads):
+            chunk = chunk_of(first_transfer + i, order_multiplier, chunk_mask)
+            bulk_load(stage_smem + uint32(i << log2_bytes_per_transfer),
+                      source_address + (uint64(chunk) << uint64(log2_bytes_per_transfer)),
+                      bytes_per_transfer, full_barrier)

@@ -1,0 +1,32 @@
+"""Producer: TMA tensor tiles (``cp.async.bulk.tensor.2d``, SASS ``UTMALDG.2D``).
+
+The source is viewed as a 2-D tensor of uint32, ``TENSOR_COLS`` elements (1 KiB) per row.
+A transfer of B bytes is one box: ``min(B/4, 256)`` columns by ``max(1, B/1024)`` rows, so a
+box covers exactly the B contiguous bytes of its chunk. Up to ``issue_threads`` lanes of warp
+0 issue the boxes of a stage; lane 0 first arms the stage's barrier with the stage's bytes.
+"""
+from numba import cuda, uint32
+
+from tma_kernels.ptx import mbarrier_arrive_expect_tx, tma_load_2d
+
+from .consumer import chunk_of
+
+TENSOR_COLS = 256               # uint32 elements per tensor row (1 KiB)
+LOG2_TENSOR_COLS = 8
+LOG2_ELEMENT_BYTES = 2
+
+
+@cuda.jit(device=True, inline=True)
+def produce_stage(stage_smem, full_barrier, stage_bytes, first_transfer, log2_bytes_per_transfer,
+                  order_multiplier, chunk_mask, source_address, tensor_map, issue_threads):
+    tid = cuda.threadIdx.x
+    if tid < issue_threads:
+        if tid == 0:
+            mbarrier_arrive_expect_tx(full_barrier, stage_bytes)
+        cuda.syncwarp((1 << issue_threads) - 1 if issue_threads < 32 else 0xFFFFFFFF)
+        transfers = stage_bytes >> log2_bytes_per_transfer
+        for i in range(tid, transfers, issue_threads):
+            chunk = chunk_of(first_transfer + i, order_multiplier, chunk_mask)
+            element = chunk << (log2_bytes_per_transfer - LOG2_ELEMENT_BYTES)
+            tma_load_2d(stage_smem + uint32(i << log2_bytes_per_transfer), tensor_map, full_barrier,
+                        element & (TENSOR_COLS - 1), element >> LOG2_TENSOR_COLS)

@@ -1,0 +1,88 @@
+"""mbarrier: the shared-memory barriers that TMA, bulk copies and cp.async
+complete on.
+
+Every ``bar`` is the uint32 shared-window address of an 8-byte aligned uint64
+in shared memory (``smem_u32(bars[i:])``); ``phase`` is the parity (0 or 1) of
+the phase to wait for; ``tx_bytes`` is a byte count the barrier's current phase
+additionally waits for. All emit ``side_effect`` asm with a ``~{memory}`` clobber.
+"""
+
+from numba.cuda.extending import intrinsic
+
+from ._asm import U32, asm_intrinsic
+
+# The spin loop's label lives in its own { } scope, so several inlined copies
+# of the wait assemble side by side.
+_WAIT_PARITY = """{
+ .reg .pred done;
+ wait_parity_retry:
+ mbarrier.try_wait.parity.shared::cta.b64 done, [$0], $1;
+ @!done bra wait_parity_retry;
+}"""
+
+_TRY_WAIT_PARITY = (
+    "{ .reg .pred done; mbarrier.try_wait.parity.shared::cta.b64 done, [$1], $2;"
+    " selp.u32 $0, 1, 0, done; }"
+)
+
+_ARRIVE_CLUSTER = (
+    "{ .reg .b32 remote_bar; mapa.shared::cluster.u32 remote_bar, $0, $1;"
+    " mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote_bar]; }"
+)
+
+
+@intrinsic
+def mbarrier_init(typingctx, bar, count):
+    """``mbarrier.init.shared::cta.b64 [bar], count;``: ``count`` arrivals
+    complete a phase."""
+    return asm_intrinsic(
+        "mbarrier.init.shared::cta.b64 [$0], $1;", (bar, count), (U32, U32)
+    )
+
+
+@intrinsic
+def mbarrier_arrive(typingctx, bar):
+    """``mbarrier.arrive.shared::cta.b64 _, [bar];`` (release, CTA scope)."""
+    return asm_intrinsic("mbarrier.arrive.shared::cta.b64 _, [$0];", (bar,), (U32,))
+
+
+@intrinsic
+def mbarrier_arrive_expect_tx(typingctx, bar, tx_bytes):
+    """``mbarrier.arrive.expect_tx.shared::cta.b64 _, [bar], tx_bytes;``:
+    arrive and make the phase also wait for ``tx_bytes`` bytes."""
+    return asm_intrinsic(
+        "mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;",
+        (bar, tx_bytes), (U32, U32),
+    )
+
+
+@intrinsic
+def mbarrier_expect_tx(typingctx, bar, tx_bytes):
+    """``mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [bar], tx_bytes;``:
+    make the phase also wait for ``tx_bytes`` bytes, without arriving."""
+    return asm_intrinsic(
+        "mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [$0], $1;",
+        (bar, tx_bytes), (U32, U32),
+    )
+
+
+@intrinsic
+def mbarrier_wait_parity(typingctx, bar, phase):
+    """Spin on ``mbarrier.try_wait.parity.shared::cta.b64 p, [bar], phase;``
+    until the phase of parity ``phase`` has completed (acquire, CTA scope)."""
+    return asm_intrinsic(_WAIT_PARITY, (bar, phase), (U32, U32))
+
+
+@intrinsic
+def mbarrier_try_wait_parity(typingctx, bar, phase):
+    """One ``mbarrier.try_wait.parity.shared::cta.b64 p, [bar], phase;`` then
+    ``selp.u32``: returns uint32 1 when the phase has completed, else 0."""
+    return asm_intrinsic(_TRY_WAIT_PARITY, (bar, phase), (U32, U32), result=U32)
+
+
+@intrinsic
+def mbarrier_arrive_cluster(typingctx, bar, cta_rank):
+    """Arrive on the barrier at ``bar``'s offset in CTA ``cta_rank`` of the
+    cluster: ``mapa.shared::cluster.u32 remote, bar, cta_rank;`` then
+    ``mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];``."""
+    return asm_intrinsic(_ARRIVE_CLUSTER, (bar, cta_rank), (U32, U32))

@@ -1,0 +1,6 @@
+"""``python -m tma_study`` = the ``tma-study`` command."""
+import sys
+
+from .cli import main
+
+sys.exit(main())

@@ -1,0 +1,69 @@
+"""Command line the Snakemake rules call (also usable by hand).
+
+    tma-study compile   STUDY --out DIR            numba -> PTX -> cubin -> SASS + resources.csv (no GPU)
+    tma-study measure   STUDY --out DIR [--config config/config.yaml]      (Hopper GPU)
+    tma-study aggregate STUDY --raw DIR --out DIR                          (CPU)
+    tma-study tables    STUDY --derived DIR --provenance FILE --out DIR    (CPU)
+    tma-study check-gpu                                                    says whether this machine can measure
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from . import config as config_mod
+from . import gpu as gpu_mod
+from .studies import discover
+
+DEFAULT_CONFIG = config_mod.REPO_ROOT / "config" / "config.yaml"
+
+
+def _study(name: str):
+    studies = discover()
+    if name not in studies:
+        raise SystemExit(f"unknown study {name!r}; known studies: {', '.join(sorted(studies))}")
+    return studies[name]
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="tma-study", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name in ("compile", "measure", "aggregate", "tables"):
+        p = sub.add_parser(name)
+        p.add_argument("study")
+        p.add_argument("--out", type=Path, required=True)
+        p.add_argument("--config", type=Path, default=DEFAULT_CONFIG)
+        if name == "aggregate":
+            p.add_argument("--raw", type=Path, required=True)
+        if name == "tables":
+            p.add_argument("--derived", type=Path, required=True)
+            p.add_argument("--provenance", type=Path, required=True)
+    sub.add_parser("check-gpu")
+    args = parser.parse_args(argv)
+
+    if args.command == "check-gpu":
+        info = gpu_mod.require_hopper(gpu_mod.detect())
+        print(json.dumps(info.as_dict(), indent=2))
+        return 0
+    study = _study(args.study)
+    if args.command == "compile":
+        study.entry("kernels")  # import check before any work
+        from .compile_report import compile_study
+        compile_study(study, args.out)
+    elif args.command == "measure":
+        config = config_mod.load(args.config, discover())
+        gpu_mod.require_hopper(gpu_mod.detect())
+        study.entry("measure")(config["studies"][study.name], config.get("gpu_probe", {}), args.out)
+    elif args.command == "aggregate":
+        study.entry("aggregate")(args.raw, args.out)
+    elif args.command == "tables":
+        prov = json.loads(args.provenance.read_text())
+        study.entry("write_tables")(args.derived, prov, args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

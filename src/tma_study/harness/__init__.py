@@ -1,0 +1,1 @@
+"""Measurement harness shared by every study: timing, statistics, ceilings, provenance, output."""

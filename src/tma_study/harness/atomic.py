@@ -1,0 +1,59 @@
+"""Writes that never leave half a result behind.
+
+A study writes its raw data into a staging folder beside the destination; only when every
+file is written does the folder replace the destination (two renames). An interrupted run
+leaves the previous data as it was, plus a stale staging folder that the next run removes.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Iterator
+
+STAGING_PREFIX = ".staging-"
+RETIRED_PREFIX = ".retired-"
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file in the same folder and a rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+@contextlib.contextmanager
+def staged_directory(final_dir: Path) -> Iterator[Path]:
+    """Yield an empty staging folder; on success it becomes ``final_dir``.
+
+    On an exception the staging folder is deleted and ``final_dir`` is untouched.
+    """
+    final_dir = Path(final_dir)
+    final_dir.parent.mkdir(parents=True, exist_ok=True)
+    for stale in final_dir.parent.glob(f"{STAGING_PREFIX}{final_dir.name}-*"):
+        shutil.rmtree(stale, ignore_errors=True)
+    staging = Path(tempfile.mkdtemp(dir=final_dir.parent, prefix=f"{STAGING_PREFIX}{final_dir.name}-"))
+    try:
+        yield staging
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    retired = None
+    if final_dir.exists():
+        retired = final_dir.parent / f"{RETIRED_PREFIX}{final_dir.name}-{os.getpid()}"
+        os.replace(final_dir, retired)
+    os.replace(staging, final_dir)
+    if retired is not None:
+        shutil.rmtree(retired, ignore_errors=True)

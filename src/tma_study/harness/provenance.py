@@ -1,0 +1,80 @@
+"""provenance.json: where, when, on what and from which code a study's data came."""
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import importlib.metadata as md
+import json
+import platform
+import socket
+import subprocess
+from pathlib import Path
+
+PACKAGES = ("numba", "numba-cuda", "llvmlite", "numpy", "cuda-bindings", "cuda-core",
+            "cuda-bench", "nvidia-nvvm", "nvidia-cuda-nvcc", "nvidia-cuda-runtime", "pandas",
+            "snakemake", "torch", "nvidia-cutlass")
+
+
+def utc_now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def package_versions() -> dict[str, str | None]:
+    versions = {}
+    for name in PACKAGES:
+        try:
+            versions[name] = md.version(name)
+        except md.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+def git_state(repo: Path) -> dict:
+    """Commit and whether the tree had uncommitted changes (None where git is unavailable)."""
+    def git(*args):
+        return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True,
+                              check=True).stdout.strip()
+    try:
+        commit = git("rev-parse", "HEAD")
+        dirty = bool(git("status", "--porcelain", "--untracked-files=no"))
+    except (OSError, subprocess.CalledProcessError):
+        return {"commit": None, "dirty": None}
+    return {"commit": commit, "dirty": dirty}
+
+
+def config_hash(study_config: dict) -> str:
+    """sha256 of the study's validated config, canonical JSON (sorted keys)."""
+    canonical = json.dumps(study_config, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def nvidia_smi_clocks() -> dict | None:
+    """SM/memory clocks, power and temperature as nvidia-smi reads them (read-only query)."""
+    fields = "clocks.sm,clocks.mem,clocks.max.sm,power.draw,temperature.gpu,pstate"
+    try:
+        out = subprocess.run(["nvidia-smi", f"--query-gpu={fields}", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    values = [v.strip() for v in out.splitlines()[0].split(",")]
+    return dict(zip(fields.split(","), values))
+
+
+def build(*, study: str, gpu: dict, study_config: dict, repo: Path, started: str,
+          extra: dict | None = None) -> dict:
+    """The provenance record written beside a study's raw data."""
+    record = {
+        "study": study,
+        "gpu": gpu,
+        "cuda_driver_version": gpu.get("driver_version"),
+        "packages": package_versions(),
+        "python": platform.python_version(),
+        "host": socket.gethostname(),
+        "git": git_state(repo),
+        "config_sha256": config_hash(study_config),
+        "config": study_config,
+        "started_utc": started,
+        "finished_utc": utc_now(),
+    }
+    record.update(extra or {})
+    return record

@@ -1,0 +1,31 @@
+"""What a study declares, so the pipeline can run it without knowing its insides."""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Study:
+    """A study's contract with the pipeline.
+
+    Files are relative to ``results/<gpu>/<study>/`` (raw), its ``derived/`` folder
+    (aggregates), ``figures/`` and ``paper/tables/``. Entry points are "module:function"
+    strings, imported only when run, so analysing data never imports GPU code.
+    """
+
+    name: str
+    question: str
+    raw_files: tuple[str, ...]          # measure writes these (plus provenance.json)
+    derived_files: tuple[str, ...]      # aggregate writes these
+    figures: tuple[str, ...]            # figures/<figure>.pdf|png, each from notebooks/<figure>.py
+    tables: tuple[str, ...]             # paper/tables/<table>.tex|md
+    kernels: str                        # () -> list[(name, python function, signature)]
+    measure: str                        # (study_config, gpu_probe_config, out_dir) -> None; GPU
+    aggregate: str                      # (raw_dir, derived_dir) -> None; CPU
+    write_tables: str                   # (derived_dir, provenance, tables_dir) -> None; CPU
+
+    def entry(self, which: str):
+        """Import and return the function behind entry point ``which`` (e.g. "measure")."""
+        module, _, function = getattr(self, which).partition(":")
+        return getattr(importlib.import_module(module), function)

@@ -1,0 +1,19 @@
+"""Study ``crossover``: from which transfer size (and bytes in flight) does TMA beat
+bulk copies, cp.async and plain loads?"""
+from tma_study.studies.base import Study
+
+_HERE = __name__
+
+STUDY = Study(
+    name="crossover",
+    question="From which transfer size, and with how many bytes in flight, does a TMA tensor "
+             "load beat 1-D bulk copies, cp.async and plain 128-bit loads?",
+    raw_files=("stream.csv", "ceilings.csv", "latency.csv"),
+    derived_files=("best.csv", "crossover.csv", "ceilings.csv", "latency.csv", "peaks.csv"),
+    figures=("crossover_bandwidth", "crossover_map", "crossover_latency"),
+    tables=("crossover_summary", "crossover_crossovers"),
+    kernels=f"{_HERE}.kernels:compile_list",
+    measure=f"{_HERE}.measure:measure",
+    aggregate=f"{_HERE}.aggregate:aggregate",
+    write_tables=f"{_HERE}.tables:write_tables",
+)

@@ -1,0 +1,85 @@
+"""The crossover sweep: every (mechanism, knobs, transfer size, working set) to measure.
+
+A configuration is kept only if it can run as declared: a stage holds at least one transfer,
+and the CTAs per SM fit the SM's shared memory. Knobs that do not apply to a mechanism
+(``tma_issue_threads`` for cp.async and plain loads) are not expanded for it.
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import asdict, dataclass
+
+TMA_ENGINE_MECHANISMS = ("tma_tile", "bulk_copy")
+RING_ALIGN_BYTES = 128                 # kernels/crossover/ring.py
+STATIC_SHARED_BYTES = 64               # MAX_STAGES mbarriers
+RESERVED_SHARED_PER_CTA_BYTES = 1024   # the driver reserves 1 KiB per CTA on sm_90
+SHARED_PER_SM_BYTES_H100_CLASS = 233472
+MAX_THREADS_PER_SM = 2048
+LOADS_IN_FLIGHT_PLAIN = 4              # kernels/crossover/plain_loads.py
+VECTOR_BYTES = 16
+ORDER_MULTIPLIERS = {"sequential": 1, "scattered": 0x9E3779B1}  # odd: a permutation mod 2^k
+
+
+@dataclass(frozen=True)
+class StreamConfig:
+    mechanism: str
+    working_set: str
+    working_set_bytes: int
+    bytes_per_launch: int
+    access_order: str
+    bytes_per_transfer: int
+    ring_bytes_per_sm: int
+    stages: int
+    ctas_per_sm: int
+    threads_per_cta: int
+    issue_threads: int
+
+    @property
+    def stage_bytes(self) -> int:
+        return self.ring_bytes_per_sm // (self.stages * self.ctas_per_sm)
+
+    @property
+    def bytes_in_flight_per_sm_bound(self) -> int:
+        """Most bytes that can be outstanding per SM: the ring, or for plain loads the registers."""
+        if self.mechanism == "plain_loads":
+            register_bound = self.threads_per_cta * LOADS_IN_FLIGHT_PLAIN * VECTOR_BYTES * self.ctas_per_sm
+            return min(self.ring_bytes_per_sm, register_bound)
+        return self.ring_bytes_per_sm
+
+    @property
+    def key(self) -> str:
+        return (f"{self.mechanism}/{self.working_set}/{self.access_order}/B{self.bytes_per_transfer}"
+                f"/ring{self.ring_bytes_per_sm}/s{self.stages}/c{self.ctas_per_sm}"
+                f"/t{self.threads_per_cta}/i{self.issue_threads}")
+
+    def columns(self) -> dict:
+        cols = asdict(self)
+        cols["stage_bytes"] = self.stage_bytes
+        cols["bytes_in_flight_per_sm_bound"] = self.bytes_in_flight_per_sm_bound
+        return cols
+
+
+def fits(config: StreamConfig, shared_per_sm_bytes: int = SHARED_PER_SM_BYTES_H100_CLASS) -> bool:
+    """Can ``ctas_per_sm`` CTAs of this configuration be resident on one SM?"""
+    per_cta = (config.stages * config.stage_bytes + RING_ALIGN_BYTES + STATIC_SHARED_BYTES
+               + RESERVED_SHARED_PER_CTA_BYTES)
+    return (config.stage_bytes >= config.bytes_per_transfer
+            and config.stage_bytes % config.bytes_per_transfer == 0
+            and config.ctas_per_sm * per_cta <= shared_per_sm_bytes
+            and config.ctas_per_sm * config.threads_per_cta <= MAX_THREADS_PER_SM)
+
+
+def stream_configs(study: dict, shared_per_sm_bytes: int = SHARED_PER_SM_BYTES_H100_CLASS) -> list[StreamConfig]:
+    """Expand the study config into the configurations to measure, mechanism-major."""
+    configs = []
+    for mechanism in study["mechanisms"]:
+        issue = study["tma_issue_threads"] if mechanism in TMA_ENGINE_MECHANISMS else [1]
+        for (ws_name, ws), order, size, ring, stages, ctas, threads, issue_threads in itertools.product(
+                study["working_sets"].items(), study["access_order"], study["bytes_per_transfer"],
+                study["ring_bytes_per_sm"], study["stages"], study["ctas_per_sm"],
+                study["threads_per_cta"], issue):
+            config = StreamConfig(mechanism, ws_name, ws["bytes"], ws["bytes_per_launch"], order, size,
+                                  ring, stages, ctas, threads, issue_threads)
+            if fits(config, shared_per_sm_bytes):
+                configs.append(config)
+    return configs

@@ -1,0 +1,295 @@
+"""Measure the crossover study on a Hopper GPU.
+
+Writes, atomically into ``out_dir``:
+- ``stream.csv``    one row per (mechanism, knobs, transfer size, working set): time and GB/s
+- ``ceilings.csv``  device-to-device copy and pure-read stream, measured in the same run
+- ``latency.csv``   one transfer's latency per (mechanism, size, level), clock64 pointer chase
+- ``provenance.json``
+
+Every configuration's checksum is checked against the host reference before it is timed;
+the input is fresh random data, regenerated for every (mechanism, working set) group, and
+the checksum output is poisoned before each check.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from tma_study import gpu as gpu_mod
+from tma_study.harness import atomic, provenance, timing
+from tma_study.harness.stats import summarize
+
+from . import reference
+from .grid import ORDER_MULTIPLIERS, StreamConfig, stream_configs
+
+TENSOR_COLS = 256                  # kernels/crossover/tma_tile.py: uint32 elements per tensor row
+ELEMENT_BYTES = 4
+READ_CEILING_CTAS_PER_SM = (2, 4, 8)
+READ_CEILING_THREADS = 256
+LATENCY_THREADS = 128
+L2_FLUSH_FACTOR = 2                # flush by writing this many L2 sizes of scratch
+
+
+def _fresh_rng() -> np.random.Generator:
+    return np.random.default_rng(int.from_bytes(os.urandom(8), "little"))
+
+
+class WorkingSet:
+    """A device buffer of random uint32 words plus the host data its checksums need."""
+
+    def __init__(self, name: str, nbytes: int, bytes_per_launch: int, l2_bytes: int):
+        from numba import cuda
+        self.name, self.nbytes = name, nbytes
+        self.l2_resident_limit = l2_bytes // 2     # below this, the set is meant to live in L2
+        self.passes = max(1, bytes_per_launch // nbytes)
+        self.device = cuda.device_array(nbytes // ELEMENT_BYTES, np.uint32)
+        self.address = int(self.device.__cuda_array_interface__["data"][0])
+        self.generation = None
+        self._expected: dict[int | None, int] = {}
+        self._tensor_maps: dict[int, object] = {}
+
+    def ensure_fresh(self, generation) -> None:
+        """New random contents whenever a new group of configurations starts."""
+        if generation == self.generation:
+            return
+        words = _fresh_rng().integers(0, 2**32, size=self.nbytes // ELEMENT_BYTES, dtype=np.uint32)
+        self.device.copy_to_device(words)
+        self.sums = reference.vector_sums(words)
+        self._expected.clear()
+        self.generation = generation
+
+    def expected(self, bytes_per_transfer: int | None) -> int:
+        if bytes_per_transfer not in self._expected:
+            self._expected[bytes_per_transfer] = reference.expected_checksum(
+                self.sums, bytes_per_transfer, self.passes)
+        return self._expected[bytes_per_transfer]
+
+    def tensor_map(self, bytes_per_transfer: int) -> int:
+        """Address of a tensor map whose box is one chunk (kernels/crossover/tma_tile.py)."""
+        if bytes_per_transfer not in self._tensor_maps:
+            self._tensor_maps[bytes_per_transfer] = _chunk_tensor_map(self.device, self.nbytes,
+                                                                      bytes_per_transfer)
+        return self._tensor_maps[bytes_per_transfer].address
+
+
+def _chunk_tensor_map(device_array, nbytes: int, bytes_per_transfer: int):
+    from tma_kernels import tensor_map
+    elements = bytes_per_transfer // ELEMENT_BYTES
+    spec = tensor_map.tiled_2d(device_array, np.uint32, rows=nbytes // (TENSOR_COLS * ELEMENT_BYTES),
+                               cols=TENSOR_COLS, row_stride_bytes=TENSOR_COLS * ELEMENT_BYTES,
+                               box_rows=max(1, elements // TENSOR_COLS), box_cols=min(elements, TENSOR_COLS))
+    return tensor_map.to_device(tensor_map.encode(spec), spec)
+
+
+def _compile(study: dict):
+    from numba import cuda
+
+    from tma_kernels import launch
+    from tma_kernels.crossover import (KERNEL_SIGNATURE, LATENCY_SIGNATURE, READ_SIGNATURE,
+                                       latency_kernel, read_stream, stream_kernel)
+    from tma_kernels.crossover.latency import latency_dynamic_shared_bytes
+    from tma_kernels.crossover.ring import dynamic_shared_bytes
+
+    streams, latencies = {}, {}
+    largest_stage = max(study["ring_bytes_per_sm"]) // min(study["stages"])
+    for mechanism in study["mechanisms"]:
+        streams[mechanism] = cuda.jit(KERNEL_SIGNATURE)(stream_kernel(mechanism))
+        launch.set_max_dynamic_shared_bytes(
+            streams[mechanism], min(launch.device_max_dynamic_shared_bytes(),
+                                    dynamic_shared_bytes(max(study["stages"]), largest_stage)))
+        latencies[mechanism] = cuda.jit(LATENCY_SIGNATURE)(latency_kernel(mechanism))
+        launch.set_max_dynamic_shared_bytes(
+            latencies[mechanism], latency_dynamic_shared_bytes(max(study["bytes_per_transfer"])))
+    return streams, latencies, cuda.jit(READ_SIGNATURE)(read_stream)
+
+
+def _checked(name: str, got: int, want: int) -> None:
+    if got != want:
+        raise timing.CorrectnessError(f"{name}: checksum {got:#018x}, expected {want:#018x}")
+
+
+def _poisoned_output(size: int):
+    from numba import cuda
+    return cuda.to_device(_fresh_rng().integers(0, 2**63, size=size, dtype=np.uint64))
+
+
+def _stream_case(config: StreamConfig, kernel, ws: WorkingSet, sm_count: int) -> timing.TimedCase:
+    from tma_kernels.crossover.ring import dynamic_shared_bytes
+    grid = sm_count * config.ctas_per_sm
+    chunk_count = ws.nbytes // config.bytes_per_transfer
+    multiplier = (ORDER_MULTIPLIERS[config.access_order] & (chunk_count - 1)) | 1
+    transfers_total = ws.passes * chunk_count
+    shared = dynamic_shared_bytes(config.stages, config.stage_bytes)
+    out = _poisoned_output(grid * config.threads_per_cta)
+    tmap = ws.tensor_map(config.bytes_per_transfer) if config.mechanism == "tma_tile" else 0
+    args = (ws.address, tmap, config.bytes_per_transfer.bit_length() - 1, transfers_total,
+            chunk_count - 1, multiplier, config.stage_bytes, config.stages, config.issue_threads)
+
+    def launch(stream):
+        kernel[grid, config.threads_per_cta, stream, shared](*args, out)
+
+    def check():
+        ws.ensure_fresh((config.mechanism, config.working_set))
+        out.copy_to_device(_fresh_rng().integers(0, 2**63, size=out.size, dtype=np.uint64))
+        launch(0)
+        from numba import cuda
+        cuda.synchronize()
+        _checked(config.key, reference.total_of(out.copy_to_host()), ws.expected(config.bytes_per_transfer))
+
+    return timing.TimedCase(config.key, launch, check, bytes_read=ws.passes * ws.nbytes,
+                            bytes_written=out.nbytes, label=config.key, warm=_warm_for(ws, launch))
+
+
+def _warm_for(ws: WorkingSet, launch):
+    """An L2-resident working set is read once, untimed, after nvbench's L2 flush."""
+    return launch if ws.nbytes < ws.l2_resident_limit else None
+
+
+def _ceiling_cases(read_kernel, working_sets: dict, sm_count: int) -> list[tuple[dict, timing.TimedCase]]:
+    from numba import cuda
+    cases = []
+    hbm = working_sets.get("hbm") or next(iter(working_sets.values()))
+    copy_dst = cuda.device_array_like(hbm.device)
+
+    def copy(stream):
+        copy_dst.copy_to_device(hbm.device, stream=stream)
+
+    def check_copy():
+        hbm.ensure_fresh(("ceiling", "copy"))
+        copy_dst.copy_to_device(_fresh_rng().integers(0, 2**32, size=copy_dst.size, dtype=np.uint32))
+        copy(0)
+        cuda.synchronize()
+        if not np.array_equal(copy_dst.copy_to_host(), hbm.device.copy_to_host()):
+            raise timing.CorrectnessError("device-to-device copy: destination differs from source")
+
+    cases.append(({"ceiling": "d2d_copy", "working_set": hbm.name, "working_set_bytes": hbm.nbytes,
+                   "bytes_moved": 2 * hbm.nbytes, "ctas_per_sm": 0, "threads_per_cta": 0},
+                  timing.TimedCase(f"ceiling/d2d_copy/{hbm.name}", copy, check_copy,
+                                   bytes_read=hbm.nbytes, bytes_written=hbm.nbytes)))
+    for ws in working_sets.values():
+        vectors_total = ws.passes * ws.nbytes // 16
+        for ctas in READ_CEILING_CTAS_PER_SM:
+            grid = sm_count * ctas
+            out = _poisoned_output(grid * READ_CEILING_THREADS)
+
+            def launch(stream, grid=grid, out=out, ws=ws, vectors_total=vectors_total):
+                read_kernel[grid, READ_CEILING_THREADS, stream](ws.address, vectors_total, ws.nbytes // 16 - 1, out)
+
+            def check(launch=launch, out=out, ws=ws, ctas=ctas):
+                ws.ensure_fresh(("ceiling", ws.name))
+                out.copy_to_device(_fresh_rng().integers(0, 2**63, size=out.size, dtype=np.uint64))
+                launch(0)
+                cuda.synchronize()
+                _checked(f"read_stream/{ws.name}/c{ctas}", reference.total_of(out.copy_to_host()), ws.expected(None))
+
+            cases.append(({"ceiling": "read_stream", "working_set": ws.name, "working_set_bytes": ws.nbytes,
+                           "bytes_moved": ws.passes * ws.nbytes, "ctas_per_sm": ctas,
+                           "threads_per_cta": READ_CEILING_THREADS},
+                          timing.TimedCase(f"ceiling/read_stream/{ws.name}/c{ctas}", launch, check,
+                                           bytes_read=ws.passes * ws.nbytes, warm=_warm_for(ws, launch))))
+    return cases
+
+
+def _measure_latency(study: dict, kernels: dict, gpu: gpu_mod.GpuInfo) -> pd.DataFrame:
+    """Pointer chases: cold (L2 flushed first, data from HBM) then warm (same chunks, from L2)."""
+    from numba import cuda
+
+    from tma_study.harness.progress import Progress
+    from tma_kernels.crossover.latency import latency_dynamic_shared_bytes
+    settings = study["latency"]
+    nbytes, hops = settings["hbm_bytes"], settings["hops"]
+    scratch = cuda.device_array(L2_FLUSH_FACTOR * gpu.l2_bytes // ELEMENT_BYTES, np.uint32)
+    result = cuda.device_array(3, np.uint64)
+    rng = _fresh_rng()
+    rows = []
+    progress = Progress("crossover latency", len(study["bytes_per_transfer"]) * len(kernels))
+    for size in study["bytes_per_transfer"]:
+        chunk_count = nbytes // size
+        successor = reference.chase_chain(chunk_count, rng)
+        words = rng.integers(0, 2**32, size=nbytes // ELEMENT_BYTES, dtype=np.uint32)
+        words[np.arange(chunk_count) * (size // ELEMENT_BYTES)] = successor
+        chain = cuda.to_device(words)
+        tmap = _chunk_tensor_map(chain, nbytes, size)
+        address = int(chain.__cuda_array_interface__["data"][0])
+        for mechanism, kernel in kernels.items():
+            progress.step(f"{mechanism} B={size}")
+            samples = {"hbm": [], "l2": []}
+            for _ in range(settings["repeats"]):
+                start = int(rng.integers(chunk_count))
+                want = reference.follow(successor, start, hops)
+                scratch.copy_to_device(rng.integers(0, 2**32, size=scratch.size, dtype=np.uint32))
+                for level in ("hbm", "l2"):        # second chase re-reads the chunks the first left in L2
+                    result.copy_to_device(np.full(3, 2**63, dtype=np.uint64))
+                    kernel[1, LATENCY_THREADS, 0, latency_dynamic_shared_bytes(size)](
+                        address, tmap.address if mechanism == "tma_tile" else 0,
+                        size.bit_length() - 1, chunk_count - 1, start, hops, 1, result)
+                    cycles, nanoseconds, final = (int(v) for v in result.copy_to_host())
+                    if final != want:
+                        raise timing.CorrectnessError(
+                            f"latency chase {mechanism} B={size}: ended at chunk {final}, expected {want}")
+                    samples[level].append((cycles / hops, nanoseconds / hops))
+            for level, values in samples.items():
+                cycles = summarize([c for c, _ in values])
+                rows.append({"mechanism": mechanism, "bytes_per_transfer": size, "level": level,
+                             "chase_bytes": nbytes, "hops": hops, "threads_per_cta": LATENCY_THREADS,
+                             **cycles.as_columns("cycles_per_transfer"),
+                             "ns_per_transfer_median": float(np.median([n for _, n in values]))})
+        del chain, tmap
+    return pd.DataFrame(rows)
+
+
+def _max_active_clusters(read_kernel, cluster_sizes) -> dict[str, int | str]:
+    from tma_kernels import launch
+    out = {}
+    for size in cluster_sizes:
+        try:
+            if launch.needs_nonportable_cluster(size):
+                launch.allow_nonportable_cluster_size(read_kernel)
+            out[str(size)] = launch.max_active_clusters(read_kernel, size, READ_CEILING_THREADS, 0)
+        except Exception as exc:  # recorded, not fatal: provenance only
+            out[str(size)] = f"query failed: {type(exc).__name__}: {exc}"
+    return out
+
+
+def measure(study: dict, gpu_probe: dict, out_dir: Path) -> None:
+    """Run the whole crossover study on this GPU and write its raw data into ``out_dir``."""
+    import tma_kernels.numpy_compat  # noqa: F401  (before the first numba compile)
+
+    gpu = gpu_mod.require_hopper(gpu_mod.detect())
+    started = provenance.utc_now()
+    clocks_before = provenance.nvidia_smi_clocks()
+    streams, latencies, read_kernel = _compile(study)
+    working_sets = {name: WorkingSet(name, ws["bytes"], ws["bytes_per_launch"], gpu.l2_bytes)
+                    for name, ws in study["working_sets"].items()}
+    configs = stream_configs(study, gpu.smem_per_sm_bytes)
+    ceiling_cases = _ceiling_cases(read_kernel, working_sets, gpu.sm_count)
+    stream_cases = [_stream_case(c, streams[c.mechanism], working_sets[c.working_set], gpu.sm_count)
+                    for c in configs]
+    timings = timing.run([case for _, case in ceiling_cases] + stream_cases, study="crossover",
+                         **study["timing"])
+    latency = _measure_latency(study, latencies, gpu)
+
+    def row(columns: dict, case: timing.TimedCase, bytes_moved: int) -> dict:
+        t = timings[case.key].columns()
+        return {**columns, **t, "bytes_moved": bytes_moved,
+                "gbps": bytes_moved / (t["time_us_median"] * 1e3)}
+
+    stream = pd.DataFrame([row(c.columns(), case, case.bytes_read) for c, case in zip(configs, stream_cases)])
+    ceilings = pd.DataFrame([row(cols, case, cols["bytes_moved"]) for cols, case in ceiling_cases])
+    record = provenance.build(
+        study="crossover", gpu=gpu.as_dict(), study_config=study, repo=Path(__file__).resolve().parents[4],
+        started=started,
+        extra={"nvidia_smi_before": clocks_before, "nvidia_smi_after": provenance.nvidia_smi_clocks(),
+               "max_active_clusters_256_threads": _max_active_clusters(read_kernel, gpu_probe.get("cluster_sizes", [])),
+               "timer": "cuda-bench (nvbench) cold samples: L2 flushed before every sample; device "
+                        "events; l2 working set made resident by an untimed pass inside each sample",
+               "configurations": len(configs)})
+    with atomic.staged_directory(out_dir) as staging:
+        stream.to_csv(staging / "stream.csv", index=False)
+        ceilings.to_csv(staging / "ceilings.csv", index=False)
+        latency.to_csv(staging / "latency.csv", index=False)
+        (staging / "provenance.json").write_text(json.dumps(record, indent=2, default=str) + "\n")

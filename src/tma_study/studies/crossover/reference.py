@@ -1,0 +1,54 @@
+"""Host references for the crossover kernels' checksums (numpy, exact integer arithmetic).
+
+Every kernel thread accumulates, for each 16-byte vector it reads, ``(w0+w1+w2+w3) ^ chunk``
+in uint64 (wrapping), where ``chunk`` is the index of the chunk the vector belongs to. Every
+chunk is read exactly ``passes`` times whatever the order, so the launch's total is
+``passes * sum_v((w0+w1+w2+w3)_v ^ (v * 16 // bytes_per_transfer))`` modulo 2**64.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+VECTOR_BYTES = 16
+WORDS_PER_VECTOR = 4
+UINT64_MASK = (1 << 64) - 1
+
+
+def vector_sums(words: np.ndarray) -> np.ndarray:
+    """uint64 sum of the four uint32 words of every 16-byte vector."""
+    return words.reshape(-1, WORDS_PER_VECTOR).astype(np.uint64).sum(axis=1, dtype=np.uint64)
+
+
+def expected_checksum(sums: np.ndarray, bytes_per_transfer: int | None, passes: int) -> int:
+    """Total over all threads' checksums for a launch reading the buffer ``passes`` times.
+
+    ``bytes_per_transfer=None`` means no chunk XOR (the read-ceiling kernel).
+    """
+    if bytes_per_transfer is None:
+        once = int(sums.sum(dtype=np.uint64))
+    else:
+        shift = int(bytes_per_transfer).bit_length() - 1 - (VECTOR_BYTES.bit_length() - 1)
+        chunk = np.arange(sums.size, dtype=np.uint64) >> np.uint64(shift)
+        once = int(np.bitwise_xor(sums, chunk).sum(dtype=np.uint64))
+    return (once * passes) & UINT64_MASK
+
+
+def total_of(checksums: np.ndarray) -> int:
+    """Sum of the per-thread checksums modulo 2**64."""
+    return int(checksums.astype(np.uint64).sum(dtype=np.uint64))
+
+
+def chase_chain(chunk_count: int, rng: np.random.Generator) -> np.ndarray:
+    """next[c] for a single random cycle through all chunks (a pointer-chase permutation)."""
+    order = rng.permutation(chunk_count)
+    successor = np.empty(chunk_count, dtype=np.int64)
+    successor[order] = np.roll(order, -1)
+    return successor
+
+
+def follow(successor: np.ndarray, start: int, hops: int) -> int:
+    """The chunk reached after ``hops`` steps from ``start``."""
+    chunk = start
+    for _ in range(hops):
+        chunk = int(successor[chunk])
+    return chunk
