@@ -3,7 +3,7 @@
 An intrinsic of this package is a numba ``@intrinsic`` whose typing function
 returns ``asm_intrinsic(ptx, args, operand_types, result, effect)``: the call's
 integer arguments are cast explicitly to ``operand_types`` and passed to one
-llvmlite ``ir.InlineAsm`` holding ``ptx``. Families generated in a loop (tensor
+llvmlite ``ir.InlineAsm`` holding ``ptx``. Families made by a factory (tensor
 ranks, special registers, wait counts) use :func:`make_asm_intrinsic`.
 
 Operand conventions (the constraint letter follows the operand's width):

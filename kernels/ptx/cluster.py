@@ -37,7 +37,7 @@ def cluster_arrive(typingctx):
 @intrinsic
 def cluster_arrive_relaxed(typingctx):
     """``barrier.cluster.arrive.relaxed;``: arrive without ordering memory."""
-    return asm_intrinsic("barrier.cluster.arrive;", (), ())
+    return asm_intrinsic("barrier.cluster.arrive.relaxed;", (), ())
 
 
 @intrinsic

@@ -26,9 +26,9 @@ def cp_async_ca16(typingctx, dst, src):
 
 @intrinsic
 def cp_async_cg16(typingctx, dst, src):
-    """``cp.async.ca.shared::cta.global [dst], [src], 16;`` (L2 only, bypasses L1)."""
+    """``cp.async.cg.shared::cta.global [dst], [src], 16;`` (L2 only, bypasses L1)."""
     return asm_intrinsic(
-        f"cp.async.ca.shared::cta.global [$0], [$1], {CP_ASYNC_BYTES};",
+        f"cp.async.cg.shared::cta.global [$0], [$1], {CP_ASYNC_BYTES};",
         (dst, src), (U32, U64),
     )
 

@@ -11,7 +11,7 @@ def fence_mbarrier_init_cluster(typingctx):
     """``fence.mbarrier_init.release.cluster;``: makes this thread's prior
     ``mbarrier.init`` visible to the cluster (before a cluster barrier and the
     first remote arrive or multicast copy)."""
-    return asm_intrinsic("fence.proxy.async.shared::cta;", (), ())
+    return asm_intrinsic("fence.mbarrier_init.release.cluster;", (), ())
 
 
 @intrinsic

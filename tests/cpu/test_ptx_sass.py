@@ -8,6 +8,7 @@ read from nvdisasm 13 output of ptxas 13.0 for sm_90a.
 """
 
 import collections
+import dataclasses
 import functools
 import itertools
 import operator
@@ -16,6 +17,7 @@ import re
 import numba
 import pytest
 from numba import cuda
+from numba.cuda.extending import intrinsic
 
 import tma_kernels.ptx as ptx
 from tma_kernels.build import (
@@ -25,7 +27,6 @@ from tma_kernels.build import (
     compile_for_sm90a,
     find_cuda_tool,
 )
-from numba.cuda.extending import intrinsic
 from tma_kernels.ptx._asm import asm_intrinsic
 
 # Every kernel: (uint32 results, uint64 results, a global address: a buffer or a tensor map).
@@ -35,6 +36,7 @@ VECTOR_BYTES = 16
 ONE_ARRIVAL = 1
 PEER_RANK = 1
 FIRST_TWO_CTAS = 0b11  # multicast mask: CTA ranks 0 and 1
+TENSOR_RANKS = (1, 2, 3, 4, 5)
 WAIT_ONE_GROUP = ptx.cp_async_wait_group(1)
 
 # Slots of the sm_90 constant bank (c[0x0][...]) where the driver puts the cluster
@@ -49,71 +51,56 @@ CLUSTER_ADDRESS = r"\[R\d+(\+0x[0-9a-f]+)?\]"
 
 
 # ---------------------------------------------------------------- expectations
+@dataclasses.dataclass(frozen=True)
 class Op:
     """The SASS holds an instruction with exactly this mnemonic (and modifiers)."""
 
-    def __init__(self, mnemonic):
-        self.mnemonic = mnemonic
+    mnemonic: str
 
     def found_in(self, kernel):
         return self.mnemonic in kernel.opcode_counts()
 
-    def __repr__(self):
-        return f"Op({self.mnemonic!r})"
 
-
+@dataclasses.dataclass(frozen=True)
 class Line:
     """Some SASS instruction (predicate included) matches this regex."""
 
-    def __init__(self, pattern):
-        self.pattern = pattern
+    pattern: str
 
     def found_in(self, kernel):
         return any(re.search(self.pattern, line) for line in kernel.instructions())
 
-    def __repr__(self):
-        return f"Line({self.pattern!r})"
 
-
+@dataclasses.dataclass(frozen=True)
 class Absent:
     """No SASS mnemonic starts with this prefix."""
 
-    def __init__(self, prefix):
-        self.prefix = prefix
+    prefix: str
 
     def found_in(self, kernel):
         return not kernel.has_instruction(self.prefix)
 
-    def __repr__(self):
-        return f"Absent({self.prefix!r})"
 
-
+@dataclasses.dataclass(frozen=True)
 class InPtx:
     """The PTX holds this text (for instructions that leave no SASS of their own)."""
 
-    def __init__(self, text):
-        self.text = text
+    text: str
 
     def found_in(self, kernel):
         return self.text in kernel.ptx
 
-    def __repr__(self):
-        return f"InPtx({self.text!r})"
 
-
+@dataclasses.dataclass(frozen=True)
 class OneNopMoreThan:
     """The code (padding NOPs stripped) is ``baseline``'s plus exactly one NOP."""
 
-    def __init__(self, baseline):
-        self.baseline = baseline
+    baseline: object  # the same kernel without the instruction under test
 
     def found_in(self, kernel):
         expected = _body_opcodes(compiled(self.baseline))
         expected["NOP"] += 1
         return _body_opcodes(kernel) == expected
-
-    def __repr__(self):
-        return f"OneNopMoreThan({self.baseline.__name__})"
 
 
 def _body_opcodes(kernel):
@@ -129,12 +116,15 @@ def compiled(kernel):
 
 
 # ---------------------------------------------------------------- kernels
+BARRIER_WORDS = 1  # one mbarrier: a uint64 in shared memory
+
+
 def shared_address(out_u32, out_u64, global_address):
     out_u32[0] = ptx.smem_u32(cuda.shared.array(TILE_BYTES, numba.uint8))
 
 
 def mbarrier_arrivals(out_u32, out_u64, global_address):
-    bar = ptx.smem_u32(cuda.shared.array(1, numba.uint64))
+    bar = ptx.smem_u32(cuda.shared.array(BARRIER_WORDS, numba.uint64))
     ptx.mbarrier_init(bar, ONE_ARRIVAL)
     ptx.mbarrier_arrive(bar)
     ptx.mbarrier_arrive_expect_tx(bar, TILE_BYTES)
@@ -142,28 +132,30 @@ def mbarrier_arrivals(out_u32, out_u64, global_address):
 
 
 def mbarrier_wait(out_u32, out_u64, global_address):
-    ptx.mbarrier_wait_parity(ptx.smem_u32(cuda.shared.array(1, numba.uint64)), out_u32[0])
+    bar = ptx.smem_u32(cuda.shared.array(BARRIER_WORDS, numba.uint64))
+    ptx.mbarrier_wait_parity(bar, out_u32[0])
 
 
 def mbarrier_try_wait(out_u32, out_u64, global_address):
-    bar = ptx.smem_u32(cuda.shared.array(1, numba.uint64))
+    bar = ptx.smem_u32(cuda.shared.array(BARRIER_WORDS, numba.uint64))
     out_u32[1] = ptx.mbarrier_try_wait_parity(bar, out_u32[0])
 
 
 def mbarrier_remote_arrive(out_u32, out_u64, global_address):
-    ptx.mbarrier_arrive_cluster(ptx.smem_u32(cuda.shared.array(1, numba.uint64)), out_u32[0])
+    bar = ptx.smem_u32(cuda.shared.array(BARRIER_WORDS, numba.uint64))
+    ptx.mbarrier_arrive_cluster(bar, out_u32[0])
 
 
 def multicast_after_init(out_u32, out_u64, global_address):
     tile = ptx.smem_u32(cuda.shared.array(TILE_BYTES, numba.uint8))
-    bar = ptx.smem_u32(cuda.shared.array(1, numba.uint64))
+    bar = ptx.smem_u32(cuda.shared.array(BARRIER_WORDS, numba.uint64))
     ptx.mbarrier_init(bar, ONE_ARRIVAL)
     ptx.tma_load_2d_multicast(tile, global_address, bar, 0, 0, FIRST_TWO_CTAS)
 
 
 def multicast_after_fenced_init(out_u32, out_u64, global_address):
     tile = ptx.smem_u32(cuda.shared.array(TILE_BYTES, numba.uint8))
-    bar = ptx.smem_u32(cuda.shared.array(1, numba.uint64))
+    bar = ptx.smem_u32(cuda.shared.array(BARRIER_WORDS, numba.uint64))
     ptx.mbarrier_init(bar, ONE_ARRIVAL)
     ptx.fence_mbarrier_init_cluster()
     ptx.tma_load_2d_multicast(tile, global_address, bar, 0, 0, FIRST_TWO_CTAS)
@@ -175,7 +167,7 @@ def proxy_fence(out_u32, out_u64, global_address):
 
 def tma_loads(out_u32, out_u64, global_address):
     tile = ptx.smem_u32(cuda.shared.array(TILE_BYTES, numba.uint8))
-    bar = ptx.smem_u32(cuda.shared.array(1, numba.uint64))
+    bar = ptx.smem_u32(cuda.shared.array(BARRIER_WORDS, numba.uint64))
     ptx.tma_prefetch_descriptor(global_address)
     ptx.tma_load_1d(tile, global_address, bar, 0)
     ptx.tma_load_2d(tile, global_address, bar, 0, 1)
@@ -186,7 +178,7 @@ def tma_loads(out_u32, out_u64, global_address):
 
 def tma_multicast_loads(out_u32, out_u64, global_address):
     tile = ptx.smem_u32(cuda.shared.array(TILE_BYTES, numba.uint8))
-    bar = ptx.smem_u32(cuda.shared.array(1, numba.uint64))
+    bar = ptx.smem_u32(cuda.shared.array(BARRIER_WORDS, numba.uint64))
     mask = out_u32[0]
     ptx.tma_load_1d_multicast(tile, global_address, bar, 0, mask)
     ptx.tma_load_2d_multicast(tile, global_address, bar, 0, 1, mask)
@@ -197,19 +189,19 @@ def tma_multicast_loads(out_u32, out_u64, global_address):
 
 def tma_load_hinted(out_u32, out_u64, global_address):
     tile = ptx.smem_u32(cuda.shared.array(TILE_BYTES, numba.uint8))
-    bar = ptx.smem_u32(cuda.shared.array(1, numba.uint64))
+    bar = ptx.smem_u32(cuda.shared.array(BARRIER_WORDS, numba.uint64))
     ptx.tma_load_2d_cache_hint(tile, global_address, bar, 0, 1, out_u64[0])
 
 
 def tma_load_evict_first(out_u32, out_u64, global_address):
     tile = ptx.smem_u32(cuda.shared.array(TILE_BYTES, numba.uint8))
-    bar = ptx.smem_u32(cuda.shared.array(1, numba.uint64))
+    bar = ptx.smem_u32(cuda.shared.array(BARRIER_WORDS, numba.uint64))
     ptx.tma_load_2d_cache_hint(tile, global_address, bar, 0, 1, ptx.l2_policy_evict_first())
 
 
 def tma_load_evict_last(out_u32, out_u64, global_address):
     tile = ptx.smem_u32(cuda.shared.array(TILE_BYTES, numba.uint8))
-    bar = ptx.smem_u32(cuda.shared.array(1, numba.uint64))
+    bar = ptx.smem_u32(cuda.shared.array(BARRIER_WORDS, numba.uint64))
     ptx.tma_load_2d_cache_hint(tile, global_address, bar, 0, 1, ptx.l2_policy_evict_last())
 
 
@@ -223,7 +215,7 @@ def tma_stores(out_u32, out_u64, global_address):
 
 def bulk_copies(out_u32, out_u64, global_address):
     tile = ptx.smem_u32(cuda.shared.array(TILE_BYTES, numba.uint8))
-    bar = ptx.smem_u32(cuda.shared.array(1, numba.uint64))
+    bar = ptx.smem_u32(cuda.shared.array(BARRIER_WORDS, numba.uint64))
     ptx.bulk_load(tile, global_address, TILE_BYTES, bar)
     ptx.bulk_copy_to_peer(
         ptx.mapa_shared(tile, PEER_RANK), tile, TILE_BYTES, ptx.mapa_shared(bar, PEER_RANK)
@@ -236,7 +228,8 @@ def bulk_copies(out_u32, out_u64, global_address):
 def cp_async_groups(out_u32, out_u64, global_address):
     tile = ptx.smem_u32(cuda.shared.array(TILE_BYTES, numba.uint8))
     ptx.cp_async_ca16(tile, global_address)
-    ptx.cp_async_cg16(tile + numba.uint32(VECTOR_BYTES), global_address + numba.uint64(VECTOR_BYTES))
+    next_vector = global_address + numba.uint64(VECTOR_BYTES)
+    ptx.cp_async_cg16(tile + numba.uint32(VECTOR_BYTES), next_vector)
     ptx.cp_async_commit()
     WAIT_ONE_GROUP()
 
@@ -247,8 +240,10 @@ def cp_async_all(out_u32, out_u64, global_address):
 
 
 def cp_async_into_mbarrier(out_u32, out_u64, global_address):
-    ptx.cp_async_cg16(ptx.smem_u32(cuda.shared.array(TILE_BYTES, numba.uint8)), global_address)
-    ptx.cp_async_mbarrier_arrive_noinc(ptx.smem_u32(cuda.shared.array(1, numba.uint64)))
+    tile = ptx.smem_u32(cuda.shared.array(TILE_BYTES, numba.uint8))
+    bar = ptx.smem_u32(cuda.shared.array(BARRIER_WORDS, numba.uint64))
+    ptx.cp_async_cg16(tile, global_address)
+    ptx.cp_async_mbarrier_arrive_noinc(bar)
 
 
 def vectors(out_u32, out_u64, global_address):
@@ -330,9 +325,9 @@ CASES = [
     ("fence_mbarrier_init_cluster", multicast_after_fenced_init,
      [InPtx("fence.mbarrier_init.release.cluster;"), OneNopMoreThan(multicast_after_init)]),
     ("fence_proxy_async_shared", proxy_fence, [Op("FENCE.VIEW.ASYNC.S")]),
-    *[(f"tma_load_{rank}d", tma_loads, [Op(f"UTMALDG.{rank}D")]) for rank in range(1, 6)],
+    *[(f"tma_load_{rank}d", tma_loads, [Op(f"UTMALDG.{rank}D")]) for rank in TENSOR_RANKS],
     *[(f"tma_load_{rank}d_multicast", tma_multicast_loads, [Op(f"UTMALDG.{rank}D.MULTICAST")])
-      for rank in range(1, 6)],
+      for rank in TENSOR_RANKS],
     ("tma_load_2d_cache_hint", tma_load_hinted, [HINTED_TMA_LOAD]),
     # createpolicy with an immediate fraction folds to a constant: no instruction of its own.
     ("l2_policy_evict_first", tma_load_evict_first,
@@ -428,7 +423,8 @@ def test_ptxas_resources_are_parsed():
     result = compiled(shared_round_trip)
     assert result.registers > 0
     assert result.shared_bytes_static == SHARED_WORDS * numba.uint32.bitwidth // 8
-    assert (result.stack_frame_bytes, result.spill_store_bytes, result.spill_load_bytes) == (0, 0, 0)
+    assert result.stack_frame_bytes == 0
+    assert result.spill_store_bytes == result.spill_load_bytes == 0
     assert result.name == "shared_round_trip"
     assert ".target sm_90a" in result.ptx
     assert result.cubin.startswith(b"\x7fELF")

@@ -42,6 +42,25 @@ def git_state(repo: Path) -> dict:
     return {"commit": commit, "dirty": dirty}
 
 
+SOURCE_FOLDERS = ("kernels", "src", "workflow", "config")
+SOURCE_SUFFIXES = (".py", ".yaml", ".smk")
+
+
+def source_hash(repo: Path) -> str:
+    """sha256 over the code and config that produce the data (path + content, sorted).
+
+    Checkable without git: hash the same files of a checkout with this function.
+    """
+    digest = hashlib.sha256()
+    files = [repo / "Snakefile"] + sorted(
+        p for folder in SOURCE_FOLDERS for p in (repo / folder).rglob("*")
+        if p.suffix in SOURCE_SUFFIXES and "__pycache__" not in p.parts)
+    for path in files:
+        if path.is_file():
+            digest.update(str(path.relative_to(repo)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
 def config_hash(study_config: dict) -> str:
     """sha256 of the study's validated config, canonical JSON (sorted keys)."""
     canonical = json.dumps(study_config, sort_keys=True, separators=(",", ":"))
@@ -71,6 +90,7 @@ def build(*, study: str, gpu: dict, study_config: dict, repo: Path, started: str
         "python": platform.python_version(),
         "host": socket.gethostname(),
         "git": git_state(repo),
+        "source_sha256": source_hash(repo),
         "config_sha256": config_hash(study_config),
         "config": study_config,
         "started_utc": started,

@@ -56,7 +56,7 @@ class WorkingSet:
         """New random contents whenever a new group of configurations starts."""
         if generation == self.generation:
             return
-        words = _fresh_rng().integers(0, 2**32, size=self.nbytes // ELEMENT_BYTES, dtype=np.uint32)
+        words = np.frombuffer(_fresh_rng().bytes(self.nbytes), dtype=np.uint32)
         self.device.copy_to_device(words)
         self.sums = reference.vector_sums(words)
         self._expected.clear()
