@@ -1,7 +1,7 @@
 """Producer: 1-D bulk copies (``cp.async.bulk``, TMA engine without a tensor map; SASS ``UBLKCP``).
 
-One copy per transfer, straight from the chunk's global address. Up to ``issue_threads``
-lanes of warp 0 issue the copies of a stage; lane 0 first arms the stage's barrier.
+One copy per transfer, straight from the chunk's global address. The producer is one warp:
+its first ``issue_threads`` lanes issue the copies of a stage; lane 0 first arms the barrier.
 """
 from numba import cuda, uint32, uint64
 
@@ -12,8 +12,9 @@ from .consumer import chunk_of
 
 @cuda.jit(device=True, inline=True)
 def produce_stage(stage_smem, full_barrier, stage_bytes, first_transfer, log2_bytes_per_transfer,
-                  order_multiplier, chunk_mask, source_address, tensor_map, issue_threads):
-    tid = cuda.threadIdx.x
+                  order_multiplier, chunk_mask, source_address, tensor_map, producer_rank,
+                  producer_threads, issue_threads):
+    tid = producer_rank
     if tid < issue_threads:
         if tid == 0:
             mbarrier_arrive_expect_tx(full_barrier, stage_bytes)

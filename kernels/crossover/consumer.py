@@ -32,14 +32,15 @@ def _fold(w, transfer, order_multiplier, chunk_mask):
 
 @cuda.jit(device=True, inline=True)
 def consume_stage(stage_smem, stage_bytes, first_transfer, log2_bytes_per_transfer,
-                  order_multiplier, chunk_mask, checksum):
+                  order_multiplier, chunk_mask, consumer_rank, consumer_threads, checksum):
     """Fold one full stage into this thread's running uint64 checksum and return it.
 
     ``VECTORS_IN_FLIGHT`` shared loads are issued before their sums are used, so a few warps
-    per SM keep the consumer well ahead of any load mechanism.
+    per SM keep the consumer ahead of any load mechanism. Consumer ``consumer_rank`` of
+    ``consumer_threads`` reads vectors rank, rank + threads, ... of the stage.
     """
-    step = cuda.blockDim.x * BYTES_PER_VECTOR
-    offset = cuda.threadIdx.x * BYTES_PER_VECTOR
+    step = consumer_threads * BYTES_PER_VECTOR
+    offset = consumer_rank * BYTES_PER_VECTOR
     while offset + (VECTORS_IN_FLIGHT - 1) * step < stage_bytes:
         a = ld_shared_v4_u32(stage_smem + uint32(offset))
         b = ld_shared_v4_u32(stage_smem + uint32(offset + step))

@@ -1,13 +1,13 @@
 """The four streaming kernels of the crossover study, one per load mechanism."""
 from . import bulk_copy, cp_async, plain_loads, tma_tile
-from .ring import ARRIVALS_EVERY_THREAD, ARRIVALS_ONE_THREAD, KERNEL_SIGNATURE, make_stream_kernel
+from .ring import ARRIVALS_EVERY_PRODUCER, ARRIVALS_ONE_THREAD, KERNEL_SIGNATURE, make_stream_kernel
 
 # mechanism name -> (producer module, how its stage barrier completes)
 MECHANISMS = {
     "tma_tile": (tma_tile, ARRIVALS_ONE_THREAD),
     "bulk_copy": (bulk_copy, ARRIVALS_ONE_THREAD),
-    "cp_async": (cp_async, ARRIVALS_EVERY_THREAD),
-    "plain_loads": (plain_loads, ARRIVALS_EVERY_THREAD),
+    "cp_async": (cp_async, ARRIVALS_EVERY_PRODUCER),
+    "plain_loads": (plain_loads, ARRIVALS_EVERY_PRODUCER),
 }
 
 

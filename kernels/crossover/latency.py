@@ -1,6 +1,6 @@
 """Latency of one transfer per mechanism: a dependent chain (pointer chase) timed with clock64.
 
-One CTA moves one chunk at a time with a mechanism's own producer (the stream kernels'
+One CTA (every thread a producer) moves one chunk at a time with a mechanism's own producer (the stream kernels'
 ``produce_stage`` with a one-transfer stage and the identity order), waits for it, and reads
 the chunk's first uint32: the index of the next chunk to fetch. No transfer can start before
 the previous one landed, so ``(clock64 after - before) / hops`` is the latency of one
@@ -45,7 +45,8 @@ def _make_chase(produce_stage, arrivals):
         start_ns = globaltimer()
         for hop in range(hops):
             produce_stage(stage_smem, bar, bytes_per_transfer, chunk, log2_bytes_per_transfer,
-                          IDENTITY_ORDER, chunk_mask, source_address, tensor_map, issue_threads)
+                          IDENTITY_ORDER, chunk_mask, source_address, tensor_map, tid,
+                          cuda.blockDim.x, issue_threads)
             mbarrier_wait_parity(bar, hop & 1)
             chunk = ring[first_word]
             cuda.syncthreads()                              # all read before the next hop overwrites

@@ -1,10 +1,10 @@
 """Producer: plain 128-bit loads into registers, then 128-bit shared stores (``LDG.E.128`` + ``STS.128``).
 
-Every thread loads its 16-byte pieces of the stage, ``LOADS_IN_FLIGHT`` at a time (all issued
-before the first store, so that many loads per thread are in flight), stores them to the
-stage and arrives on the stage's barrier (which expects one arrival per thread). Unlike the
-asynchronous mechanisms the thread waits for its loads, so its bytes in flight are bounded
-by registers: ``threads * LOADS_IN_FLIGHT * 16`` bytes per CTA.
+Every producer thread loads its 16-byte pieces of the stage, ``LOADS_IN_FLIGHT`` at a time
+(all issued before the first store, so that many loads per thread are in flight), stores them
+to the stage and arrives on the stage's barrier (which expects one arrival per producer).
+Unlike the asynchronous mechanisms the thread waits for its loads, so the bytes in flight are
+bounded by registers: ``producer_threads * LOADS_IN_FLIGHT * 16`` bytes per CTA.
 """
 from numba import cuda, uint32, uint64
 
@@ -25,9 +25,10 @@ def piece_address(offset, first_transfer, log2_bytes_per_transfer, order_multipl
 
 @cuda.jit(device=True, inline=True)
 def produce_stage(stage_smem, full_barrier, stage_bytes, first_transfer, log2_bytes_per_transfer,
-                  order_multiplier, chunk_mask, source_address, tensor_map, issue_threads):
-    step = cuda.blockDim.x * BYTES_PER_VECTOR
-    offset = cuda.threadIdx.x * BYTES_PER_VECTOR
+                  order_multiplier, chunk_mask, source_address, tensor_map, producer_rank,
+                  producer_threads, issue_threads):
+    step = producer_threads * BYTES_PER_VECTOR
+    offset = producer_rank * BYTES_PER_VECTOR
     while offset + (LOADS_IN_FLIGHT - 1) * step < stage_bytes:
         a = ld_global_v4_u32(piece_address(offset, first_transfer, log2_bytes_per_transfer,
                                            order_multiplier, chunk_mask, source_address))

@@ -2,8 +2,9 @@
 
 The source is viewed as a 2-D tensor of uint32, ``TENSOR_COLS`` elements (1 KiB) per row.
 A transfer of B bytes is one box: ``min(B/4, 256)`` columns by ``max(1, B/1024)`` rows, so a
-box covers exactly the B contiguous bytes of its chunk. Up to ``issue_threads`` lanes of warp
-0 issue the boxes of a stage; lane 0 first arms the stage's barrier with the stage's bytes.
+box covers exactly the B contiguous bytes of its chunk. The producer is one warp: its first
+``issue_threads`` lanes issue the boxes of a stage; lane 0 first arms the stage's barrier with
+the stage's bytes.
 """
 from numba import cuda, uint32
 
@@ -18,8 +19,9 @@ LOG2_ELEMENT_BYTES = 2
 
 @cuda.jit(device=True, inline=True)
 def produce_stage(stage_smem, full_barrier, stage_bytes, first_transfer, log2_bytes_per_transfer,
-                  order_multiplier, chunk_mask, source_address, tensor_map, issue_threads):
-    tid = cuda.threadIdx.x
+                  order_multiplier, chunk_mask, source_address, tensor_map, producer_rank,
+                  producer_threads, issue_threads):
+    tid = producer_rank
     if tid < issue_threads:
         if tid == 0:
             mbarrier_arrive_expect_tx(full_barrier, stage_bytes)

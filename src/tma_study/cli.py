@@ -2,8 +2,11 @@
 
     tma-study compile   STUDY --out DIR            numba -> PTX -> cubin -> SASS + resources.csv (no GPU)
     tma-study measure   STUDY --out DIR [--config config/config.yaml]      (Hopper GPU)
+                        (--config takes a whole pipeline config, YAML or JSON)
     tma-study aggregate STUDY --raw DIR --out DIR                          (CPU)
     tma-study tables    STUDY --derived DIR --provenance FILE --out DIR    (CPU)
+    tma-study publish   --staged DIR --out DIR                             copy a finished measurement into results/
+    tma-study kernel-table STUDY --resources CSV --out DIR                 (CPU)
     tma-study check-gpu                                                    says whether this machine can measure
 """
 from __future__ import annotations
@@ -41,6 +44,13 @@ def main(argv=None) -> int:
         if name == "tables":
             p.add_argument("--derived", type=Path, required=True)
             p.add_argument("--provenance", type=Path, required=True)
+    p = sub.add_parser("publish", help="move a complete staged measurement into results/ atomically")
+    p.add_argument("--staged", type=Path, required=True)
+    p.add_argument("--out", type=Path, required=True)
+    p = sub.add_parser("kernel-table", help="paper table of the kernels' resources and SASS checks")
+    p.add_argument("study")
+    p.add_argument("--resources", type=Path, required=True)
+    p.add_argument("--out", type=Path, required=True)
     sub.add_parser("check-gpu")
     args = parser.parse_args(argv)
 
@@ -48,8 +58,15 @@ def main(argv=None) -> int:
         info = gpu_mod.require_hopper(gpu_mod.detect())
         print(json.dumps(info.as_dict(), indent=2))
         return 0
+    if args.command == "publish":
+        from .harness.atomic import publish_directory
+        publish_directory(args.staged, args.out)
+        return 0
     study = _study(args.study)
-    if args.command == "compile":
+    if args.command == "kernel-table":
+        from .compile_report import write_kernel_table
+        write_kernel_table(study, args.resources, args.out)
+    elif args.command == "compile":
         study.entry("kernels")  # import check before any work
         from .compile_report import compile_study
         compile_study(study, args.out)

@@ -57,3 +57,14 @@ def staged_directory(final_dir: Path) -> Iterator[Path]:
     os.replace(staging, final_dir)
     if retired is not None:
         shutil.rmtree(retired, ignore_errors=True)
+
+
+def publish_directory(staged: Path, destination: Path) -> None:
+    """Copy every file of a finished staged measurement into ``destination``, atomically."""
+    staged = Path(staged)
+    if not (staged / "provenance.json").exists():
+        raise FileNotFoundError(f"{staged} holds no provenance.json: the measurement did not finish")
+    with staged_directory(destination) as target:
+        for path in staged.iterdir():
+            if path.is_file():
+                shutil.copy2(path, target / path.name)

@@ -30,7 +30,7 @@ TENSOR_COLS = 256                  # kernels/crossover/tma_tile.py: uint32 eleme
 ELEMENT_BYTES = 4
 READ_CEILING_CTAS_PER_SM = (2, 4, 8)
 READ_CEILING_THREADS = 256
-LATENCY_THREADS = 128
+LATENCY_THREADS = {"tma_tile": 32, "bulk_copy": 32, "cp_async": 128, "plain_loads": 128}  # one producer each
 L2_FLUSH_FACTOR = 2                # flush by writing this many L2 sizes of scratch
 
 
@@ -127,7 +127,8 @@ def _stream_case(config: StreamConfig, kernel, ws: WorkingSet, sm_count: int) ->
     out = _poisoned_output(grid * config.threads_per_cta)
     tmap = ws.tensor_map(config.bytes_per_transfer) if config.mechanism == "tma_tile" else 0
     args = (ws.address, tmap, config.bytes_per_transfer.bit_length() - 1, transfers_total,
-            chunk_count - 1, multiplier, config.stage_bytes, config.stages, config.issue_threads)
+            chunk_count - 1, multiplier, config.stage_bytes, config.stages, config.consumer_threads,
+            config.issue_threads)
 
     def launch(stream):
         kernel[grid, config.threads_per_cta, stream, shared](*args, out)
@@ -224,7 +225,7 @@ def _measure_latency(study: dict, kernels: dict, gpu: gpu_mod.GpuInfo) -> pd.Dat
                 scratch.copy_to_device(rng.integers(0, 2**32, size=scratch.size, dtype=np.uint32))
                 for level in ("hbm", "l2"):        # second chase re-reads the chunks the first left in L2
                     result.copy_to_device(np.full(3, 2**63, dtype=np.uint64))
-                    kernel[1, LATENCY_THREADS, 0, latency_dynamic_shared_bytes(size)](
+                    kernel[1, LATENCY_THREADS[mechanism], 0, latency_dynamic_shared_bytes(size)](
                         address, tmap.address if mechanism == "tma_tile" else 0,
                         size.bit_length() - 1, chunk_count - 1, start, hops, 1, result)
                     cycles, nanoseconds, final = (int(v) for v in result.copy_to_host())
@@ -235,7 +236,7 @@ def _measure_latency(study: dict, kernels: dict, gpu: gpu_mod.GpuInfo) -> pd.Dat
             for level, values in samples.items():
                 cycles = summarize([c for c, _ in values])
                 rows.append({"mechanism": mechanism, "bytes_per_transfer": size, "level": level,
-                             "chase_bytes": nbytes, "hops": hops, "threads_per_cta": LATENCY_THREADS,
+                             "chase_bytes": nbytes, "hops": hops, "threads_per_cta": LATENCY_THREADS[mechanism],
                              **cycles.as_columns("cycles_per_transfer"),
                              "ns_per_transfer_median": float(np.median([n for _, n in values]))})
         del chain, tmap

@@ -1,0 +1,25 @@
+"""The TMA study, from kernels to figures and tables.
+
+    snakemake -c4                          analyze the committed H200 reference data (no GPU)
+    snakemake -c4 --config measure=true    measure on this Hopper GPU first
+    snakemake -c4 figures/crossover_bandwidth.pdf    one figure
+"""
+
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+
+configfile: "config/config.yaml"
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/compile.smk"
+include: "workflow/rules/measure.smk"
+include: "workflow/rules/analyze.smk"
+
+
+rule all:
+    input:
+        all_outputs(),
+    default_target: True

@@ -1,0 +1,50 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+# ---
+
+# %% [markdown]
+# # Crossover: streaming bandwidth against transfer size
+#
+# Each mechanism's best configuration (over stages, CTAs per SM, threads, ring bytes and
+# issuing lanes) at each transfer size, streaming from HBM (left) and from L2 (right),
+# against the ceilings measured in the same run. Not shown: the spread of each point
+# (see `best.csv`, `time_us_iqr`) and configurations that were not the best.
+
+# %%
+import pandas as pd
+import matplotlib.pyplot as plt
+
+from tma_study.report.figures import MECHANISM_STYLE, finish, inputs, size_axis
+
+derived, provenance, pdf = inputs("crossover", globals().get("snakemake"))
+best = pd.read_csv(derived / "best.csv")
+ceilings = pd.read_csv(derived / "ceilings.csv")
+best = best[(best.ring_bytes_per_sm == 0) & (best.access_order == "scattered")]
+
+# %%
+working_sets = [ws for ws in ("hbm", "l2") if ws in set(best.working_set)]
+fig, axes = plt.subplots(1, len(working_sets), figsize=(5.2 * len(working_sets), 3.8), squeeze=False)
+for ax, ws in zip(axes[0], working_sets):
+    for mechanism, style in MECHANISM_STYLE.items():
+        rows = best[(best.working_set == ws) & (best.mechanism == mechanism)].sort_values("bytes_per_transfer")
+        if len(rows):
+            ax.plot(rows.bytes_per_transfer, rows.gbps, **style)
+    for name, line in (("d2d_copy", ":"), ("read_stream", "--")):
+        ceiling = ceilings[(ceilings.ceiling == name) & (ceilings.working_set == ws)]
+        if len(ceiling):
+            value = float(ceiling.gbps.iloc[0])
+            ax.axhline(value, color="black", linestyle=line, linewidth=0.8)
+            ax.annotate(f"{name.replace('_', ' ')} {value:.0f}", (ax.get_xlim()[0], value), fontsize=7,
+                        xytext=(2, 2), textcoords="offset points")
+    size_axis(ax, sorted(best.bytes_per_transfer.unique()))
+    ax.set_ylabel("GB/s (bytes read / median time)")
+    ax.set_title(f"working set: {ws.upper()}")
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+axes[0][0].legend(fontsize=8, loc="lower right")
+finish(fig, provenance, pdf)

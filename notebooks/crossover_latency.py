@@ -1,0 +1,41 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+# ---
+
+# %% [markdown]
+# # Latency of one transfer, by size and mechanism
+#
+# A dependent chain (each transfer's address comes from the previous transfer's data), one
+# CTA of 128 threads, timed with `clock64`: cold (L2 flushed, data from HBM) and warm (the
+# same chunks again, from L2). Median over repeats; includes the wait and one
+# `__syncthreads` per transfer, which every mechanism pays alike.
+
+# %%
+import pandas as pd
+import matplotlib.pyplot as plt
+
+from tma_study.report.figures import MECHANISM_STYLE, finish, inputs, size_axis
+
+derived, provenance, pdf = inputs("crossover", globals().get("snakemake"))
+latency = pd.read_csv(derived / "latency.csv")
+
+# %%
+levels = [lv for lv in ("hbm", "l2") if lv in set(latency.level)]
+fig, axes = plt.subplots(1, len(levels), figsize=(5.2 * len(levels), 3.6), squeeze=False, sharey=True)
+for ax, level in zip(axes[0], levels):
+    for mechanism, style in MECHANISM_STYLE.items():
+        rows = latency[(latency.level == level) & (latency.mechanism == mechanism)].sort_values("bytes_per_transfer")
+        if len(rows):
+            ax.plot(rows.bytes_per_transfer, rows.ns_per_transfer_median, **style)
+    size_axis(ax, sorted(latency.bytes_per_transfer.unique()))
+    ax.set_yscale("log")
+    ax.set_ylabel("ns per transfer (median)")
+    ax.set_title("cold: from HBM" if level == "hbm" else "warm: from L2")
+    ax.grid(alpha=0.3, which="both")
+axes[0][0].legend(fontsize=8)
+finish(fig, provenance, pdf)

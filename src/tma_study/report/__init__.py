@@ -1,0 +1,1 @@
+"""Helpers shared by figures and tables: labels, provenance captions, LaTeX/Markdown writers."""

@@ -1,0 +1,58 @@
+"""Write one table as LaTeX (booktabs) and Markdown from a DataFrame of display strings."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from tma_study.harness.atomic import atomic_write_text
+
+LATEX_ESCAPES = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
+                 "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\^{}"}
+
+
+def latex_escape(text) -> str:
+    return "".join(LATEX_ESCAPES.get(ch, ch) for ch in str(text))
+
+
+def to_latex(frame: pd.DataFrame, caption: str, label: str) -> str:
+    columns = "l" * len(frame.columns)
+    lines = [r"\begin{table}[t]", r"\centering", rf"\caption{{{latex_escape(caption)}}}",
+             rf"\label{{{label}}}", rf"\begin{{tabular}}{{{columns}}}", r"\toprule",
+             " & ".join(latex_escape(c) for c in frame.columns) + r" \\", r"\midrule"]
+    lines += [" & ".join(latex_escape(v) for v in row) + r" \\" for row in frame.itertuples(index=False)]
+    lines += [r"\bottomrule", r"\end{tabular}", r"\end{table}", ""]
+    return "\n".join(lines)
+
+
+def to_markdown(frame: pd.DataFrame, caption: str) -> str:
+    header = "| " + " | ".join(map(str, frame.columns)) + " |"
+    rule = "| " + " | ".join("---" for _ in frame.columns) + " |"
+    rows = ["| " + " | ".join(map(str, row)) + " |" for row in frame.itertuples(index=False)]
+    return "\n".join([f"**{caption}**", "", header, rule, *rows, ""])
+
+
+def write_table(frame: pd.DataFrame, tables_dir: Path, name: str, caption: str) -> None:
+    """paper/tables/<name>.tex and <name>.md."""
+    tables_dir = Path(tables_dir)
+    atomic_write_text(tables_dir / f"{name}.tex", to_latex(frame, caption, f"tab:{name}"))
+    atomic_write_text(tables_dir / f"{name}.md", to_markdown(frame, caption))
+
+
+def source_line(provenance: dict) -> str:
+    """'NVIDIA H200, 132 SMs, run 2026-11-29, commit abc1234' for captions."""
+    gpu = provenance.get("gpu", {})
+    commit = (provenance.get("git") or {}).get("commit")
+    source = f"source {provenance.get('source_sha256', 'unknown')[:12]}"
+    if commit:
+        source += f", commit {commit[:10]}"
+    return (f"{gpu.get('name', 'unknown GPU')}, {gpu.get('sm_count', '?')} SMs, measured "
+            f"{str(provenance.get('finished_utc', ''))[:10]}, {source}")
+
+
+def human_bytes(n) -> str:
+    n = int(n)
+    for unit, size in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size and n % size == 0:
+            return f"{n // size} {unit}"
+    return f"{n} B"

@@ -1,0 +1,116 @@
+"""Aggregate the crossover study's raw data (CPU only).
+
+Writes into ``derived_dir``:
+- ``best.csv``       per (working set, order, mechanism, size, ring bytes per SM, plus ring "any"):
+                     the configuration with the highest median GB/s, as fractions of the ceilings
+- ``crossover.csv``  per (working set, order, ring, alternative): the transfer size from which
+                     TMA is at least as fast as the alternative at every larger size, bracketed
+- ``peaks.csv``      per (working set, mechanism): best GB/s over everything, vs the ceilings
+- ``ceilings.csv``   the best of each ceiling per working set
+- ``latency.csv``    one transfer's latency per mechanism, size and level (as measured)
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from tma_study.harness.atomic import atomic_write_text
+
+TMA = "tma_tile"
+ANY_RING = 0                   # ring_bytes_per_sm value meaning "best over every ring size"
+MIN_TOLERANCE = 0.01           # two medians closer than 1 % (or their spreads) are a tie
+GROUP = ["working_set", "access_order", "mechanism", "bytes_per_transfer"]
+KNOBS = ["ring_bytes_per_sm", "stages", "ctas_per_sm", "consumer_threads", "producer_threads", "issue_threads",
+         "stage_bytes", "bytes_in_flight_per_sm_bound"]
+
+
+def _write(frame: pd.DataFrame, path: Path) -> None:
+    atomic_write_text(path, frame.to_csv(index=False))
+
+
+def best_ceilings(ceilings: pd.DataFrame) -> pd.DataFrame:
+    """Highest GB/s of each ceiling per working set."""
+    best = ceilings.loc[ceilings.groupby(["ceiling", "working_set"])["gbps"].idxmax()]
+    return best.reset_index(drop=True)
+
+
+def _ceiling(ceilings: pd.DataFrame, name: str, working_set: str) -> float:
+    row = ceilings[(ceilings.ceiling == name) & (ceilings.working_set == working_set)]
+    return float(row.gbps.iloc[0]) if len(row) else float("nan")
+
+
+def best_configurations(stream: pd.DataFrame, ceilings: pd.DataFrame) -> pd.DataFrame:
+    """The fastest configuration per group, per ring size and over all ring sizes."""
+    stream = stream.assign(relative_iqr=stream.time_us_iqr / stream.time_us_median)
+    per_ring = stream.loc[stream.groupby(GROUP + ["ring_bytes_per_sm"])["gbps"].idxmax()]
+    overall = stream.loc[stream.groupby(GROUP)["gbps"].idxmax()].assign(best_ring_bytes_per_sm=lambda f: f.ring_bytes_per_sm)
+    overall = overall.assign(ring_bytes_per_sm=ANY_RING)
+    best = pd.concat([per_ring.assign(best_ring_bytes_per_sm=per_ring.ring_bytes_per_sm), overall])
+    d2d = {ws: _ceiling(ceilings, "d2d_copy", "hbm") for ws in best.working_set.unique()}
+    read = {ws: _ceiling(ceilings, "read_stream", ws) for ws in best.working_set.unique()}
+    best["fraction_of_d2d_copy"] = best.gbps / best.working_set.map(d2d)
+    best["fraction_of_read_stream"] = best.gbps / best.working_set.map(read)
+    columns = GROUP + KNOBS + ["best_ring_bytes_per_sm", "gbps", "time_us_median", "time_us_iqr",
+                               "relative_iqr", "samples", "sm_clock_mhz_mean", "fraction_of_d2d_copy",
+                               "fraction_of_read_stream"]
+    return best[columns].sort_values(GROUP[:2] + ["ring_bytes_per_sm", "mechanism", "bytes_per_transfer"]) \
+        .reset_index(drop=True)
+
+
+def _status(ratio: float, tolerance: float) -> str:
+    if ratio > 1 + tolerance:
+        return "win"
+    return "tie" if ratio >= 1 - tolerance else "loss"
+
+
+def crossovers(best: pd.DataFrame) -> pd.DataFrame:
+    """Smallest size from which TMA never loses to each alternative (within the noise)."""
+    rows = []
+    keys = ["working_set", "access_order", "ring_bytes_per_sm"]
+    for key, group in best.groupby(keys):
+        tma = group[group.mechanism == TMA].set_index("bytes_per_transfer")
+        for alternative in sorted(set(group.mechanism) - {TMA}):
+            alt = group[group.mechanism == alternative].set_index("bytes_per_transfer")
+            sizes = sorted(set(tma.index) & set(alt.index))
+            if not sizes:
+                continue
+            ratio = tma.gbps[sizes] / alt.gbps[sizes]
+            tolerance = np.maximum(MIN_TOLERANCE, tma.relative_iqr[sizes] + alt.relative_iqr[sizes])
+            status = [_status(r, t) for r, t in zip(ratio, tolerance)]
+            # the crossover: first size after the last loss
+            losses = [i for i, s in enumerate(status) if s == "loss"]
+            first_ok = losses[-1] + 1 if losses else 0
+            crossover = sizes[first_ok] if first_ok < len(sizes) else np.nan
+            rows.append({
+                **dict(zip(keys, key)), "alternative": alternative,
+                "crossover_bytes": crossover,
+                "crossover_bracket_low_bytes": sizes[first_ok - 1] if first_ok > 0 else np.nan,
+                "tma_never_loses": not losses,
+                "tma_never_catches_up": first_ok >= len(sizes),
+                "smallest_size_bytes": sizes[0], "largest_size_bytes": sizes[-1],
+                "ratio_at_smallest": float(ratio.iloc[0]), "ratio_at_largest": float(ratio.iloc[-1]),
+                "status_by_size": " ".join(f"{s}:{st}" for s, st in zip(sizes, status)),
+            })
+    return pd.DataFrame(rows)
+
+
+def peaks(best: pd.DataFrame) -> pd.DataFrame:
+    """Best over every size and knob, per working set, order and mechanism."""
+    overall = best[best.ring_bytes_per_sm == ANY_RING]
+    top = overall.loc[overall.groupby(["working_set", "access_order", "mechanism"])["gbps"].idxmax()]
+    return top.reset_index(drop=True)
+
+
+def aggregate(raw_dir: Path, derived_dir: Path) -> None:
+    raw_dir, derived_dir = Path(raw_dir), Path(derived_dir)
+    stream = pd.read_csv(raw_dir / "stream.csv")
+    ceilings = best_ceilings(pd.read_csv(raw_dir / "ceilings.csv"))
+    best = best_configurations(stream, ceilings)
+    derived_dir.mkdir(parents=True, exist_ok=True)
+    _write(best, derived_dir / "best.csv")
+    _write(crossovers(best), derived_dir / "crossover.csv")
+    _write(peaks(best), derived_dir / "peaks.csv")
+    _write(ceilings, derived_dir / "ceilings.csv")
+    _write(pd.read_csv(raw_dir / "latency.csv"), derived_dir / "latency.csv")

@@ -1,0 +1,57 @@
+"""Tables of the crossover study (paper/tables/crossover_*.tex|md)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from tma_study.report.tables import human_bytes, source_line, write_table
+
+MECHANISM_LABELS = {"tma_tile": "TMA tensor tile", "bulk_copy": "bulk copy (1-D)",
+                    "cp_async": "cp.async 16 B", "plain_loads": "plain LDG.128"}
+
+
+def summary_table(peaks: pd.DataFrame) -> pd.DataFrame:
+    rows = []
+    for r in peaks.sort_values(["working_set", "gbps"], ascending=[True, False]).itertuples():
+        rows.append({
+            "working set": r.working_set, "mechanism": MECHANISM_LABELS.get(r.mechanism, r.mechanism),
+            "best GB/s": f"{r.gbps:.0f}",
+            "% of D2D copy": f"{100 * r.fraction_of_d2d_copy:.1f}",
+            "% of read stream": f"{100 * r.fraction_of_read_stream:.1f}",
+            "at transfer": human_bytes(r.bytes_per_transfer),
+            "ring/SM, stages, CTAs/SM, consumers+producers, issuers": (
+                f"{human_bytes(r.best_ring_bytes_per_sm)}, {r.stages}, {r.ctas_per_sm}, "
+                f"{r.consumer_threads}+{r.producer_threads}, {r.issue_threads}"),
+        })
+    return pd.DataFrame(rows)
+
+
+def crossover_table(crossover: pd.DataFrame) -> pd.DataFrame:
+    def describe(r):
+        if r.tma_never_loses:
+            return f"TMA never slower (from {human_bytes(r.smallest_size_bytes)})"
+        if r.tma_never_catches_up:
+            return f"TMA slower up to {human_bytes(r.largest_size_bytes)}"
+        return f"{human_bytes(r.crossover_bracket_low_bytes)} < x <= {human_bytes(r.crossover_bytes)}"
+
+    rows = [{"working set": r.working_set,
+             "ring bytes/SM": "best of all" if r.ring_bytes_per_sm == 0 else human_bytes(r.ring_bytes_per_sm),
+             "TMA vs": MECHANISM_LABELS.get(r.alternative, r.alternative),
+             "crossover transfer size": describe(r),
+             "TMA/alt at smallest": f"{r.ratio_at_smallest:.2f}",
+             "TMA/alt at largest": f"{r.ratio_at_largest:.2f}"}
+            for r in crossover.itertuples()]
+    return pd.DataFrame(rows)
+
+
+def write_tables(derived_dir: Path, provenance: dict, tables_dir: Path) -> None:
+    derived_dir = Path(derived_dir)
+    source = source_line(provenance)
+    write_table(summary_table(pd.read_csv(derived_dir / "peaks.csv")), tables_dir, "crossover_summary",
+                "Best streaming bandwidth of each load mechanism (each tuned by the same sweep), "
+                f"as a share of the ceilings measured in the same run. {source}.")
+    write_table(crossover_table(pd.read_csv(derived_dir / "crossover.csv")), tables_dir,
+                "crossover_crossovers",
+                "Transfer size from which a TMA tensor load is never slower than each alternative "
+                f"(ties within the measured spread count as not slower). {source}.")

@@ -1,0 +1,52 @@
+# The analyze tier: any machine, no GPU. Raw data -> derived tables -> figures and paper tables.
+# One rule of each kind per study, generated from the study declarations (no central list).
+
+for _name, _study in STUDIES.items():
+
+    rule:
+        name:
+            f"aggregate_{_name}"
+        input:
+            raw_files(_name),
+        output:
+            derived_files(_name),
+        log:
+            f"logs/aggregate/{LABEL}/{_name}.log",
+        params:
+            raw=f"{RESULTS}/{_name}",
+            derived=f"{RESULTS}/{_name}/derived",
+            study=_name,
+        shell:
+            "tma-study aggregate {params.study} --raw {params.raw} --out {params.derived} > {log} 2>&1"
+
+    rule:
+        name:
+            f"tables_{_name}"
+        input:
+            derived=derived_files(_name),
+            provenance=f"{RESULTS}/{_name}/provenance.json",
+        output:
+            [f"paper/tables/{t}.{ext}" for t in _study.tables for ext in ("tex", "md")],
+        log:
+            f"logs/tables/{_name}.log",
+        params:
+            derived=f"{RESULTS}/{_name}/derived",
+            study=_name,
+        shell:
+            "tma-study tables {params.study} --derived {params.derived} "
+            "--provenance {input.provenance} --out paper/tables > {log} 2>&1"
+
+
+rule figure:
+    input:
+        derived=lambda wildcards: derived_files(FIGURE_STUDY[wildcards.figure]),
+        provenance=lambda wildcards: f"{RESULTS}/{FIGURE_STUDY[wildcards.figure]}/provenance.json",
+    output:
+        pdf="figures/{figure}.pdf",
+        png="figures/{figure}.png",
+    log:
+        "logs/figures/{figure}.log",
+    params:
+        derived=lambda wildcards: f"{RESULTS}/{FIGURE_STUDY[wildcards.figure]}/derived",
+    script:
+        "../../notebooks/{wildcards.figure}.py"

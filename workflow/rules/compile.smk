@@ -1,0 +1,26 @@
+# numba -> PTX -> cubin (ptxas, sm_90a) -> SASS (nvdisasm), with each kernel's resource usage.
+# Needs no GPU; runs in the default job, so a kernel that stops compiling fails the main job.
+
+
+rule compile:
+    output:
+        resources="build/compile/{study}/resources.csv",
+    log:
+        "logs/compile/{study}.log",
+    params:
+        outdir=lambda wildcards: f"build/compile/{wildcards.study}",
+    shell:
+        "tma-study compile {wildcards.study} --out {params.outdir} > {log} 2>&1"
+
+
+rule kernel_table:
+    input:
+        resources="build/compile/{study}/resources.csv",
+    output:
+        tex="paper/tables/{study}_kernels.tex",
+        md="paper/tables/{study}_kernels.md",
+    log:
+        "logs/kernel_table/{study}.log",
+    shell:
+        "tma-study kernel-table {wildcards.study} --resources {input.resources} "
+        "--out paper/tables > {log} 2>&1"

@@ -1,0 +1,43 @@
+# The measure tier: only with --config measure=true, on a Hopper GPU. A study measures into
+# build/measure/ first; only a complete run is published into results/<label>/<study>/, so an
+# interrupted measurement never touches data already in results/.
+
+if MEASURE:
+
+    rule study_config:
+        output:
+            "build/config/{study}.json",
+        log:
+            "logs/study_config/{study}.log",
+        run:
+            Path(output[0]).write_text(json.dumps(config, indent=2))
+
+    rule measure:
+        input:
+            config="build/config/{study}.json",
+            resources="build/compile/{study}/resources.csv",  # SASS checked before GPU time
+        output:
+            staged=directory(f"build/measure/{LABEL}/{{study}}"),
+        log:
+            f"logs/measure/{LABEL}/{{study}}.log",
+        resources:
+            gpu=1,
+        shell:
+            "tma-study measure {wildcards.study} --config {input.config} --out {output.staged} "
+            "2>&1 | tee {log}"
+
+    for _name, _study in STUDIES.items():
+
+        rule:
+            name:
+                f"publish_{_name}"
+            input:
+                staged=f"build/measure/{LABEL}/{_name}",
+            output:
+                [f"{RESULTS}/{_name}/{f}" for f in (*_study.raw_files, "provenance.json")],
+            log:
+                f"logs/publish/{LABEL}/{_name}.log",
+            params:
+                destination=f"{RESULTS}/{_name}",
+            shell:
+                "tma-study publish --staged {input.staged} --out {params.destination} > {log} 2>&1"
