@@ -59,6 +59,22 @@ def validate_against(instance, schema_path: Path, key_prefix: str = "") -> list[
     return sorted(set(messages))
 
 
+BOOLEAN_KEYS = ("measure", "overwrite_reference")
+COMMAND_LINE_BOOLEANS = {"true": True, "yes": True, "1": True, "false": False, "no": False, "0": False}
+
+
+def coerce_command_line(config: dict) -> dict:
+    """``snakemake --config measure=true`` passes the string "true": make such values booleans.
+
+    Anything else is left as it is, for validation to reject with the key's name.
+    """
+    for key in BOOLEAN_KEYS:
+        value = config.get(key)
+        if isinstance(value, str) and value.strip().lower() in COMMAND_LINE_BOOLEANS:
+            config[key] = COMMAND_LINE_BOOLEANS[value.strip().lower()]
+    return config
+
+
 def validate(config: dict, known_studies) -> dict:
     """Raise ConfigError listing every problem; return the config unchanged when valid."""
     messages = validate_against(config, TOP_SCHEMA)

@@ -17,7 +17,7 @@ for _name, _study in STUDIES.items():
             derived=f"{RESULTS}/{_name}/derived",
             study=_name,
         shell:
-            "tma-study aggregate {params.study} --raw {params.raw} --out {params.derived} > {log} 2>&1"
+            "python -m tma_study aggregate {params.study} --raw {params.raw} --out {params.derived} > {log} 2>&1"
 
     rule:
         name:
@@ -33,7 +33,7 @@ for _name, _study in STUDIES.items():
             derived=f"{RESULTS}/{_name}/derived",
             study=_name,
         shell:
-            "tma-study tables {params.study} --derived {params.derived} "
+            "python -m tma_study tables {params.study} --derived {params.derived} "
             "--provenance {input.provenance} --out paper/tables > {log} 2>&1"
 
 

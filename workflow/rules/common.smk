@@ -10,7 +10,7 @@ from tma_study.studies import discover
 
 KNOWN_STUDIES = discover()
 try:
-    config_mod.validate(config, KNOWN_STUDIES)
+    config_mod.validate(config_mod.coerce_command_line(config), KNOWN_STUDIES)
 except config_mod.ConfigError as error:
     raise WorkflowError(str(error)) from None
 STUDIES = {name: KNOWN_STUDIES[name] for name in config["studies"]}

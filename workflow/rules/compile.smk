@@ -10,7 +10,7 @@ rule compile:
     params:
         outdir=lambda wildcards: f"build/compile/{wildcards.study}",
     shell:
-        "tma-study compile {wildcards.study} --out {params.outdir} > {log} 2>&1"
+        "python -m tma_study compile {wildcards.study} --out {params.outdir} > {log} 2>&1"
 
 
 rule kernel_table:
@@ -22,5 +22,5 @@ rule kernel_table:
     log:
         "logs/kernel_table/{study}.log",
     shell:
-        "tma-study kernel-table {wildcards.study} --resources {input.resources} "
+        "python -m tma_study kernel-table {wildcards.study} --resources {input.resources} "
         "--out paper/tables > {log} 2>&1"

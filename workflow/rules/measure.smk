@@ -23,7 +23,7 @@ if MEASURE:
         resources:
             gpu=1,
         shell:
-            "tma-study measure {wildcards.study} --config {input.config} --out {output.staged} "
+            "python -m tma_study measure {wildcards.study} --config {input.config} --out {output.staged} "
             "2>&1 | tee {log}"
 
     for _name, _study in STUDIES.items():
@@ -40,4 +40,4 @@ if MEASURE:
             params:
                 destination=f"{RESULTS}/{_name}",
             shell:
-                "tma-study publish --staged {input.staged} --out {params.destination} > {log} 2>&1"
+                "python -m tma_study publish --staged {input.staged} --out {params.destination} > {log} 2>&1"

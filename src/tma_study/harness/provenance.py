@@ -5,11 +5,13 @@ import datetime as dt
 import hashlib
 import importlib.metadata as md
 import json
+import os
 import platform
 import socket
 import subprocess
 from pathlib import Path
 
+SOURCE_COMMIT_VARIABLE = "TMA_STUDY_SOURCE_COMMIT"
 PACKAGES = ("numba", "numba-cuda", "llvmlite", "numpy", "cuda-bindings", "cuda-core",
             "cuda-bench", "nvidia-nvvm", "nvidia-cuda-nvcc", "nvidia-cuda-runtime", "pandas",
             "snakemake", "torch", "nvidia-cutlass")
@@ -38,8 +40,12 @@ def git_state(repo: Path) -> dict:
         commit = git("rev-parse", "HEAD")
         dirty = bool(git("status", "--porcelain", "--untracked-files=no"))
     except (OSError, subprocess.CalledProcessError):
-        return {"commit": None, "dirty": None}
-    return {"commit": commit, "dirty": dirty}
+        # A copy of the tree without .git (e.g. shipped to a GPU machine): the runner may say
+        # which commit it copied; source_sha256 lets anyone check that claim.
+        stated = os.environ.get(SOURCE_COMMIT_VARIABLE)
+        return {"commit": stated, "dirty": None,
+                "commit_source": f"${SOURCE_COMMIT_VARIABLE} (no .git here)" if stated else None}
+    return {"commit": commit, "dirty": dirty, "commit_source": "git"}
 
 
 SOURCE_FOLDERS = ("kernels", "src", "workflow", "config")

@@ -16,6 +16,7 @@ TMA_ENGINE_PRODUCER_THREADS = 32       # one producer warp (kernels/crossover/ri
 RING_ALIGN_BYTES = 128                 # kernels/crossover/ring.py
 STATIC_SHARED_BYTES = 128              # 2 x MAX_STAGES mbarriers
 RESERVED_SHARED_PER_CTA_BYTES = 1024   # the driver reserves 1 KiB per CTA on sm_90
+MAX_SHARED_PER_CTA_BYTES = 232448      # opt-in limit per block on sm_90 (static + dynamic)
 SHARED_PER_SM_BYTES_H100_CLASS = 233472
 MAX_THREADS_PER_SM = 2048
 LOADS_IN_FLIGHT_PLAIN = 4              # kernels/crossover/plain_loads.py
@@ -72,7 +73,9 @@ def fits(config: StreamConfig, shared_per_sm_bytes: int = SHARED_PER_SM_BYTES_H1
     """Can ``ctas_per_sm`` CTAs of this configuration be resident on one SM?"""
     per_cta = (config.stages * config.stage_bytes + RING_ALIGN_BYTES + STATIC_SHARED_BYTES
                + RESERVED_SHARED_PER_CTA_BYTES)
+    per_block = config.stages * config.stage_bytes + RING_ALIGN_BYTES + STATIC_SHARED_BYTES
     return (config.stage_bytes >= config.bytes_per_transfer
+            and per_block <= MAX_SHARED_PER_CTA_BYTES
             and config.stage_bytes % config.bytes_per_transfer == 0
             and config.ctas_per_sm * per_cta <= shared_per_sm_bytes
             and config.ctas_per_sm * config.threads_per_cta <= MAX_THREADS_PER_SM)

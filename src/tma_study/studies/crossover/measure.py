@@ -85,7 +85,7 @@ def _chunk_tensor_map(device_array, nbytes: int, bytes_per_transfer: int):
     return tensor_map.to_device(tensor_map.encode(spec), spec)
 
 
-def _compile(study: dict):
+def _compile(study: dict, configs: list[StreamConfig]):
     from numba import cuda
 
     from tma_kernels import launch
@@ -95,12 +95,10 @@ def _compile(study: dict):
     from tma_kernels.crossover.ring import dynamic_shared_bytes
 
     streams, latencies = {}, {}
-    largest_stage = max(study["ring_bytes_per_sm"]) // min(study["stages"])
     for mechanism in study["mechanisms"]:
         streams[mechanism] = cuda.jit(KERNEL_SIGNATURE)(stream_kernel(mechanism))
-        launch.set_max_dynamic_shared_bytes(
-            streams[mechanism], min(launch.device_max_dynamic_shared_bytes(),
-                                    dynamic_shared_bytes(max(study["stages"]), largest_stage)))
+        launch.set_max_dynamic_shared_bytes(streams[mechanism], max(
+            dynamic_shared_bytes(c.stages, c.stage_bytes) for c in configs if c.mechanism == mechanism))
         latencies[mechanism] = cuda.jit(LATENCY_SIGNATURE)(latency_kernel(mechanism))
         launch.set_max_dynamic_shared_bytes(
             latencies[mechanism], latency_dynamic_shared_bytes(max(study["bytes_per_transfer"])))
@@ -263,10 +261,10 @@ def measure(study: dict, gpu_probe: dict, out_dir: Path) -> None:
     gpu = gpu_mod.require_hopper(gpu_mod.detect())
     started = provenance.utc_now()
     clocks_before = provenance.nvidia_smi_clocks()
-    streams, latencies, read_kernel = _compile(study)
+    configs = stream_configs(study, gpu.smem_per_sm_bytes)
+    streams, latencies, read_kernel = _compile(study, configs)
     working_sets = {name: WorkingSet(name, ws["bytes"], ws["bytes_per_launch"], gpu.l2_bytes)
                     for name, ws in study["working_sets"].items()}
-    configs = stream_configs(study, gpu.smem_per_sm_bytes)
     ceiling_cases = _ceiling_cases(read_kernel, working_sets, gpu.sm_count)
     stream_cases = [_stream_case(c, streams[c.mechanism], working_sets[c.working_set], gpu.sm_count)
                     for c in configs]
