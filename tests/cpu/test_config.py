@@ -120,6 +120,27 @@ def test_every_problem_is_reported_at_once(config):
     assert "'measure'" in message and "studies.crossover.stages[0]" in message
 
 
+# ------------------------------------------------------------------ command-line booleans
+@pytest.mark.parametrize("key", config_mod.BOOLEAN_KEYS)
+@pytest.mark.parametrize("text, value", [("true", True), ("True", True), ("yes", True), ("1", True),
+                                         ("false", False), ("FALSE", False), ("no", False), ("0", False)])
+def test_command_line_boolean_strings_become_booleans(config, key, text, value):
+    config[key] = text
+    assert config_mod.coerce_command_line(config)[key] is value
+    config_mod.validate(config, KNOWN_STUDIES)
+
+
+def test_other_strings_are_left_for_validation_to_reject(config):
+    config["measure"] = "maybe"
+    assert config_mod.coerce_command_line(config)["measure"] == "maybe"
+    assert "'measure'" in rejection(config)
+
+
+def test_only_boolean_keys_are_coerced(config):
+    config["results_label"] = "true"
+    assert config_mod.coerce_command_line(config)["results_label"] == "true"
+
+
 # ------------------------------------------------------------------ load()
 def test_load_applies_overrides_before_validating(tmp_path):
     with pytest.raises(ConfigError, match="'measure'"):

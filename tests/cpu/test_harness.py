@@ -1,0 +1,252 @@
+"""The measurement harness without a GPU: statistics, atomic output, parsing cuda-bench's
+JSON, and the hashes in provenance.json."""
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from tma_study.harness import provenance
+from tma_study.harness.atomic import (STAGING_PREFIX, atomic_write_text, publish_directory,
+                                      staged_directory)
+from tma_study.harness.stats import relative_difference, summarize
+from tma_study.harness.timing import parse_results
+
+
+def tree(folder: Path) -> dict[str, bytes]:
+    """{relative path: content} of every file under ``folder``."""
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+# ------------------------------------------------------------------ stats
+def test_summarize_gives_median_quartiles_extremes_and_count():
+    summary = summarize([9, 1, 5, 3, 7, 2, 8, 4, 6])   # 1..9, unsorted
+    assert (summary.median, summary.q1, summary.q3) == (5.0, 3.0, 7.0)
+    assert (summary.minimum, summary.maximum, summary.count) == (1.0, 9.0, 9)
+    assert summary.iqr == 4.0 and summary.relative_iqr == pytest.approx(0.8)
+
+
+def test_summarize_interpolates_quartiles_of_an_even_count():
+    summary = summarize([10.0, 20.0, 30.0, 40.0])
+    assert (summary.q1, summary.median, summary.q3) == (17.5, 25.0, 32.5)
+
+
+def test_summary_columns_carry_the_prefix_and_the_sample_count():
+    columns = summarize([1.0, 2.0, 3.0]).as_columns("time_us")
+    assert columns == {"time_us_median": 2.0, "time_us_q1": 1.5, "time_us_q3": 2.5, "time_us_minimum": 1.0,
+                       "time_us_maximum": 3.0, "time_us_iqr": 1.0, "samples": 3}
+
+
+def test_summarize_refuses_no_samples():
+    with pytest.raises(ValueError, match="no samples"):
+        summarize([])
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_summarize_refuses_non_finite_samples(bad):
+    with pytest.raises(ValueError, match="non-finite"):
+        summarize([1.0, bad, 3.0])
+
+
+def test_relative_difference_is_the_gap_over_the_mean_either_way_round():
+    assert relative_difference(100.0, 110.0) == pytest.approx(10 / 105)
+    assert relative_difference(110.0, 100.0) == relative_difference(100.0, 110.0)
+    assert relative_difference(7.0, 7.0) == 0.0
+
+
+def test_relative_difference_of_two_zeros_is_nan():
+    assert math.isnan(relative_difference(0.0, 0.0))
+
+
+# ------------------------------------------------------------------ atomic_write_text
+def test_atomic_write_text_writes_the_content_and_leaves_no_temporary_file(tmp_path):
+    target = tmp_path / "deep" / "out.csv"
+    atomic_write_text(target, "a,b\n1,2\n")
+    assert target.read_text() == "a,b\n1,2\n"
+    assert [p.name for p in target.parent.iterdir()] == ["out.csv"]
+
+
+def test_atomic_write_text_replaces_an_existing_file(tmp_path):
+    target = tmp_path / "out.txt"
+    target.write_text("old")
+    atomic_write_text(target, "new")
+    assert target.read_text() == "new"
+
+
+def test_failed_atomic_write_keeps_the_old_file_and_no_temporary(tmp_path):
+    target = tmp_path / "out.txt"
+    target.write_text("old")
+    with pytest.raises(TypeError):
+        atomic_write_text(target, 12345)   # not text: fails while writing
+    assert target.read_text() == "old"
+    assert [p.name for p in tmp_path.iterdir()] == ["out.txt"]
+
+
+# ------------------------------------------------------------------ staged_directory
+@pytest.fixture
+def old_results(tmp_path) -> Path:
+    final = tmp_path / "results" / "crossover"
+    (final / "sub").mkdir(parents=True)
+    (final / "stream.csv").write_bytes(b"old stream\x00\xff")
+    (final / "sub" / "note.txt").write_text("old note")
+    return final
+
+
+def test_staged_directory_replaces_the_old_folder_on_success(old_results):
+    with staged_directory(old_results) as staging:
+        assert staging != old_results and staging.parent == old_results.parent
+        (staging / "stream.csv").write_text("new stream")
+    assert tree(old_results) == {"stream.csv": b"new stream"}
+    assert [p.name for p in old_results.parent.iterdir()] == ["crossover"]   # no staging or retired folder
+
+
+def test_staged_directory_creates_a_folder_that_did_not_exist(tmp_path):
+    final = tmp_path / "a" / "b"
+    with staged_directory(final) as staging:
+        (staging / "x").write_text("x")
+    assert tree(final) == {"x": b"x"}
+
+
+def test_exception_inside_staged_directory_leaves_the_old_folder_byte_identical(old_results):
+    before = tree(old_results)
+    with pytest.raises(RuntimeError, match="interrupted"):
+        with staged_directory(old_results) as staging:
+            (staging / "stream.csv").write_text("half written")
+            raise RuntimeError("interrupted")
+    assert tree(old_results) == before
+    assert not staging.exists()
+    assert [p.name for p in old_results.parent.iterdir()] == ["crossover"]
+
+
+def test_stale_staging_folder_from_a_crash_is_removed(old_results):
+    stale = old_results.parent / f"{STAGING_PREFIX}{old_results.name}-crashed"
+    stale.mkdir()
+    (stale / "stream.csv").write_text("from a run that died")
+    with staged_directory(old_results) as staging:
+        assert not stale.exists()
+        (staging / "stream.csv").write_text("new")
+    assert sorted(p.name for p in old_results.parent.iterdir()) == ["crossover"]
+
+
+def test_staging_folders_of_other_destinations_are_left_alone(old_results):
+    other = old_results.parent / f"{STAGING_PREFIX}multicast-running"
+    other.mkdir()
+    with staged_directory(old_results):
+        pass
+    assert other.exists()
+
+
+# ------------------------------------------------------------------ publish_directory
+def test_publish_refuses_a_folder_without_provenance(tmp_path, old_results):
+    staged = tmp_path / "staged"
+    staged.mkdir()
+    (staged / "stream.csv").write_text("unfinished")
+    before = tree(old_results)
+    with pytest.raises(FileNotFoundError, match="provenance.json"):
+        publish_directory(staged, old_results)
+    assert tree(old_results) == before
+
+
+def test_publish_copies_every_file_of_a_finished_measurement(tmp_path, old_results):
+    staged = tmp_path / "staged"
+    staged.mkdir()
+    (staged / "stream.csv").write_text("new")
+    (staged / "provenance.json").write_text("{}")
+    publish_directory(staged, old_results)
+    assert tree(old_results) == {"provenance.json": b"{}", "stream.csv": b"new"}
+    assert tree(staged) == {"provenance.json": b"{}", "stream.csv": b"new"}
+
+
+# ------------------------------------------------------------------ parse_results
+TAGS = {"nv/cold/time/gpu/median": "0.001", "nv/cold/time/gpu/q1": "0.00095",
+        "nv/cold/time/gpu/q3": "0.00110", "nv/cold/time/gpu/min": "0.0009",
+        "nv/cold/time/gpu/max": "0.0012", "nv/cold/time/gpu/stdev/relative": "0.004",
+        "nv/cold/sample_size": "37", "nv/cold/sm_clock_rate/mean": "1980000000"}
+
+
+def nvbench_state(case: str, tags: dict = TAGS, skipped: bool = False) -> dict:
+    return {"axis_values": [{"name": "case", "type": "string", "value": case}],
+            "is_skipped": skipped,
+            "summaries": [{"tag": tag, "data": [{"name": "value", "type": "float64", "value": value}]}
+                          for tag, value in tags.items()]}
+
+
+def write_nvbench(path: Path, benchmarks: dict[str, list[dict]]) -> Path:
+    path.write_text(json.dumps({"benchmarks": [{"name": name, "states": states}
+                                               for name, states in benchmarks.items()]}))
+    return path
+
+
+def test_parse_results_converts_to_microseconds_and_megahertz(tmp_path):
+    path = write_nvbench(tmp_path / "nvbench.json", {"crossover": [nvbench_state("k1")]})
+    columns = parse_results(path, "crossover")["k1"].columns()
+    assert columns == pytest.approx({
+        "time_us_median": 1000.0, "time_us_q1": 950.0, "time_us_q3": 1100.0, "time_us_iqr": 150.0,
+        "time_us_min": 900.0, "time_us_max": 1200.0, "time_relative_stdev": 0.004,
+        "samples": 37, "sm_clock_mhz_mean": 1980.0})
+    assert isinstance(columns["samples"], int)
+
+
+def test_parse_results_leaves_out_skipped_states(tmp_path):
+    path = write_nvbench(tmp_path / "nvbench.json",
+                         {"crossover": [nvbench_state("k1"), nvbench_state("k2", skipped=True)]})
+    assert list(parse_results(path, "crossover")) == ["k1"]
+
+
+def test_parse_results_reads_only_the_named_benchmark(tmp_path):
+    path = write_nvbench(tmp_path / "nvbench.json",
+                         {"other": [nvbench_state("x")], "crossover": [nvbench_state("k1")]})
+    assert list(parse_results(path, "crossover")) == ["k1"]
+
+
+def test_missing_summary_tag_raises_key_error_naming_it(tmp_path):
+    tags = {tag: value for tag, value in TAGS.items() if tag != "nv/cold/time/gpu/q3"}
+    path = write_nvbench(tmp_path / "nvbench.json", {"crossover": [nvbench_state("k1", tags)]})
+    timing = parse_results(path, "crossover")["k1"]
+    with pytest.raises(KeyError, match="nv/cold/time/gpu/q3"):
+        timing.columns()
+
+
+# ------------------------------------------------------------------ provenance hashes
+def test_config_hash_does_not_depend_on_key_order():
+    a = {"stages": [2, 4], "timing": {"max_noise": 0.005, "min_samples": 10}}
+    b = {"timing": {"min_samples": 10, "max_noise": 0.005}, "stages": [2, 4]}
+    assert provenance.config_hash(a) == provenance.config_hash(b)
+
+
+def test_config_hash_changes_with_a_value():
+    assert provenance.config_hash({"stages": [2, 4]}) != provenance.config_hash({"stages": [2, 8]})
+
+
+@pytest.fixture
+def source_repo(tmp_path) -> Path:
+    (tmp_path / "Snakefile").write_text("rule all:\n")
+    for relative, text in {"src/tma_study/a.py": "A = 1\n", "kernels/k.py": "K = 1\n",
+                           "workflow/rules/r.smk": "rule r:\n", "config/config.yaml": "measure: false\n"}.items():
+        (tmp_path / relative).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / relative).write_text(text)
+    return tmp_path
+
+
+@pytest.mark.parametrize("changed", ["Snakefile", "src/tma_study/a.py", "kernels/k.py",
+                                     "workflow/rules/r.smk", "config/config.yaml"])
+def test_source_hash_changes_when_a_source_file_changes(source_repo, changed):
+    before = provenance.source_hash(source_repo)
+    (source_repo / changed).write_text((source_repo / changed).read_text() + "# edited\n")
+    assert provenance.source_hash(source_repo) != before
+
+
+def test_source_hash_changes_when_a_source_file_is_renamed(source_repo):
+    before = provenance.source_hash(source_repo)
+    (source_repo / "kernels" / "k.py").rename(source_repo / "kernels" / "k2.py")
+    assert provenance.source_hash(source_repo) != before
+
+
+def test_source_hash_ignores_caches_and_other_files(source_repo):
+    before = provenance.source_hash(source_repo)
+    (source_repo / "src" / "tma_study" / "__pycache__").mkdir()
+    (source_repo / "src" / "tma_study" / "__pycache__" / "a.py").write_text("cached")
+    (source_repo / "README.md").write_text("notes")
+    (source_repo / "kernels" / "notes.txt").write_text("notes")
+    assert provenance.source_hash(source_repo) == before

@@ -1,0 +1,122 @@
+"""The whole analyze tier on a machine without a GPU: ``snakemake -c2`` in a copy of the
+checkout turns the crossover raw data into every figure, table and derived file, a second
+run has nothing to do, and deleting one figure rebuilds only that figure.
+
+Where the checkout has no committed reference data yet, the copy gets the synthetic raw
+folder of ``crossover_fixture``.
+"""
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from crossover_fixture import write_realistic_raw_folder
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[2]
+VENV_BIN = Path(sys.executable).parent
+REFERENCE_GPU = yaml.safe_load((REPO / "config" / "config.yaml").read_text())["reference_gpu"]
+RAW = f"results/{REFERENCE_GPU}/crossover"
+FIGURES = [f"figures/crossover_{name}.{ext}" for name in ("bandwidth", "map", "latency") for ext in ("pdf", "png")]
+TABLES = [f"paper/tables/crossover_{name}.{ext}" for name in ("summary", "crossovers", "kernels")
+          for ext in ("tex", "md")]
+DERIVED = [f"{RAW}/derived/{name}.csv" for name in ("best", "crossover", "ceilings", "latency", "peaks")]
+OUTPUTS = FIGURES + TABLES + DERIVED
+
+
+def copy_checkout(destination: Path) -> Path:
+    """The files git tracks or would track, with the crossover raw data (synthetic if none)."""
+    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=REPO, check=True,
+                            capture_output=True).stdout.decode().split("\0")
+    for relative in filter(None, listed):
+        source = REPO / relative
+        if source.is_file():            # a tracked file deleted in the work tree is listed too
+            (destination / relative).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, destination / relative)
+    if not (destination / RAW).exists():
+        write_realistic_raw_folder(destination / RAW)
+    # The venv's editable install points at REPO; import the copy's packages instead.
+    packages = destination / ".test-packages"
+    packages.mkdir()
+    (packages / "tma_study").symlink_to(destination / "src" / "tma_study")
+    (packages / "tma_kernels").symlink_to(destination / "kernels")
+    return destination
+
+
+def snakemake(root: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+           "PYTHONPATH": str(root / ".test-packages"), "MPLBACKEND": "Agg"}
+    return subprocess.run([str(VENV_BIN / "snakemake"), *args], cwd=root, env=env, capture_output=True,
+                          text=True, timeout=900)
+
+
+def output_of(result: subprocess.CompletedProcess) -> str:
+    return result.stdout + result.stderr
+
+
+def jobs_run(result: subprocess.CompletedProcess) -> dict[str, int]:
+    """{rule: count} from Snakemake's 'Job stats' table."""
+    table = output_of(result).split("Job stats:", 1)[1].split("total", 1)[0]
+    return {rule: int(count) for rule, count in re.findall(r"^(\w+)\s+(\d+)\s*$", table, flags=re.MULTILINE)}
+
+
+@pytest.fixture(scope="module")
+def pipeline(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
+    root = copy_checkout(tmp_path_factory.mktemp("checkout"))
+    return root, snakemake(root, "-c2")
+
+
+def test_full_run_succeeds(pipeline):
+    _, result = pipeline
+    assert result.returncode == 0, output_of(result)[-5000:]
+
+
+@pytest.mark.parametrize("relative", OUTPUTS)
+def test_every_output_exists_and_is_not_empty(pipeline, relative):
+    root, _ = pipeline
+    assert (root / relative).is_file(), relative
+    assert (root / relative).stat().st_size > 0, relative
+
+
+def test_the_three_figures_differ(pipeline):
+    root, _ = pipeline
+    digests = {hashlib.sha256((root / f).read_bytes()).hexdigest() for f in FIGURES if f.endswith(".png")}
+    assert len(digests) == 3
+
+
+def test_a_second_run_has_nothing_to_do(pipeline):
+    root, _ = pipeline
+    result = snakemake(root, "-n")
+    assert result.returncode == 0, output_of(result)
+    assert "Nothing to be done" in output_of(result), output_of(result)
+
+
+def test_deleting_one_figure_rebuilds_only_that_figure(pipeline):
+    root, _ = pipeline
+    target = root / "figures" / "crossover_map.pdf"
+    untouched = [f for f in OUTPUTS if not f.startswith("figures/crossover_map.")]
+    before = {f: (root / f).stat().st_mtime_ns for f in untouched}
+    target.unlink()
+    result = snakemake(root, "-c1", "figures/crossover_map.pdf")
+    assert result.returncode == 0, output_of(result)[-5000:]
+    assert jobs_run(result) == {"figure": 1}
+    assert target.is_file() and target.stat().st_size > 0
+    assert {f: (root / f).stat().st_mtime_ns for f in untouched} == before
+
+
+@pytest.mark.parametrize("missing", ["stream.csv", "ceilings.csv", "latency.csv", "provenance.json"])
+def test_a_missing_raw_file_is_named_before_any_job(tmp_path, missing):
+    root = copy_checkout(tmp_path)
+    (root / RAW / missing).unlink()
+    result = snakemake(root, "-n")
+    assert result.returncode != 0
+    assert f"{RAW}/{missing}" in output_of(result), output_of(result)
+    assert "Job stats" not in output_of(result)
