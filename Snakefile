@@ -1,8 +1,8 @@
 """The TMA study, from kernels to figures and tables.
 
-    snakemake -c4                          analyze the committed H200 reference data (no GPU)
-    snakemake -c4 --config measure=true    measure on this Hopper GPU first
-    snakemake -c4 figures/crossover_bandwidth.pdf    one figure
+snakemake -c4                          analyze the committed H200 reference data (no GPU)
+snakemake -c4 --config measure=true    measure on this Hopper GPU first
+snakemake -c4 figures/crossover_bandwidth.pdf    one figure
 """
 
 from snakemake.utils import min_version
@@ -14,12 +14,19 @@ configfile: "config/config.yaml"
 
 
 include: "workflow/rules/common.smk"
+
+
+wildcard_constraints:
+    study="|".join(STUDIES),
+    figure="|".join(FIGURE_STUDY),
+
+
 include: "workflow/rules/compile.smk"
 include: "workflow/rules/measure.smk"
 include: "workflow/rules/analyze.smk"
 
 
 rule all:
+    default_target: True
     input:
         all_outputs(),
-    default_target: True

@@ -39,8 +39,8 @@ for ax, ws in zip(axes[0], working_sets):
         if len(ceiling):
             value = float(ceiling.gbps.iloc[0])
             ax.axhline(value, color="black", linestyle=line, linewidth=0.8)
-            ax.annotate(f"{name.replace('_', ' ')} {value:.0f}", (ax.get_xlim()[0], value), fontsize=7,
-                        xytext=(2, 2), textcoords="offset points")
+            ax.annotate(f"{name.replace('_', ' ')} {value:.0f}", (0, value), xycoords=("axes fraction", "data"),
+                        fontsize=7, xytext=(3, 2), textcoords="offset points")
     size_axis(ax, sorted(best.bytes_per_transfer.unique()))
     ax.set_ylabel("GB/s (bytes read / median time)")
     ax.set_title(f"working set: {ws.upper()}")

@@ -53,5 +53,5 @@ for ax, ws in zip(axes[0], working_sets):
     ax.set_xlabel("bytes per transfer")
     ax.set_ylabel("ring bytes per SM")
     ax.set_title(f"TMA / best alternative, {ws.upper()}")
-fig.colorbar(image, ax=axes[0].tolist(), shrink=0.8, label="TMA GB/s / best other GB/s")
+fig.colorbar(image, ax=axes[0][-1], shrink=0.9, label="TMA GB/s / best other GB/s")
 finish(fig, provenance, pdf)

@@ -78,7 +78,8 @@ def coerce_command_line(config: dict) -> dict:
 def validate(config: dict, known_studies) -> dict:
     """Raise ConfigError listing every problem; return the config unchanged when valid."""
     messages = validate_against(config, TOP_SCHEMA)
-    for name, section in (config.get("studies") or {}).items():
+    studies = config.get("studies")
+    for name, section in (studies.items() if isinstance(studies, dict) else ()):
         if name not in known_studies:
             messages.append(f"config key 'studies.{name}': unknown study {name!r}; known studies: "
                             f"{', '.join(sorted(known_studies))}")

@@ -13,11 +13,12 @@ for _name, _study in STUDIES.items():
         log:
             f"logs/aggregate/{LABEL}/{_name}.log",
         params:
-            raw=f"{RESULTS}/{_name}",
-            derived=f"{RESULTS}/{_name}/derived",
+            python=PYTHON,
+            raw=lambda wildcards, input: Path(input[0]).parent,
+            derived=lambda wildcards, output: Path(output[0]).parent,
             study=_name,
         shell:
-            "python -m tma_study aggregate {params.study} --raw {params.raw} --out {params.derived} > {log} 2>&1"
+            "{params.python} -m tma_study aggregate {params.study} --raw {params.raw} --out {params.derived} > {log} 2>&1"
 
     rule:
         name:
@@ -30,10 +31,11 @@ for _name, _study in STUDIES.items():
         log:
             f"logs/tables/{_name}.log",
         params:
-            derived=f"{RESULTS}/{_name}/derived",
+            python=PYTHON,
+            derived=lambda wildcards, input: Path(input.derived[0]).parent,
             study=_name,
         shell:
-            "python -m tma_study tables {params.study} --derived {params.derived} "
+            "{params.python} -m tma_study tables {params.study} --derived {params.derived} "
             "--provenance {input.provenance} --out paper/tables > {log} 2>&1"
 
 
@@ -47,6 +49,6 @@ rule figure:
     log:
         "logs/figures/{figure}.log",
     params:
-        derived=lambda wildcards: f"{RESULTS}/{FIGURE_STUDY[wildcards.figure]}/derived",
+        derived=lambda wildcards, input: Path(input.derived[0]).parent,
     script:
         "../../notebooks/{wildcards.figure}.py"

@@ -1,5 +1,6 @@
 # Shared by every rule file: validated config, discovered studies, where results live.
 import json
+import sys
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
@@ -15,6 +16,9 @@ except config_mod.ConfigError as error:
     raise WorkflowError(str(error)) from None
 STUDIES = {name: KNOWN_STUDIES[name] for name in config["studies"]}
 MEASURE = config["measure"]
+PYTHON = (
+    sys.executable
+)  # jobs run the CLI with the interpreter that runs Snakemake (its venv)
 
 
 def results_label():
@@ -26,7 +30,9 @@ def results_label():
     except gpu_mod.GpuRequirementError as error:
         raise WorkflowError(str(error)) from None
     label = config.get("results_label") or info.slug
-    if label == config["reference_gpu"] and not config.get("overwrite_reference", False):
+    if label == config["reference_gpu"] and not config.get(
+        "overwrite_reference", False
+    ):
         label = f"{label}-rerun"  # never replace the committed reference unless asked
     return label
 
@@ -39,7 +45,9 @@ TABLE_STUDY = {tab: name for name, study in STUDIES.items() for tab in study.tab
 
 def raw_files(study):
     s = STUDIES[study]
-    return [f"{RESULTS}/{study}/{f}" for f in s.raw_files] + [f"{RESULTS}/{study}/provenance.json"]
+    return [f"{RESULTS}/{study}/{f}" for f in s.raw_files] + [
+        f"{RESULTS}/{study}/provenance.json"
+    ]
 
 
 def derived_files(study):
@@ -53,9 +61,12 @@ def check_reference_data():
     missing = [f for study in STUDIES for f in raw_files(study) if not Path(f).exists()]
     if missing:
         raise WorkflowError(
-            "analysis needs raw data that is not here: " + ", ".join(missing) + ". Restore the "
+            "analysis needs raw data that is not here: "
+            + ", ".join(missing)
+            + ". Restore the "
             "committed reference data (git checkout -- results/) or measure on a Hopper GPU "
-            "with --config measure=true.")
+            "with --config measure=true."
+        )
 
 
 check_reference_data()
@@ -65,12 +76,11 @@ def all_outputs():
     outputs = []
     for name, study in STUDIES.items():
         outputs += derived_files(name)
-        outputs += [f"figures/{fig}.{ext}" for fig in study.figures for ext in ("pdf", "png")]
-        outputs += [f"paper/tables/{tab}.{ext}" for tab in study.tables for ext in ("tex", "md")]
+        outputs += [
+            f"figures/{fig}.{ext}" for fig in study.figures for ext in ("pdf", "png")
+        ]
+        outputs += [
+            f"paper/tables/{tab}.{ext}" for tab in study.tables for ext in ("tex", "md")
+        ]
         outputs += [f"paper/tables/{name}_kernels.{ext}" for ext in ("tex", "md")]
     return outputs
-
-
-wildcard_constraints:
-    study="|".join(STUDIES),
-    figure="|".join(FIGURE_STUDY),

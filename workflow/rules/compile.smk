@@ -8,9 +8,10 @@ rule compile:
     log:
         "logs/compile/{study}.log",
     params:
+        python=PYTHON,
         outdir=lambda wildcards: f"build/compile/{wildcards.study}",
     shell:
-        "python -m tma_study compile {wildcards.study} --out {params.outdir} > {log} 2>&1"
+        "{params.python} -m tma_study compile {wildcards.study} --out {params.outdir} > {log} 2>&1"
 
 
 rule kernel_table:
@@ -21,6 +22,8 @@ rule kernel_table:
         md="paper/tables/{study}_kernels.md",
     log:
         "logs/kernel_table/{study}.log",
+    params:
+        python=PYTHON,
     shell:
-        "python -m tma_study kernel-table {wildcards.study} --resources {input.resources} "
+        "{params.python} -m tma_study kernel-table {wildcards.study} --resources {input.resources} "
         "--out paper/tables > {log} 2>&1"

@@ -20,10 +20,12 @@ if MEASURE:
             staged=directory(f"build/measure/{LABEL}/{{study}}"),
         log:
             f"logs/measure/{LABEL}/{{study}}.log",
+        params:
+            python=PYTHON,
         resources:
             gpu=1,
         shell:
-            "python -m tma_study measure {wildcards.study} --config {input.config} --out {output.staged} "
+            "{params.python} -m tma_study measure {wildcards.study} --config {input.config} --out {output.staged} "
             "2>&1 | tee {log}"
 
     for _name, _study in STUDIES.items():
@@ -34,10 +36,14 @@ if MEASURE:
             input:
                 staged=f"build/measure/{LABEL}/{_name}",
             output:
-                [f"{RESULTS}/{_name}/{f}" for f in (*_study.raw_files, "provenance.json")],
+                [
+                    f"{RESULTS}/{_name}/{f}"
+                    for f in (*_study.raw_files, "provenance.json")
+                ],
             log:
                 f"logs/publish/{LABEL}/{_name}.log",
             params:
+                python=PYTHON,
                 destination=f"{RESULTS}/{_name}",
             shell:
-                "python -m tma_study publish --staged {input.staged} --out {params.destination} > {log} 2>&1"
+                "{params.python} -m tma_study publish --staged {input.staged} --out {params.destination} > {log} 2>&1"

@@ -2,7 +2,8 @@
 
 A study writes its raw data into a staging folder beside the destination; only when every
 file is written does the folder replace the destination (two renames). An interrupted run
-leaves the previous data as it was, plus a stale staging folder that the next run removes.
+leaves the previous data as it was, plus a stale staging folder that the next run removes
+(and a crash between the two renames is undone by the next run: the old folder comes back).
 """
 from __future__ import annotations
 
@@ -44,6 +45,11 @@ def staged_directory(final_dir: Path) -> Iterator[Path]:
     final_dir.parent.mkdir(parents=True, exist_ok=True)
     for stale in final_dir.parent.glob(f"{STAGING_PREFIX}{final_dir.name}-*"):
         shutil.rmtree(stale, ignore_errors=True)
+    for retired in final_dir.parent.glob(f"{RETIRED_PREFIX}{final_dir.name}-*"):
+        if final_dir.exists():      # a crash after the swap: the retired copy is garbage
+            shutil.rmtree(retired, ignore_errors=True)
+        else:                       # a crash between the two renames: put the old data back
+            os.replace(retired, final_dir)
     staging = Path(tempfile.mkdtemp(dir=final_dir.parent, prefix=f"{STAGING_PREFIX}{final_dir.name}-"))
     try:
         yield staging

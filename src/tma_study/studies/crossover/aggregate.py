@@ -36,9 +36,12 @@ def best_ceilings(ceilings: pd.DataFrame) -> pd.DataFrame:
     return best.reset_index(drop=True)
 
 
-def _ceiling(ceilings: pd.DataFrame, name: str, working_set: str) -> float:
-    row = ceilings[(ceilings.ceiling == name) & (ceilings.working_set == working_set)]
-    return float(row.gbps.iloc[0]) if len(row) else float("nan")
+def _ceiling(ceilings: pd.DataFrame, name: str, working_set: str | None = None) -> float:
+    """Best GB/s of ceiling ``name`` (on ``working_set``, or wherever it was measured)."""
+    row = ceilings[ceilings.ceiling == name]
+    if working_set is not None:
+        row = row[row.working_set == working_set]
+    return float(row.gbps.max()) if len(row) else float("nan")
 
 
 def best_configurations(stream: pd.DataFrame, ceilings: pd.DataFrame) -> pd.DataFrame:
@@ -48,7 +51,7 @@ def best_configurations(stream: pd.DataFrame, ceilings: pd.DataFrame) -> pd.Data
     overall = stream.loc[stream.groupby(GROUP)["gbps"].idxmax()].assign(best_ring_bytes_per_sm=lambda f: f.ring_bytes_per_sm)
     overall = overall.assign(ring_bytes_per_sm=ANY_RING)
     best = pd.concat([per_ring.assign(best_ring_bytes_per_sm=per_ring.ring_bytes_per_sm), overall])
-    d2d = {ws: _ceiling(ceilings, "d2d_copy", "hbm") for ws in best.working_set.unique()}
+    d2d = {ws: _ceiling(ceilings, "d2d_copy") for ws in best.working_set.unique()}  # one copy ceiling
     read = {ws: _ceiling(ceilings, "read_stream", ws) for ws in best.working_set.unique()}
     best["fraction_of_d2d_copy"] = best.gbps / best.working_set.map(d2d)
     best["fraction_of_read_stream"] = best.gbps / best.working_set.map(read)

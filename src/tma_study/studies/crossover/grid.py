@@ -92,8 +92,9 @@ def stream_configs(study: dict, shared_per_sm_bytes: int = SHARED_PER_SM_BYTES_H
                 itertools.product(study["working_sets"].items(), study["access_order"],
                                   study["bytes_per_transfer"], study["ring_bytes_per_sm"], study["stages"],
                                   study["ctas_per_sm"], study["consumer_threads"], producers, issue):
-            config = StreamConfig(mechanism, ws_name, ws["bytes"], ws["bytes_per_launch"], order, size,
-                                  ring, stages, ctas, consumers, producer_threads, issue_threads)
+            config = StreamConfig(mechanism, ws_name, int(ws["bytes"]), int(ws["bytes_per_launch"]), order,
+                                  int(size), int(ring), stages, ctas, consumers, producer_threads,
+                                  issue_threads)
             if fits(config, shared_per_sm_bytes):
                 configs.append(config)
     return configs
