@@ -34,13 +34,14 @@ for ax, ws in zip(axes[0], working_sets):
         rows = best[(best.working_set == ws) & (best.mechanism == mechanism)].sort_values("bytes_per_transfer")
         if len(rows):
             ax.plot(rows.bytes_per_transfer, rows.gbps, **style)
-    for name, line in (("d2d_copy", ":"), ("read_stream", "--")):
+    # (ceiling, line style, label position along the axis): the two labels at opposite ends
+    for name, line, x, align in (("d2d_copy", ":", 0, "left"), ("read_stream", "--", 1, "right")):
         ceiling = ceilings[(ceilings.ceiling == name) & (ceilings.working_set == ws)]
         if len(ceiling):
             value = float(ceiling.gbps.iloc[0])
             ax.axhline(value, color="black", linestyle=line, linewidth=0.8)
-            ax.annotate(f"{name.replace('_', ' ')} {value:.0f}", (0, value), xycoords=("axes fraction", "data"),
-                        fontsize=7, xytext=(3, 2), textcoords="offset points")
+            ax.annotate(f"{name.replace('_', ' ')} {value:.0f}", (x, value), xycoords=("axes fraction", "data"),
+                        fontsize=7, ha=align, xytext=(3 if x == 0 else -3, 2), textcoords="offset points")
     size_axis(ax, sorted(best.bytes_per_transfer.unique()))
     ax.set_ylabel("GB/s (bytes read / median time)")
     ax.set_title(f"working set: {ws.upper()}")

@@ -11,9 +11,11 @@
 # # Latency of one transfer, by size and mechanism
 #
 # A dependent chain (each transfer's address comes from the previous transfer's data), one
-# CTA of 128 threads, timed with `clock64`: cold (L2 flushed, data from HBM) and warm (the
-# same chunks again, from L2). Median over repeats; includes the wait and one
-# `__syncthreads` per transfer, which every mechanism pays alike.
+# CTA whose threads all produce (a warp for TMA-engine copies, 128 threads for cp.async and
+# plain loads, which need threads to move bytes), timed with `clock64`: cold (L2 flushed,
+# data from HBM) and warm (the same chunks again, from L2). Median over repeats; includes
+# the wait and one `__syncthreads` per transfer, which every mechanism pays alike. Not shown:
+# latency under load (the streaming figure is the loaded case).
 
 # %%
 import pandas as pd

@@ -3,7 +3,7 @@
     tma-study compile   STUDY --out DIR            numba -> PTX -> cubin -> SASS + resources.csv (no GPU)
     tma-study measure   STUDY --out DIR [--config config/config.yaml]      (Hopper GPU)
                         (--config takes a whole pipeline config, YAML or JSON)
-    tma-study aggregate STUDY --raw DIR --out DIR                          (CPU)
+    tma-study aggregate STUDY --raw DIR --out DIR [--repeat DIR]           (CPU)
     tma-study tables    STUDY --derived DIR --provenance FILE --out DIR    (CPU)
     tma-study publish   --staged DIR --out DIR                             copy a finished measurement into results/
     tma-study kernel-table STUDY --resources CSV --out DIR                 (CPU)
@@ -41,6 +41,8 @@ def main(argv=None) -> int:
         p.add_argument("--config", type=Path, default=DEFAULT_CONFIG)
         if name == "aggregate":
             p.add_argument("--raw", type=Path, required=True)
+            p.add_argument("--repeat", type=Path, default=None,
+                           help="raw data of a second run of the same sweep, to measure reproducibility")
         if name == "tables":
             p.add_argument("--derived", type=Path, required=True)
             p.add_argument("--provenance", type=Path, required=True)
@@ -75,7 +77,7 @@ def main(argv=None) -> int:
         gpu_mod.require_hopper(gpu_mod.detect())
         study.entry("measure")(config["studies"][study.name], config.get("gpu_probe", {}), args.out)
     elif args.command == "aggregate":
-        study.entry("aggregate")(args.raw, args.out)
+        study.entry("aggregate")(args.raw, args.out, args.repeat)
     elif args.command == "tables":
         prov = json.loads(args.provenance.read_text())
         study.entry("write_tables")(args.derived, prov, args.out)

@@ -4,6 +4,7 @@ on synthetic data where the test decides which mechanism wins at each size."""
 
 import copy
 import math
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -176,8 +177,30 @@ def crossover_row(derived: Path, alternative: str, ring: int = RING) -> pd.Serie
 
 
 def test_aggregate_writes_every_derived_file(derived):
-    assert sorted(p.name for p in derived.iterdir()) == sorted(
-        ["best.csv", "crossover.csv", "ceilings.csv", "latency.csv", "peaks.csv"])
+    from tma_study.studies.crossover import STUDY
+
+    assert sorted(p.name for p in derived.iterdir()) == sorted(STUDY.derived_files)
+
+
+def test_reproducibility_says_when_no_second_run_exists(derived):
+    table = pd.read_csv(derived / "reproducibility.csv")
+    assert list(table.compared) == ["no second run of this sweep is present"]
+
+
+def test_reproducibility_of_a_run_against_a_perturbed_copy(tmp_path, derived):
+    raw = derived.parent / "raw"
+    repeat = tmp_path / "repeat"
+    shutil.copytree(raw, repeat)
+    stream = pd.read_csv(repeat / "stream.csv")
+    stream.loc[0, "gbps"] *= 1.10          # one configuration 10 % faster in the second run
+    stream.to_csv(repeat / "stream.csv", index=False)
+    aggregate(raw, tmp_path / "again", repeat)
+    table = pd.read_csv(tmp_path / "again" / "reproducibility.csv").set_index("compared")
+    every = table.loc["every configuration (stream.csv)"]
+    assert every.configurations == len(stream)
+    assert every.max_relative_difference == pytest.approx(0.10 / 1.05)
+    assert every.median_relative_difference == 0.0
+    assert table.loc["ceilings"].max_relative_difference == 0.0
 
 
 def test_crossover_is_the_first_size_after_the_last_loss(derived):

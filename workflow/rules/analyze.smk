@@ -7,18 +7,24 @@ for _name, _study in STUDIES.items():
         name:
             f"aggregate_{_name}"
         input:
-            raw_files(_name),
+            raw=raw_files(_name),
+            repeat=repeat_files(_name),
+            code=code_files(_name),
         output:
             derived_files(_name),
         log:
             f"logs/aggregate/{LABEL}/{_name}.log",
         params:
             python=PYTHON,
-            raw=lambda wildcards, input: Path(input[0]).parent,
+            raw=lambda wildcards, input: Path(input.raw[0]).parent,
+            repeat=lambda wildcards, input: (
+                f"--repeat {Path(input.repeat[0]).parent}" if input.repeat else ""
+            ),
             derived=lambda wildcards, output: Path(output[0]).parent,
             study=_name,
         shell:
-            "{params.python} -m tma_study aggregate {params.study} --raw {params.raw} --out {params.derived} > {log} 2>&1"
+            "{params.python} -m tma_study aggregate {params.study} --raw {params.raw} {params.repeat} "
+            "--out {params.derived} > {log} 2>&1"
 
     rule:
         name:
@@ -26,6 +32,7 @@ for _name, _study in STUDIES.items():
         input:
             derived=derived_files(_name),
             provenance=f"{RESULTS}/{_name}/provenance.json",
+            code=code_files(_name),
         output:
             [f"paper/tables/{t}.{ext}" for t in _study.tables for ext in ("tex", "md")],
         log:
@@ -43,6 +50,7 @@ rule figure:
     input:
         derived=lambda wildcards: derived_files(FIGURE_STUDY[wildcards.figure]),
         provenance=lambda wildcards: f"{RESULTS}/{FIGURE_STUDY[wildcards.figure]}/provenance.json",
+        code=lambda wildcards: code_files(FIGURE_STUDY[wildcards.figure]),
     output:
         pdf="figures/{figure}.pdf",
         png="figures/{figure}.png",

@@ -50,6 +50,18 @@ def raw_files(study):
     ]
 
 
+def repeat_files(study):
+    """Raw data of a second run of the same sweep (results/<label>-rerun/), when present."""
+    repeat = [f"results/{LABEL}-rerun/{study}/{f}" for f in STUDIES[study].raw_files]
+    return repeat if all(Path(f).exists() for f in repeat) else []
+
+
+def code_files(study):
+    """The study's Python code and the shared report code: editing them reruns the analysis."""
+    files = sorted(Path(f"src/tma_study/studies/{study}").glob("*.py"))
+    return [str(f) for f in files + sorted(Path("src/tma_study/report").glob("*.py"))]
+
+
 def derived_files(study):
     return [f"{RESULTS}/{study}/derived/{f}" for f in STUDIES[study].derived_files]
 

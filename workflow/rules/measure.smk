@@ -20,10 +20,10 @@ if MEASURE:
             staged=directory(f"build/measure/{LABEL}/{{study}}"),
         log:
             f"logs/measure/{LABEL}/{{study}}.log",
-        params:
-            python=PYTHON,
         resources:
             gpu=1,
+        params:
+            python=PYTHON,
         shell:
             "{params.python} -m tma_study measure {wildcards.study} --config {input.config} --out {output.staged} "
             "2>&1 | tee {log}"

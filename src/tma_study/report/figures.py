@@ -14,7 +14,8 @@ from tma_study.report.tables import human_bytes, source_line  # noqa: E402
 
 MECHANISM_STYLE = {  # one colour and marker per mechanism, the same in every figure
     "tma_tile": {"label": "TMA tensor tile", "color": "#1f77b4", "marker": "o"},
-    "bulk_copy": {"label": "bulk copy (1-D)", "color": "#17becf", "marker": "s"},
+    "bulk_copy": {"label": "bulk copy (1-D)", "color": "#17becf", "marker": "s", "linestyle": "--",
+                  "markersize": 4},  # dashed and smaller: it often lies right on top of TMA
     "cp_async": {"label": "cp.async 16 B", "color": "#d62728", "marker": "^"},
     "plain_loads": {"label": "plain LDG.128", "color": "#7f7f7f", "marker": "v"},
 }

@@ -22,7 +22,7 @@ class Study:
     tables: tuple[str, ...]             # paper/tables/<table>.tex|md
     kernels: str                        # () -> list[(name, python function, signature)]
     measure: str                        # (study_config, gpu_probe_config, out_dir) -> None; GPU
-    aggregate: str                      # (raw_dir, derived_dir) -> None; CPU
+    aggregate: str                      # (raw_dir, derived_dir, repeat_dir | None) -> None; CPU
     write_tables: str                   # (derived_dir, provenance, tables_dir) -> None; CPU
 
     def entry(self, which: str):

@@ -8,9 +8,11 @@ Writes into ``derived_dir``:
 - ``peaks.csv``      per (working set, mechanism): best GB/s over everything, vs the ceilings
 - ``ceilings.csv``   the best of each ceiling per working set
 - ``latency.csv``    one transfer's latency per mechanism, size and level (as measured)
+- ``reproducibility.csv``  how far a second run of the same sweep moved the numbers (when one exists)
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -44,9 +46,19 @@ def _ceiling(ceilings: pd.DataFrame, name: str, working_set: str | None = None) 
     return float(row.gbps.max()) if len(row) else float("nan")
 
 
-def best_configurations(stream: pd.DataFrame, ceilings: pd.DataFrame) -> pd.DataFrame:
-    """The fastest configuration per group, per ring size and over all ring sizes."""
+def best_configurations(stream: pd.DataFrame, ceilings: pd.DataFrame, sm_count: int | None = None) -> pd.DataFrame:
+    """The fastest configuration per group, per ring size and over all ring sizes.
+
+    ``sm_cycles_per_transfer``: SM clock cycles per transfer on each SM (time x clock over the
+    transfers each SM made), the issue cost that limits small transfers.
+    """
     stream = stream.assign(relative_iqr=stream.time_us_iqr / stream.time_us_median)
+    if sm_count:
+        transfers_per_sm = stream.bytes_moved / stream.bytes_per_transfer / sm_count
+        stream = stream.assign(sm_cycles_per_transfer=stream.time_us_median * stream.sm_clock_mhz_mean
+                               / transfers_per_sm)
+    else:
+        stream = stream.assign(sm_cycles_per_transfer=float("nan"))
     per_ring = stream.loc[stream.groupby(GROUP + ["ring_bytes_per_sm"])["gbps"].idxmax()]
     overall = stream.loc[stream.groupby(GROUP)["gbps"].idxmax()].assign(best_ring_bytes_per_sm=lambda f: f.ring_bytes_per_sm)
     overall = overall.assign(ring_bytes_per_sm=ANY_RING)
@@ -56,7 +68,8 @@ def best_configurations(stream: pd.DataFrame, ceilings: pd.DataFrame) -> pd.Data
     best["fraction_of_d2d_copy"] = best.gbps / best.working_set.map(d2d)
     best["fraction_of_read_stream"] = best.gbps / best.working_set.map(read)
     columns = GROUP + KNOBS + ["best_ring_bytes_per_sm", "gbps", "time_us_median", "time_us_iqr",
-                               "relative_iqr", "samples", "sm_clock_mhz_mean", "fraction_of_d2d_copy",
+                               "relative_iqr", "samples", "sm_clock_mhz_mean", "sm_cycles_per_transfer",
+                               "fraction_of_d2d_copy",
                                "fraction_of_read_stream"]
     return best[columns].sort_values(GROUP[:2] + ["ring_bytes_per_sm", "mechanism", "bytes_per_transfer"]) \
         .reset_index(drop=True)
@@ -106,14 +119,56 @@ def peaks(best: pd.DataFrame) -> pd.DataFrame:
     return top.reset_index(drop=True)
 
 
-def aggregate(raw_dir: Path, derived_dir: Path) -> None:
+def aggregate(raw_dir: Path, derived_dir: Path, repeat_dir: Path | None = None) -> None:
+    """Write every derived file; ``repeat_dir`` is a second run of the same sweep, if any."""
     raw_dir, derived_dir = Path(raw_dir), Path(derived_dir)
     stream = pd.read_csv(raw_dir / "stream.csv")
     ceilings = best_ceilings(pd.read_csv(raw_dir / "ceilings.csv"))
-    best = best_configurations(stream, ceilings)
+    provenance = json.loads((raw_dir / "provenance.json").read_text())
+    best = best_configurations(stream, ceilings, provenance.get("gpu", {}).get("sm_count"))
     derived_dir.mkdir(parents=True, exist_ok=True)
     _write(best, derived_dir / "best.csv")
     _write(crossovers(best), derived_dir / "crossover.csv")
     _write(peaks(best), derived_dir / "peaks.csv")
     _write(ceilings, derived_dir / "ceilings.csv")
     _write(pd.read_csv(raw_dir / "latency.csv"), derived_dir / "latency.csv")
+    repeat = (reproducibility(raw_dir, Path(repeat_dir)) if repeat_dir is not None
+              else pd.DataFrame({"compared": ["no second run of this sweep is present"]}))
+    _write(repeat, derived_dir / "reproducibility.csv")
+
+
+CONFIG_KEYS = ["mechanism", "working_set", "access_order", "bytes_per_transfer", "ring_bytes_per_sm", "stages",
+               "ctas_per_sm", "consumer_threads", "producer_threads", "issue_threads"]
+CEILING_KEYS = ["ceiling", "working_set", "ctas_per_sm"]
+
+
+def _spread(name: str, a: pd.DataFrame, b: pd.DataFrame, keys: list[str]) -> dict:
+    joined = a.merge(b, on=keys, suffixes=("_a", "_b"))
+    difference = (joined.gbps_a - joined.gbps_b).abs() / ((joined.gbps_a + joined.gbps_b) / 2)
+    return {"compared": name, "configurations": len(joined),
+            "median_relative_difference": float(difference.median()),
+            "p90_relative_difference": float(difference.quantile(0.9)),
+            "max_relative_difference": float(difference.max()),
+            "share_within_2_percent": float((difference <= 0.02).mean()),
+            "share_within_5_percent": float((difference <= 0.05).mean())}
+
+
+def reproducibility(raw_dir: Path, repeat_dir: Path) -> pd.DataFrame:
+    """How far a second run of the same sweep on the same GPU moved each number."""
+    stream_a, stream_b = pd.read_csv(raw_dir / "stream.csv"), pd.read_csv(repeat_dir / "stream.csv")
+    ceilings_a = best_ceilings(pd.read_csv(raw_dir / "ceilings.csv"))
+    ceilings_b = best_ceilings(pd.read_csv(repeat_dir / "ceilings.csv"))
+    best_a = best_configurations(stream_a, ceilings_a)
+    best_b = best_configurations(stream_b, ceilings_b)
+    group = GROUP + ["ring_bytes_per_sm"]
+    rows = [_spread("every configuration (stream.csv)", stream_a, stream_b, CONFIG_KEYS),
+            _spread("best per mechanism, size, ring (best.csv)", best_a, best_b, group),
+            _spread("ceilings", pd.read_csv(raw_dir / "ceilings.csv"), pd.read_csv(repeat_dir / "ceilings.csv"),
+                    CEILING_KEYS)]
+    cross_a, cross_b = crossovers(best_a), crossovers(best_b)
+    keys = ["working_set", "access_order", "ring_bytes_per_sm", "alternative"]
+    joined = cross_a.merge(cross_b, on=keys, suffixes=("_a", "_b"))
+    same = (joined.crossover_bytes_a.fillna(-1) == joined.crossover_bytes_b.fillna(-1))
+    rows.append({"compared": "crossover sizes (crossover.csv)", "configurations": len(joined),
+                 "share_identical": float(same.mean())})
+    return pd.DataFrame(rows).assign(repeat_run=str(repeat_dir))
