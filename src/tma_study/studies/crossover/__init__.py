@@ -12,7 +12,7 @@ STUDY = Study(
     derived_files=("best.csv", "crossover.csv", "ceilings.csv", "latency.csv", "peaks.csv",
                    "reproducibility.csv"),
     figures=("crossover_bandwidth", "crossover_map", "crossover_latency"),
-    tables=("crossover_summary", "crossover_crossovers", "crossover_reproducibility"),
+    tables=("crossover_summary", "crossover_crossovers", "crossover_reproducibility", "crossover_run"),
     kernels=f"{_HERE}.kernels:compile_list",
     measure=f"{_HERE}.measure:measure",
     aggregate=f"{_HERE}.aggregate:aggregate",   # (raw_dir, derived_dir, repeat_dir=None)

@@ -256,7 +256,7 @@ def _max_active_clusters(read_kernel, cluster_sizes) -> dict[str, int | str]:
 
 def measure(study: dict, gpu_probe: dict, out_dir: Path) -> None:
     """Run the whole crossover study on this GPU and write its raw data into ``out_dir``."""
-    import tma_kernels.numpy_compat  # noqa: F401  (before the first numba compile)
+    from tma_kernels import numpy_compat  # before the first numba compile
 
     gpu = gpu_mod.require_hopper(gpu_mod.detect())
     started = provenance.utc_now()
@@ -286,7 +286,8 @@ def measure(study: dict, gpu_probe: dict, out_dir: Path) -> None:
                "max_active_clusters_256_threads": _max_active_clusters(read_kernel, gpu_probe.get("cluster_sizes", [])),
                "timer": "cuda-bench (nvbench) cold samples: L2 flushed before every sample; device "
                         "events; l2 working set made resident by an untimed pass inside each sample",
-               "configurations": len(configs)})
+               "configurations": len(configs),
+               "numpy_row_stack_shim_applied": numpy_compat.SHIM_APPLIED})
     with atomic.staged_directory(out_dir) as staging:
         stream.to_csv(staging / "stream.csv", index=False)
         ceilings.to_csv(staging / "ceilings.csv", index=False)

@@ -46,6 +46,28 @@ def crossover_table(crossover: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def run_table(provenance: dict) -> pd.DataFrame:
+    """Where and how the data were measured, all read from provenance.json."""
+    gpu = provenance.get("gpu", {})
+    started = pd.Timestamp(provenance["started_utc"])
+    seconds = (pd.Timestamp(provenance["finished_utc"]) - started).total_seconds()
+    driver = int(provenance.get("cuda_driver_version") or 0)
+    packages = provenance.get("packages", {})
+    git = provenance.get("git") or {}
+    rows = [
+        ("GPU", f"{gpu.get('name')} ({gpu.get('sm_count')} SMs, L2 {human_bytes(gpu.get('l2_bytes', 0))})"),
+        ("CUDA driver API", f"{driver // 1000}.{driver % 1000 // 10}"),
+        ("configurations timed", str(provenance.get("configurations"))),
+        ("GPU time of the whole study", f"{int(seconds // 60)} min {int(seconds % 60)} s"),
+        ("measured (UTC)", f"{provenance['started_utc']} to {provenance['finished_utc']}"),
+        ("timer", str(provenance.get("timer"))),
+        ("numba-cuda / cuda-bench / numpy", " / ".join(str(packages.get(p)) for p in ("numba-cuda", "cuda-bench", "numpy"))),
+        ("source sha256 (tma_study.harness.provenance.source_hash)", str(provenance.get("source_sha256"))),
+        ("commit", f"{git.get('commit')} ({git.get('commit_source')})"),
+    ]
+    return pd.DataFrame(rows, columns=["", "value"])
+
+
 def write_tables(derived_dir: Path, provenance: dict, tables_dir: Path) -> None:
     derived_dir = Path(derived_dir)
     source = source_line(provenance)
@@ -56,6 +78,8 @@ def write_tables(derived_dir: Path, provenance: dict, tables_dir: Path) -> None:
                 "crossover_crossovers",
                 "Transfer size from which a TMA tensor load is never slower than each alternative "
                 f"(ties within the measured spread count as not slower). {source}.")
+    write_table(run_table(provenance), tables_dir, "crossover_run",
+                "How the crossover data were measured (from provenance.json).")
     repeat = pd.read_csv(derived_dir / "reproducibility.csv")
     write_table(reproducibility_table(repeat), tables_dir, "crossover_reproducibility",
                 "Reproducibility: two runs of the same sweep on the same GPU, relative difference of "
