@@ -5,23 +5,22 @@ its first ``issue_threads`` lanes issue the copies of a stage; lane 0 first arms
 """
 from numba import cuda, uint32, uint64
 
-from tma_kernels.ptx import bulk_load, mbarrier_arrive_expect_tx
+from tma_kernels.ptx import bulk_load
 
 from .consumer import chunk_of
+from .engine import arm_stage
 
 
 @cuda.jit(device=True, inline=True)
 def produce_stage(stage_smem, full_barrier, stage_bytes, first_transfer, log2_bytes_per_transfer,
                   order_multiplier, chunk_mask, source_address, tensor_map, producer_rank,
                   producer_threads, issue_threads):
-    tid = producer_rank
-    if tid < issue_threads:
-        if tid == 0:
-            mbarrier_arrive_expect_tx(full_barrier, stage_bytes)
-        cuda.syncwarp((1 << issue_threads) - 1 if issue_threads < 32 else 0xFFFFFFFF)
+    lane = producer_rank
+    if lane < issue_threads:
+        arm_stage(full_barrier, stage_bytes, lane, issue_threads)
         transfers = stage_bytes >> log2_bytes_per_transfer
         bytes_per_transfer = uint32(1) << uint32(log2_bytes_per_transfer)
-        for i in range(tid, transfers, issue_threads):
+        for i in range(lane, transfers, issue_threads):
             chunk = chunk_of(first_transfer + i, order_multiplier, chunk_mask)
             bulk_load(stage_smem + uint32(i << log2_bytes_per_transfer),
                       source_address + (uint64(chunk) << uint64(log2_bytes_per_transfer)),

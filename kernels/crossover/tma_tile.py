@@ -8,9 +8,10 @@ the stage's bytes.
 """
 from numba import cuda, uint32
 
-from tma_kernels.ptx import mbarrier_arrive_expect_tx, tma_load_2d
+from tma_kernels.ptx import tma_load_2d
 
 from .consumer import chunk_of
+from .engine import arm_stage
 
 TENSOR_COLS = 256               # uint32 elements per tensor row (1 KiB)
 LOG2_TENSOR_COLS = 8
@@ -21,13 +22,11 @@ LOG2_ELEMENT_BYTES = 2
 def produce_stage(stage_smem, full_barrier, stage_bytes, first_transfer, log2_bytes_per_transfer,
                   order_multiplier, chunk_mask, source_address, tensor_map, producer_rank,
                   producer_threads, issue_threads):
-    tid = producer_rank
-    if tid < issue_threads:
-        if tid == 0:
-            mbarrier_arrive_expect_tx(full_barrier, stage_bytes)
-        cuda.syncwarp((1 << issue_threads) - 1 if issue_threads < 32 else 0xFFFFFFFF)
+    lane = producer_rank
+    if lane < issue_threads:
+        arm_stage(full_barrier, stage_bytes, lane, issue_threads)
         transfers = stage_bytes >> log2_bytes_per_transfer
-        for i in range(tid, transfers, issue_threads):
+        for i in range(lane, transfers, issue_threads):
             chunk = chunk_of(first_transfer + i, order_multiplier, chunk_mask)
             element = chunk << (log2_bytes_per_transfer - LOG2_ELEMENT_BYTES)
             tma_load_2d(stage_smem + uint32(i << log2_bytes_per_transfer), tensor_map, full_barrier,
