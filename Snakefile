@@ -29,4 +29,4 @@ include: "workflow/rules/analyze.smk"
 rule all:
     default_target: True
     input:
-        all_outputs(),
+        LAYOUT.all_outputs(),

@@ -7,11 +7,11 @@ for _name, _study in STUDIES.items():
         name:
             f"aggregate_{_name}"
         input:
-            raw=raw_files(_name),
-            repeat=repeat_files(_name),
-            code=code_files(_name),
+            raw=LAYOUT.raw_files(_name),
+            repeat=LAYOUT.repeat_files(_name),
+            code=LAYOUT.code_files(_name),
         output:
-            derived_files(_name),
+            LAYOUT.derived_files(_name),
         log:
             f"logs/aggregate/{LABEL}/{_name}.log",
         params:
@@ -30,11 +30,11 @@ for _name, _study in STUDIES.items():
         name:
             f"tables_{_name}"
         input:
-            derived=derived_files(_name),
+            derived=LAYOUT.derived_files(_name),
             provenance=f"{RESULTS}/{_name}/provenance.json",
-            code=code_files(_name),
+            code=LAYOUT.code_files(_name),
         output:
-            [f"paper/tables/{t}.{ext}" for t in _study.tables for ext in ("tex", "md")],
+            LAYOUT.table_files(_name),
         log:
             f"logs/tables/{_name}.log",
         params:
@@ -48,9 +48,9 @@ for _name, _study in STUDIES.items():
 
 rule figure:
     input:
-        derived=lambda wildcards: derived_files(FIGURE_STUDY[wildcards.figure]),
+        derived=lambda wildcards: LAYOUT.derived_files(FIGURE_STUDY[wildcards.figure]),
         provenance=lambda wildcards: f"{RESULTS}/{FIGURE_STUDY[wildcards.figure]}/provenance.json",
-        code=lambda wildcards: code_files(FIGURE_STUDY[wildcards.figure]),
+        code=lambda wildcards: LAYOUT.code_files(FIGURE_STUDY[wildcards.figure]),
     output:
         pdf="figures/{figure}.pdf",
         png="figures/{figure}.png",

@@ -1,0 +1,87 @@
+"""Where the pipeline's files live: the Snakemake rules ask this module, tests can too.
+
+Nothing here runs a job; it maps (config, studies, results label) to paths.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import gpu as gpu_mod
+
+TABLE_FORMATS = ("tex", "md")
+FIGURE_FORMATS = ("pdf", "png")
+RERUN_SUFFIX = "-rerun"
+
+
+class MissingDataError(FileNotFoundError):
+    """Analysis asked for raw data that is neither committed nor measured here."""
+
+
+def results_label(config: dict, detect=gpu_mod.detect) -> str:
+    """results/<label>/: the reference data, or a new measurement's own folder.
+
+    Raises GpuRequirementError (before any work) when measure=true cannot run here.
+    """
+    if not config["measure"]:
+        return config["reference_gpu"]
+    info = gpu_mod.require_hopper(detect())
+    label = config.get("results_label") or info.slug
+    if label == config["reference_gpu"] and not config.get("overwrite_reference", False):
+        label += RERUN_SUFFIX  # never replace the committed reference unless asked
+    return label
+
+
+@dataclass(frozen=True)
+class Layout:
+    studies: dict           # name -> Study, the ones the config asks for
+    label: str              # results/<label>/ is read (and, when measuring, written)
+    root: Path = Path(".")
+
+    @property
+    def results(self) -> str:
+        return f"results/{self.label}"
+
+    def figure_study(self) -> dict[str, str]:
+        return {fig: name for name, study in self.studies.items() for fig in study.figures}
+
+    def raw_files(self, study: str) -> list[str]:
+        names = (*self.studies[study].raw_files, "provenance.json")
+        return [f"{self.results}/{study}/{name}" for name in names]
+
+    def repeat_files(self, study: str) -> list[str]:
+        """Raw data of a second run of the same sweep (results/<label>-rerun/), when present."""
+        repeat = [f"results/{self.label}{RERUN_SUFFIX}/{study}/{f}" for f in self.studies[study].raw_files]
+        return repeat if all((self.root / f).exists() for f in repeat) else []
+
+    def derived_files(self, study: str) -> list[str]:
+        return [f"{self.results}/{study}/derived/{f}" for f in self.studies[study].derived_files]
+
+    def code_files(self, study: str) -> list[str]:
+        """The study's Python code and the shared report code: editing them reruns the analysis."""
+        files = sorted((self.root / "src/tma_study/studies" / study).glob("*.py"))
+        files += sorted((self.root / "src/tma_study/report").glob("*.py"))
+        return [str(f.relative_to(self.root)) for f in files]
+
+    def table_files(self, study: str) -> list[str]:
+        return [f"paper/tables/{t}.{ext}" for t in self.studies[study].tables for ext in TABLE_FORMATS]
+
+    def kernel_table_files(self, study: str) -> list[str]:
+        return [f"paper/tables/{study}_kernels.{ext}" for ext in TABLE_FORMATS]
+
+    def all_outputs(self) -> list[str]:
+        outputs = []
+        for name, study in self.studies.items():
+            outputs += self.derived_files(name)
+            outputs += [f"figures/{fig}.{ext}" for fig in study.figures for ext in FIGURE_FORMATS]
+            outputs += self.table_files(name) + self.kernel_table_files(name)
+        return outputs
+
+    def check_raw_data_present(self) -> None:
+        """Raise MissingDataError naming every raw file that analysis needs and lacks."""
+        missing = [f for study in self.studies for f in self.raw_files(study) if not (self.root / f).exists()]
+        if missing:
+            raise MissingDataError(
+                "analysis needs raw data that is not here: " + ", ".join(missing) + ". Restore the "
+                "committed reference data (git checkout -- results/) or measure on a Hopper GPU "
+                "with --config measure=true.")

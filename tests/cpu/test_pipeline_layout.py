@@ -1,0 +1,53 @@
+"""Where the pipeline reads and writes: results labels and the files each study needs."""
+import pytest
+
+from tma_study.gpu import GpuInfo, GpuRequirementError
+from tma_study.pipeline import Layout, MissingDataError, results_label
+from tma_study.studies import discover
+
+
+def gpu(name="NVIDIA H200", major=9):
+    return GpuInfo(name=name, compute_capability=(major, 0), sm_count=132, l2_bytes=62914560,
+                   smem_per_block_optin_bytes=232448, smem_per_sm_bytes=233472, max_sm_clock_khz=1980000,
+                   memory_clock_khz=3201000, memory_bus_bits=6144, total_memory_bytes=150 << 30,
+                   driver_version=13000)
+
+
+def config(**overrides):
+    return {"measure": True, "reference_gpu": "h200", "studies": {"crossover": {}}, **overrides}
+
+
+def test_analysis_reads_the_reference_without_asking_for_a_gpu():
+    assert results_label(config(measure=False), detect=lambda: None) == "h200"
+
+
+def test_measuring_on_the_reference_gpu_never_overwrites_the_reference_by_default():
+    assert results_label(config(), detect=gpu) == "h200-rerun"
+
+
+def test_overwriting_the_reference_must_be_asked_for():
+    assert results_label(config(overwrite_reference=True), detect=gpu) == "h200"
+
+
+def test_another_gpu_measures_into_its_own_folder():
+    assert results_label(config(), detect=lambda: gpu("NVIDIA H100 80GB HBM3")) == "h100-80gb-hbm3"
+
+
+def test_an_explicit_label_wins():
+    assert results_label(config(results_label="mine"), detect=gpu) == "mine"
+
+
+@pytest.mark.parametrize("detected, says", [(lambda: None, "no CUDA GPU"),
+                                            (lambda: gpu("NVIDIA A100", major=8), "compute capability 8.0")])
+def test_measuring_without_a_hopper_gpu_stops_and_says_why(detected, says):
+    with pytest.raises(GpuRequirementError, match=says):
+        results_label(config(), detect=detected)
+
+
+def test_layout_names_every_output_and_missing_raw_file(tmp_path):
+    layout = Layout({"crossover": discover()["crossover"]}, "h200", root=tmp_path)
+    outputs = layout.all_outputs()
+    assert "figures/crossover_map.pdf" in outputs and "paper/tables/crossover_kernels.tex" in outputs
+    assert layout.repeat_files("crossover") == []
+    with pytest.raises(MissingDataError, match="results/h200/crossover/stream.csv"):
+        layout.check_raw_data_present()
