@@ -12,10 +12,37 @@ import tma_kernels.numpy_compat  # noqa: F401  before numba compiles anything
 from numba import cuda
 
 GPU_TESTS = Path(__file__).resolve().parents[1] / "gpu"
-GPU_TEST_MODULES = ("test_tensor_map_gpu", "test_cluster_launch_gpu")
+GPU_TEST_MODULES = (
+    "test_tensor_map_gpu",
+    "test_cluster_launch_gpu",
+    "test_ptx_data_gpu",
+    "test_crossover_kernels_gpu",
+)
 HOPPER = (9, 0, "a")
 
 TMA_LOAD = "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+TRY_WAIT = "mbarrier.try_wait.parity"
+BULK_LOAD = "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
+BULK_WAIT = "cp.async.bulk.wait_group 0"
+CONSUMER = ["ld.shared::cta.v4.u32", TRY_WAIT]  # tma_kernels/crossover/consumer.py, ring.py
+TIMERS = ["%clock64", "%globaltimer"]
+#: crossover mechanism -> PTX of its producer (tma_kernels/crossover/<mechanism>.py)
+PRODUCER_PTX = {
+    "tma_tile": [TMA_LOAD],
+    "bulk_copy": [BULK_LOAD],
+    "cp_async": ["cp.async.cg.shared::cta.global", "cp.async.mbarrier.arrive.noinc"],
+    "plain_loads": ["ld.global.v4.u32", "st.shared::cta.v4.u32", "mbarrier.arrive.shared::cta.b64"],
+}
+
+
+def tma_load(rank):
+    return TMA_LOAD.replace(".2d.", f".{rank}d.")
+
+
+def tma_store(rank):
+    return f"cp.async.bulk.tensor.{rank}d.global.shared::cta.bulk_group"
+
+
 #: kernel name -> PTX fragments its test relies on
 EXPECTED_PTX = {
     "tma_tile_copy": [TMA_LOAD, "mbarrier.init.shared::cta.b64", "mbarrier.try_wait.parity"],
@@ -32,6 +59,75 @@ EXPECTED_PTX = {
         "barrier.cluster.wait",
     ],
     "reverse_through_dynamic_shared": [".extern .shared"],
+    # test_ptx_data_gpu
+    "tma_load_1d_box": [tma_load(1), TRY_WAIT],
+    "tma_load_2d_evict_first_box": [
+        TMA_LOAD + ".L2::cache_hint",
+        "createpolicy.fractional.L2::evict_first.b64",
+        "prefetch.tensormap",
+    ],
+    "tma_load_2d_evict_last_box": [
+        TMA_LOAD + ".L2::cache_hint",
+        "createpolicy.fractional.L2::evict_last.b64",
+        "prefetch.tensormap",
+    ],
+    "tma_load_3d_box": [tma_load(3), TRY_WAIT],
+    "tma_load_4d_box": [tma_load(4), TRY_WAIT],
+    "tma_load_5d_box": [tma_load(5), TRY_WAIT],
+    "tma_store_1d_box": [
+        tma_store(1), "fence.proxy.async.shared::cta", "cp.async.bulk.commit_group", BULK_WAIT
+    ],
+    "tma_store_2d_box": [
+        tma_store(2), "fence.proxy.async.shared::cta", "cp.async.bulk.commit_group", BULK_WAIT
+    ],
+    "bulk_round_trip": [
+        BULK_LOAD,
+        "cp.async.bulk.global.shared::cta.bulk_group",
+        BULK_WAIT,
+        "cp.async.bulk.wait_group.read 0",
+    ],
+    "bulk_copy_to_peer_pair": [
+        "cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes",
+        "mapa.shared::cluster.u32",
+        "fence.proxy.async.shared::cta",
+        "barrier.cluster.wait",
+    ],
+    "cp_async_copy": [
+        "cp.async.ca.shared::cta.global",
+        "cp.async.cg.shared::cta.global",
+        "cp.async.commit_group",
+        "cp.async.wait_group 0",
+        "cp.async.wait_all",
+        "cp.async.mbarrier.arrive.noinc.shared::cta.b64",
+    ],
+    "vector_reverse": [
+        "ld.global.v4.u32",
+        "ld.global.nc.v4.u32",
+        "st.global.v4.u32",
+        "ld.shared::cta.v4.u32",
+        "st.shared::cta.v4.u32",
+    ],
+    "mbarrier_phases": [
+        "mbarrier.expect_tx.relaxed.cta.shared::cta.b64",
+        "mbarrier.arrive.shared::cta.b64",
+        BULK_LOAD,
+        TRY_WAIT,
+        "selp.u32",
+    ],
+    "cluster_arrivals": ["mbarrier.arrive.release.cluster.shared::cluster.b64", TRY_WAIT],
+    "dsm_ring_exchange": [
+        "st.shared::cluster.u32",
+        "st.shared::cluster.v4.u32",
+        "ld.shared::cluster.v4.u32",
+        "mapa.shared::cluster.u32",
+    ],
+    "relaxed_cluster_barrier": ["barrier.cluster.arrive.relaxed", "barrier.cluster.wait", "%globaltimer"],
+    "cluster_registers": ["%cluster_ctaid.x", "%cluster_nctaid.x", "%smid"],
+    "timers": TIMERS,
+    # test_crossover_kernels_gpu
+    **{f"stream_{m}": PRODUCER_PTX[m] + CONSUMER for m in PRODUCER_PTX},
+    **{f"latency_{m}": PRODUCER_PTX[m] + [TRY_WAIT] + TIMERS for m in PRODUCER_PTX},
+    "read_stream": ["ld.global.v4.u32"],
 }
 
 
