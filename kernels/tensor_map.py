@@ -342,7 +342,8 @@ def _driver_arguments(spec: TensorMapSpec) -> tuple:
         spec.rank,
         spec.global_address,
         [drv.cuuint64_t(d) for d in spec.global_dims],
-        [drv.cuuint64_t(s) for s in spec.global_strides_bytes],
+        # rank 1 has no strides, but the driver rejects an empty (NULL) array: pass one it ignores
+        [drv.cuuint64_t(s) for s in spec.global_strides_bytes or (_RANK1_STRIDE_PLACEHOLDER,)],
         [drv.cuuint32_t(b) for b in spec.box_dims],
         [drv.cuuint32_t(e) for e in spec.element_strides],
         drv.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
@@ -350,6 +351,9 @@ def _driver_arguments(spec: TensorMapSpec) -> tuple:
         l2,
         oob,
     )
+
+
+_RANK1_STRIDE_PLACEHOLDER = 16  # read by no rank-1 map; any multiple of 16
 
 
 def encode(spec: TensorMapSpec) -> np.ndarray:

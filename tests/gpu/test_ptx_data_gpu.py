@@ -613,12 +613,21 @@ TMA_LOAD_CASES = {
 TMA_BOXES = 8  # blocks per launch, one box each
 
 
+TMA_INNER_ALIGN_WORDS = 16 // WORD_BYTES  # the innermost box start: a multiple of 16 bytes
+
+
 def box_coordinates(rng, shape, box_shape, count):
     """``count`` in-bounds box origins, innermost first: the origin, the far
-    corner, then random ones."""
+    corner, then random ones. The innermost coordinate is kept a multiple of
+    16 bytes: on the H200 a tile load whose box starts off a 16-byte boundary in
+    global memory faulted (CUDA_ERROR_ILLEGAL_INSTRUCTION), so kernels keep it
+    aligned (as CUTLASS and FlashAttention-3 do with tile-aligned coordinates)."""
     highs = [extent - box for extent, box in zip(shape, box_shape)]
+    steps = [1] * (len(shape) - 1) + [TMA_INNER_ALIGN_WORDS]  # numpy order: innermost last
+    highs = [h - h % step for h, step in zip(highs, steps)]
     coords = [[0] * len(shape), highs]
-    coords += [[int(rng.integers(0, h + 1)) for h in highs] for _ in range(count - 2)]
+    coords += [[int(rng.integers(0, h // step + 1)) * step for h, step in zip(highs, steps)]
+               for _ in range(count - 2)]
     return np.array([c[::-1] for c in coords], dtype=np.int32)
 
 
