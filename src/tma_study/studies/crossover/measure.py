@@ -110,19 +110,36 @@ def _checked(name: str, got: int, want: int) -> None:
         raise timing.CorrectnessError(f"{name}: checksum {got:#018x}, expected {want:#018x}")
 
 
-def _poisoned_output(size: int):
-    from numba import cuda
-    return cuda.to_device(_fresh_rng().integers(0, 2**63, size=size, dtype=np.uint64))
+class ChecksumOutputs:
+    """One device buffer for every configuration's per-thread checksums (a view each).
+
+    Each check poisons its view before it launches, so sharing the memory hides nothing;
+    it keeps a sweep of many configurations from holding an allocation per configuration.
+    """
+
+    def __init__(self):
+        self.buffer = None
+
+    def view(self, size: int):
+        from numba import cuda
+        if self.buffer is None or self.buffer.size < size:
+            self.buffer = cuda.device_array(size, np.uint64)
+        return self.buffer[:size]
 
 
-def _stream_case(config: StreamConfig, kernel, ws: WorkingSet, sm_count: int) -> timing.TimedCase:
+def _poison(out) -> None:
+    out.copy_to_device(_fresh_rng().integers(0, 2**63, size=out.size, dtype=np.uint64))
+
+
+def _stream_case(config: StreamConfig, kernel, ws: WorkingSet, sm_count: int,
+                 outputs: ChecksumOutputs | None = None) -> timing.TimedCase:
     from tma_kernels.crossover.ring import dynamic_shared_bytes
     grid = sm_count * config.ctas_per_sm
     chunk_count = ws.nbytes // config.bytes_per_transfer
     multiplier = (ORDER_MULTIPLIERS[config.access_order] & (chunk_count - 1)) | 1
     transfers_total = ws.passes * chunk_count
     shared = dynamic_shared_bytes(config.stages, config.stage_bytes)
-    out = _poisoned_output(grid * config.threads_per_cta)
+    out = (outputs or ChecksumOutputs()).view(grid * config.threads_per_cta)
     tmap = ws.tensor_map(config.bytes_per_transfer) if config.mechanism == "tma_tile" else 0
     args = (ws.address, tmap, config.bytes_per_transfer.bit_length() - 1, transfers_total,
             chunk_count - 1, multiplier, config.stage_bytes, config.stages, config.consumer_threads,
@@ -133,7 +150,7 @@ def _stream_case(config: StreamConfig, kernel, ws: WorkingSet, sm_count: int) ->
 
     def check():
         ws.ensure_fresh((config.mechanism, config.working_set))
-        out.copy_to_device(_fresh_rng().integers(0, 2**63, size=out.size, dtype=np.uint64))
+        _poison(out)
         launch(0)
         from numba import cuda
         cuda.synchronize()
@@ -173,14 +190,14 @@ def _ceiling_cases(read_kernel, working_sets: dict, sm_count: int) -> list[tuple
         vectors_total = ws.passes * ws.nbytes // 16
         for ctas in READ_CEILING_CTAS_PER_SM:
             grid = sm_count * ctas
-            out = _poisoned_output(grid * READ_CEILING_THREADS)
+            out = cuda.device_array(grid * READ_CEILING_THREADS, np.uint64)
 
             def launch(stream, grid=grid, out=out, ws=ws, vectors_total=vectors_total):
                 read_kernel[grid, READ_CEILING_THREADS, stream](ws.address, vectors_total, ws.nbytes // 16 - 1, out)
 
             def check(launch=launch, out=out, ws=ws, ctas=ctas):
                 ws.ensure_fresh(("ceiling", ws.name))
-                out.copy_to_device(_fresh_rng().integers(0, 2**63, size=out.size, dtype=np.uint64))
+                _poison(out)
                 launch(0)
                 cuda.synchronize()
                 _checked(f"read_stream/{ws.name}/c{ctas}", reference.total_of(out.copy_to_host()), ws.expected(None))
@@ -196,6 +213,7 @@ def _ceiling_cases(read_kernel, working_sets: dict, sm_count: int) -> list[tuple
 def _measure_latency(study: dict, kernels: dict, gpu: gpu_mod.GpuInfo) -> pd.DataFrame:
     """Pointer chases: cold (L2 flushed first, data from HBM) then warm (same chunks, from L2)."""
     from numba import cuda
+    from numba.cuda.cudadrv.driver import device_memset
 
     from tma_study.harness.progress import Progress
     from tma_kernels.crossover.latency import latency_dynamic_shared_bytes
@@ -220,7 +238,7 @@ def _measure_latency(study: dict, kernels: dict, gpu: gpu_mod.GpuInfo) -> pd.Dat
             for _ in range(settings["repeats"]):
                 start = int(rng.integers(chunk_count))
                 want = reference.follow(successor, start, hops)
-                scratch.copy_to_device(rng.integers(0, 2**32, size=scratch.size, dtype=np.uint32))
+                device_memset(scratch, 0, scratch.nbytes)      # evicts the chain from L2
                 for level in ("hbm", "l2"):        # second chase re-reads the chunks the first left in L2
                     result.copy_to_device(np.full(3, 2**63, dtype=np.uint64))
                     kernel[1, LATENCY_THREADS[mechanism], 0, latency_dynamic_shared_bytes(size)](
@@ -266,7 +284,9 @@ def measure(study: dict, gpu_probe: dict, out_dir: Path) -> None:
     working_sets = {name: WorkingSet(name, ws["bytes"], ws["bytes_per_launch"], gpu.l2_bytes)
                     for name, ws in study["working_sets"].items()}
     ceiling_cases = _ceiling_cases(read_kernel, working_sets, gpu.sm_count)
-    stream_cases = [_stream_case(c, streams[c.mechanism], working_sets[c.working_set], gpu.sm_count)
+    outputs = ChecksumOutputs()
+    outputs.view(max(gpu.sm_count * c.ctas_per_sm * c.threads_per_cta for c in configs))  # size it once
+    stream_cases = [_stream_case(c, streams[c.mechanism], working_sets[c.working_set], gpu.sm_count, outputs)
                     for c in configs]
     timings = timing.run([case for _, case in ceiling_cases] + stream_cases, study="crossover",
                          **study["timing"])
