@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from tma_study import gpu as gpu_mod
+from tma_study.config import REPO_ROOT
 from tma_study.harness import atomic, provenance, timing
 from tma_study.harness.stats import summarize
 
@@ -300,7 +301,7 @@ def measure(study: dict, gpu_probe: dict, out_dir: Path) -> None:
     stream = pd.DataFrame([row(c.columns(), case, case.bytes_read) for c, case in zip(configs, stream_cases)])
     ceilings = pd.DataFrame([row(cols, case, cols["bytes_moved"]) for cols, case in ceiling_cases])
     record = provenance.build(
-        study="crossover", gpu=gpu.as_dict(), study_config=study, repo=Path(__file__).resolve().parents[4],
+        study="crossover", gpu=gpu.as_dict(), study_config=study, repo=REPO_ROOT,
         started=started,
         extra={"nvidia_smi_before": clocks_before, "nvidia_smi_after": provenance.nvidia_smi_clocks(),
                "max_active_clusters_256_threads": _max_active_clusters(read_kernel, gpu_probe.get("cluster_sizes", [])),
