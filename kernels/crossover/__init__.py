@@ -17,6 +17,7 @@ Transfers visit chunks in a scattered order, ``chunk = (transfer * order_multipl
 contiguity for every mechanism. One stage holds ``stage_bytes / bytes_per_transfer`` transfers;
 ``stages`` stages are in flight per CTA.
 """
-from .kernels import KERNEL_SIGNATURE, MECHANISMS, stream_kernel  # noqa: F401
+from .kernels import MECHANISMS, stream_kernel  # noqa: F401
+from .ring import KERNEL_SIGNATURE  # noqa: F401
 from .latency import LATENCY_SIGNATURE, latency_kernel  # noqa: F401
 from .read_ceiling import READ_SIGNATURE, read_stream  # noqa: F401

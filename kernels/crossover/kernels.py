@@ -1,6 +1,6 @@
 """The four streaming kernels of the crossover study, one per load mechanism."""
 from . import bulk_copy, cp_async, plain_loads, tma_tile
-from .ring import ARRIVALS_EVERY_PRODUCER, ARRIVALS_ONE_THREAD, KERNEL_SIGNATURE, make_stream_kernel
+from .ring import ARRIVALS_EVERY_PRODUCER, ARRIVALS_ONE_THREAD, make_stream_kernel
 
 # mechanism name -> (producer module, how its stage barrier completes)
 MECHANISMS = {
