@@ -48,10 +48,12 @@ from .mbarrier import (
     mbarrier_arrive,
     mbarrier_arrive_cluster,
     mbarrier_arrive_expect_tx,
+    mbarrier_arrive_remote,
     mbarrier_expect_tx,
     mbarrier_init,
     mbarrier_try_wait_parity,
     mbarrier_wait_parity,
+    mbarrier_wait_parity_acquire_cluster,
 )
 from .timer import clock64, globaltimer
 from .tma import (
@@ -94,8 +96,8 @@ __all__ = [
     "st_shared_cluster_u32", "st_shared_cluster_v4_u32",
     "fence_mbarrier_init_cluster", "fence_proxy_async_shared",
     "mbarrier_arrive", "mbarrier_arrive_cluster", "mbarrier_arrive_expect_tx",
-    "mbarrier_expect_tx", "mbarrier_init", "mbarrier_try_wait_parity",
-    "mbarrier_wait_parity",
+    "mbarrier_arrive_remote", "mbarrier_expect_tx", "mbarrier_init", "mbarrier_try_wait_parity",
+    "mbarrier_wait_parity", "mbarrier_wait_parity_acquire_cluster",
     "clock64", "globaltimer",
     "bulk_commit_group", "bulk_wait_group0", "bulk_wait_group_read0",
     "tma_load_1d", "tma_load_1d_multicast", "tma_load_2d", "tma_load_2d_cache_hint",

@@ -25,6 +25,18 @@ _TRY_WAIT_PARITY = (
     " selp.u32 $0, 1, 0, done; }"
 )
 
+_WAIT_PARITY_ACQUIRE_CLUSTER = """{
+ .reg .pred done;
+ wait_parity_cluster_retry:
+ mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [$0], $1;
+ @!done bra wait_parity_cluster_retry;
+}"""
+
+_ARRIVE_REMOTE = (
+    "{ .reg .b32 remote_bar; mapa.shared::cluster.u32 remote_bar, $0, $1;"
+    " mbarrier.arrive.shared::cluster.b64 _, [remote_bar]; }"
+)
+
 _ARRIVE_CLUSTER = (
     "{ .reg .b32 remote_bar; mapa.shared::cluster.u32 remote_bar, $0, $1;"
     " mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote_bar]; }"
@@ -86,3 +98,27 @@ def mbarrier_arrive_cluster(typingctx, bar, cta_rank):
     cluster: ``mapa.shared::cluster.u32 remote, bar, cta_rank;`` then
     ``mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];``."""
     return asm_intrinsic(_ARRIVE_CLUSTER, (bar, cta_rank), (U32, U32))
+
+
+@intrinsic
+def mbarrier_arrive_remote(typingctx, bar, cta_rank):
+    """Arrive on the barrier at ``bar``'s offset in CTA ``cta_rank`` with the
+    default semantics (release, CTA scope), as CUTLASS's ``ClusterBarrier::arrive
+    (cta_id)`` does: ``mapa.shared::cluster.u32 remote, bar, cta_rank;`` then
+    ``mbarrier.arrive.shared::cluster.b64 _, [remote];``.
+
+    On sm_90a this is the bare ``SYNCS.ARRIVE`` with no fence, where the
+    ``.release.cluster`` form (:func:`mbarrier_arrive_cluster`) adds
+    ``MEMBAR.ALL.GPU``. Use it to release a buffer whose reads have completed
+    (their values were used before the arrive), not to publish data.
+    """
+    return asm_intrinsic(_ARRIVE_REMOTE, (bar, cta_rank), (U32, U32))
+
+
+@intrinsic
+def mbarrier_wait_parity_acquire_cluster(typingctx, bar, phase):
+    """Spin on ``mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p,
+    [bar], phase;``: the wait that pairs with another CTA's
+    ``.release.cluster`` arrive, so that CTA's writes (or what it observed)
+    are visible here. On sm_90a it adds ``CCTL.IVALL`` after the wait."""
+    return asm_intrinsic(_WAIT_PARITY_ACQUIRE_CLUSTER, (bar, phase), (U32, U32))

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import jsonschema
 import yaml
+from referencing import Registry, Resource
+from referencing.jsonschema import DRAFT202012
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SCHEMA_DIR = REPO_ROOT / "workflow" / "schemas"
@@ -48,10 +50,17 @@ def _leaf_errors(error):
         yield error
 
 
+def _schema_registry(folder: Path) -> Registry:
+    """The schemas beside one another, so ``$ref: "multicast.schema.yaml#/$defs/..."`` resolves."""
+    return Registry().with_resources(
+        (path.name, Resource.from_contents(yaml.safe_load(path.read_text()), default_specification=DRAFT202012))
+        for path in folder.glob("*.schema.yaml"))
+
+
 def validate_against(instance, schema_path: Path, key_prefix: str = "") -> list[str]:
     """Messages for every violation of the schema at ``schema_path`` (empty when valid)."""
     schema = yaml.safe_load(schema_path.read_text())
-    validator = jsonschema.Draft202012Validator(schema)
+    validator = jsonschema.Draft202012Validator(schema, registry=_schema_registry(schema_path.parent))
     messages = []
     for error in sorted(validator.iter_errors(instance), key=lambda e: list(map(str, e.absolute_path))):
         for leaf in _leaf_errors(error):  # absolute_path includes the parents' path

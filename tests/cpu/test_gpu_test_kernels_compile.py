@@ -17,6 +17,7 @@ GPU_TEST_MODULES = (
     "test_cluster_launch_gpu",
     "test_ptx_data_gpu",
     "test_crossover_kernels_gpu",
+    "test_cluster_studies_gpu",
 )
 HOPPER = (9, 0, "a")
 
@@ -128,6 +129,17 @@ EXPECTED_PTX = {
     **{f"stream_{m}": PRODUCER_PTX[m] + CONSUMER for m in PRODUCER_PTX},
     **{f"latency_{m}": PRODUCER_PTX[m] + [TRY_WAIT] + TIMERS for m in PRODUCER_PTX},
     "read_stream": ["ld.global.v4.u32"],
+    # test_cluster_studies_gpu
+    "cluster_stream_own_copy": [TMA_LOAD, "ld.shared::cta.v4.u32", TRY_WAIT],
+    "cluster_stream_multicast": [TMA_LOAD + ".multicast::cluster", "mbarrier.arrive.shared::cluster.b64",
+                                 "barrier.cluster.wait"],
+    "broadcast_dsm_pull": [TMA_LOAD, "ld.shared::cluster.v4.u32", "mbarrier.arrive.release.cluster",
+                           "mbarrier.try_wait.parity.acquire.cluster"],
+    "broadcast_dsm_push": [TMA_LOAD, "cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes",
+                           "cp.async.bulk.wait_group.read 0"],
+    "dsm_neighbour_read": ["ld.shared::cluster.v4.u32", "mapa.shared::cluster.u32"],
+    "dsm_own_read": ["ld.shared::cta.v4.u32"],
+    "dsm_latency_chase": ["ld.shared::cluster.u32", "%clock64"],
 }
 
 
@@ -143,15 +155,15 @@ def all_kernels():
     for module_name in GPU_TEST_MODULES:
         module = load_gpu_test_module(module_name)
         for kernel_name, (function, signature) in module.KERNELS.items():
-            yield pytest.param(function, signature, id=f"{module_name}::{kernel_name}")
+            yield pytest.param(kernel_name, function, signature, id=f"{module_name}::{kernel_name}")
 
 
-@pytest.mark.parametrize("function, signature", list(all_kernels()))
-def test_gpu_test_kernel_compiles_for_sm90a(function, signature):
+@pytest.mark.parametrize("name, function, signature", list(all_kernels()))
+def test_gpu_test_kernel_compiles_for_sm90a(name, function, signature):
     ptx, _ = cuda.compile(function, signature, device=False, cc=HOPPER, output="ptx", abi="numba")
     assert ".target sm_90a" in ptx
-    missing = [fragment for fragment in EXPECTED_PTX[function.__name__] if fragment not in ptx]
-    assert not missing, f"{function.__name__}: PTX lacks {missing}"
+    missing = [fragment for fragment in EXPECTED_PTX[name] if fragment not in ptx]
+    assert not missing, f"{name}: PTX lacks {missing}"
 
 
 def test_every_gpu_test_kernel_has_expected_ptx_listed():

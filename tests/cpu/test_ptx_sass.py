@@ -146,6 +146,16 @@ def mbarrier_remote_arrive(out_u32, out_u64, global_address):
     ptx.mbarrier_arrive_cluster(bar, out_u32[0])
 
 
+def mbarrier_remote_arrive_cta_scope(out_u32, out_u64, global_address):
+    bar = ptx.smem_u32(cuda.shared.array(BARRIER_WORDS, numba.uint64))
+    ptx.mbarrier_arrive_remote(bar, out_u32[0])
+
+
+def mbarrier_wait_cluster_scope(out_u32, out_u64, global_address):
+    bar = ptx.smem_u32(cuda.shared.array(BARRIER_WORDS, numba.uint64))
+    ptx.mbarrier_wait_parity_acquire_cluster(bar, out_u32[0])
+
+
 def multicast_after_init(out_u32, out_u64, global_address):
     tile = ptx.smem_u32(cuda.shared.array(TILE_BYTES, numba.uint8))
     bar = ptx.smem_u32(cuda.shared.array(BARRIER_WORDS, numba.uint64))
@@ -319,8 +329,14 @@ CASES = [
      [Op("SYNCS.PHASECHK.TRANS64.TRYWAIT"), Line(r"^@!P\d+ BRA ")]),
     ("mbarrier_try_wait_parity", mbarrier_try_wait,
      [Op("SYNCS.PHASECHK.TRANS64.TRYWAIT"), Op("SEL")]),
+    # .release.cluster costs a GPU-wide fence; the default (.release.cta) form has none.
     ("mbarrier_arrive_cluster", mbarrier_remote_arrive,
-     [Line(MAPA_PRMT), Op("SYNCS.ARRIVE.TRANS64.RED.A1T0")]),
+     [Line(MAPA_PRMT), Op("SYNCS.ARRIVE.TRANS64.RED.A1T0"), Op("MEMBAR.ALL.GPU")]),
+    ("mbarrier_arrive_remote", mbarrier_remote_arrive_cta_scope,
+     [Line(MAPA_PRMT), Op("SYNCS.ARRIVE.TRANS64.RED.A1T0"), Absent("MEMBAR")]),
+    # acquire at cluster scope invalidates L1 after the wait succeeds.
+    ("mbarrier_wait_parity_acquire_cluster", mbarrier_wait_cluster_scope,
+     [Op("SYNCS.PHASECHK.TRANS64.TRYWAIT"), Op("CCTL.IVALL")]),
     # ptxas lowers fence.mbarrier_init.release.cluster to a single NOP.
     ("fence_mbarrier_init_cluster", multicast_after_fenced_init,
      [InPtx("fence.mbarrier_init.release.cluster;"), OneNopMoreThan(multicast_after_init)]),

@@ -1,0 +1,162 @@
+"""The cluster ring of the ``multicast`` study: every CTA of a cluster needs the same tiles.
+
+A cluster of ``cluster_x * cluster_y`` CTAs is viewed as a grid (x, y), rank = x + y*cluster_x
+(launched as a 1-D cluster: the hardware knows only ranks). Each step, CTA (x, y) receives
+one stage = an A tile and (optionally) a B tile, as a GEMM mainloop does:
+
+    A tile (q*cluster_x + x) mod a_tiles    shared by the cluster_y CTAs with the same x
+    B tile (q*cluster_y + y) mod b_tiles    shared by the cluster_x CTAs with the same y
+
+The 1-D broadcast of the study is cluster (1, n) with no B: all n CTAs share every A tile.
+
+Persistent grid: CTAs [g*size, (g+1)*size) form group g (the cluster, when launched as one),
+and group g runs steps q = g, g + groups, ... < steps_total. Warp-specialised ring as in
+kernels/crossover/ring.py: one producer thread, ``consumer_threads`` consumers, full/empty
+mbarriers per stage.
+
+Two kernels from one source (``multicast`` is fixed at build time):
+
+* ``multicast=False``: each CTA loads whole tiles into its own shared memory with TMA; no
+  instruction touches another CTA, so the *same binary* runs without a cluster (variant
+  ``no_cluster``) and under a cluster launch (variant ``cluster``): the difference between
+  the two is what cluster scheduling alone costs.
+* ``multicast=True`` (CUTLASS-style): CTA (x, y) issues slice y of its A tile (1/cluster_y
+  of the rows) multicast to every CTA sharing it, and slice x of its B tile likewise; every
+  CTA's full barrier expects the whole stage. A stage may be refilled only when every CTA
+  that writes into it is done with it, so each consumer warp releases the stage in every CTA
+  of its row and column (``mbarrier_arrive_remote``: the default ``.release.cta`` form
+  CUTLASS uses; no fence is needed because the released reads have been used), and each
+  empty barrier counts ``consumer_warps * sharers`` arrivals. Barrier init is published with
+  ``fence.mbarrier_init.release.cluster`` plus a cluster barrier; a second cluster barrier
+  before exit keeps a CTA alive while peers may still multicast into it or arrive on it.
+"""
+from numba import cuda, int32, int64, uint16, uint32, uint64
+
+from tma_kernels.ptx import (cluster_sync, fence_mbarrier_init_cluster, ld_shared_v4_u32,
+                             mbarrier_arrive, mbarrier_arrive_expect_tx, mbarrier_arrive_remote,
+                             mbarrier_init, mbarrier_wait_parity, smem_u32, tma_load_2d,
+                             tma_load_2d_multicast)
+
+from .consume import make_consume
+
+MAX_STAGES = 8
+MAX_CLUSTER_SIZE = 16
+RING_ALIGN_BYTES = 128
+MBARRIER_BYTES = 8
+ROW_BYTES = 256                  # operands are 2-D tensors of uint32, 64 per row
+ROW_ELEMENTS = 64
+LOG2_ROW_BYTES = 8
+WARP = 32
+
+# (a_map, b_map, a_tiles, b_tiles, steps_total, a_tile_bytes, b_tile_bytes, stages,
+#  cluster_x, cluster_y, consumer_threads, checksums)
+SIGNATURE = ("void(uint64, uint64, int64, int64, int64, int32, int32, int32, int32, int32, int32, "
+             "uint64[::1])")
+
+consume_local = make_consume(ld_shared_v4_u32)
+
+
+def dynamic_shared_bytes(stages: int, stage_bytes: int) -> int:
+    return stages * stage_bytes + RING_ALIGN_BYTES
+
+
+def threads_per_cta(consumer_threads: int) -> int:
+    """Consumers plus one producer warp (lane 0 issues the copies)."""
+    return consumer_threads + WARP
+
+
+def sharers(cluster_x: int, cluster_y: int, has_b: bool) -> int:
+    """CTAs whose copies land in a CTA's stage (itself included) under multicast."""
+    return cluster_y + (cluster_x - 1 if has_b else 0)
+
+
+def make_cluster_stream(multicast: bool):
+    """The Python kernel function (compile with SIGNATURE); ``multicast`` fixed at build time."""
+
+    def cluster_stream(a_map, b_map, a_tiles, b_tiles, steps_total, a_tile_bytes, b_tile_bytes,
+                       stages, cluster_x, cluster_y, consumer_threads, checksums):
+        ring = cuda.shared.array(0, uint32)
+        full = cuda.shared.array(MAX_STAGES, uint64)
+        empty = cuda.shared.array(MAX_STAGES, uint64)
+        tid = cuda.threadIdx.x
+        size = cluster_x * cluster_y
+        rank = cuda.blockIdx.x % size
+        group = cuda.blockIdx.x // size
+        groups = cuda.gridDim.x // size
+        x = rank % cluster_x
+        y = rank // cluster_x
+        has_b = b_tile_bytes > 0
+        stage_bytes = a_tile_bytes + b_tile_bytes
+        consumer_warps = consumer_threads // WARP
+        ring_smem = (smem_u32(ring) + uint32(RING_ALIGN_BYTES - 1)) & ~uint32(RING_ALIGN_BYTES - 1)
+        full_smem = smem_u32(full)
+        empty_smem = smem_u32(empty)
+        if tid == 0:
+            releases = consumer_warps
+            if multicast:
+                releases *= cluster_y + (cluster_x - 1 if has_b else 0)
+            for s in range(stages):
+                mbarrier_init(full_smem + uint32(s * MBARRIER_BYTES), 1)
+                mbarrier_init(empty_smem + uint32(s * MBARRIER_BYTES), releases)
+            fence_mbarrier_init_cluster()
+        if multicast:
+            cluster_sync()
+        else:
+            cuda.syncthreads()
+
+        a_rows = a_tile_bytes >> LOG2_ROW_BYTES
+        b_rows = b_tile_bytes >> LOG2_ROW_BYTES
+        checksum = uint64(0)
+        k = 0
+        q = int64(group)
+        if tid == consumer_threads:
+            # The producer: refill stage s once every CTA writing into it released it.
+            a_slice_rows = a_rows // cluster_y
+            b_slice_rows = b_rows // cluster_x
+            a_mask = 0
+            for yy in range(cluster_y):
+                a_mask |= 1 << (x + yy * cluster_x)
+            b_mask = ((1 << cluster_x) - 1) << (y * cluster_x)
+            while q < steps_total:
+                s = k % stages
+                full_bar = full_smem + uint32(s * MBARRIER_BYTES)
+                if k >= stages:
+                    mbarrier_wait_parity(empty_smem + uint32(s * MBARRIER_BYTES), ((k // stages) - 1) & 1)
+                mbarrier_arrive_expect_tx(full_bar, stage_bytes)
+                stage = ring_smem + uint32(s * stage_bytes)
+                a_row = int32(((q * cluster_x + x) % a_tiles) * a_rows)
+                b_row = int32(((q * cluster_y + y) % b_tiles) * b_rows) if has_b else int32(0)
+                if multicast:
+                    tma_load_2d_multicast(stage + uint32(y * a_slice_rows * ROW_BYTES), a_map, full_bar,
+                                          0, a_row + y * a_slice_rows, uint16(a_mask))
+                    if has_b:
+                        tma_load_2d_multicast(stage + uint32(a_tile_bytes + x * b_slice_rows * ROW_BYTES),
+                                              b_map, full_bar, 0, b_row + x * b_slice_rows, uint16(b_mask))
+                else:
+                    tma_load_2d(stage, a_map, full_bar, 0, a_row)
+                    if has_b:
+                        tma_load_2d(stage + uint32(a_tile_bytes), b_map, full_bar, 0, b_row)
+                q += groups
+                k += 1
+        elif tid < consumer_threads:
+            lane = tid % WARP
+            while q < steps_total:
+                s = k % stages
+                mbarrier_wait_parity(full_smem + uint32(s * MBARRIER_BYTES), (k // stages) & 1)
+                checksum = consume_local(ring_smem + uint32(s * stage_bytes), stage_bytes, tid,
+                                         consumer_threads, checksum)
+                cuda.syncwarp()
+                empty_bar = empty_smem + uint32(s * MBARRIER_BYTES)
+                if multicast:
+                    if lane < size and (lane % cluster_x == x or (has_b and lane // cluster_x == y)):
+                        mbarrier_arrive_remote(empty_bar, uint32(lane))
+                elif lane == 0:
+                    mbarrier_arrive(empty_bar)
+                q += groups
+                k += 1
+        if multicast:
+            cluster_sync()
+        checksums[cuda.blockIdx.x * cuda.blockDim.x + tid] = checksum
+
+    return cluster_stream
+

@@ -1,0 +1,221 @@
+"""Measure the dsm study on a Hopper GPU.
+
+Writes, atomically into ``out_dir``:
+- ``broadcast.csv``  one row per broadcast configuration (grid.py): time, delivered bytes
+- ``latency.csv``    SM-to-SM load latency (clock64 chase) per cluster size and target CTA
+- ``bandwidth.csv``  DSM read bandwidth (every CTA streams its neighbour's shared memory)
+- ``provenance.json``
+
+Every configuration is checked on fresh random data with poisoned outputs before it is
+timed; each CTA's checksum must match the host's.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from tma_study import gpu as gpu_mod
+from tma_study.config import REPO_ROOT
+from tma_study.harness import atomic, provenance, timing
+from tma_study.harness.progress import Progress
+from tma_study.harness.stats import summarize
+from tma_study.studies.multicast import reference
+from tma_study.studies.multicast.grid import ROW_BYTES
+
+from .grid import BroadcastConfig, broadcast_configs
+
+
+def compile_kernels() -> dict:
+    from numba import cuda
+
+    from tma_kernels.dsm import broadcast, make_broadcast
+    from tma_kernels.multicast import SIGNATURE, cluster_stream
+    kernels = {v: cuda.jit(broadcast.SIGNATURE)(make_broadcast(v)) for v in broadcast.VARIANTS}
+    kernels["multicast"] = cuda.jit(SIGNATURE)(cluster_stream(True))
+    return kernels
+
+
+class BroadcastCase:
+    def __init__(self, config: BroadcastConfig, kernels: dict, operands: dict, sm_count: int, outputs):
+        from tma_study.studies.multicast.device import launcher, persistent_grid
+        self.config = c = config
+        kernel = kernels[c.variant]
+        self.grid = persistent_grid(kernel, c.cluster_size, True, c.threads_per_cta, c.dynamic_shared_bytes,
+                                    c.ctas_per_sm, sm_count)
+        self.operand = operands[c.working_set]
+        self.out = outputs.view(self.grid.ctas * c.threads_per_cta)
+        rows = c.tile_bytes // ROW_BYTES
+        tiles = self.operand.tiles(c.tile_bytes)
+        if c.variant == "multicast":
+            args = (self.operand.tensor_map(rows // c.cluster_size), 0, tiles, 1, c.steps_total, c.tile_bytes, 0,
+                    c.stages, 1, c.cluster_size, c.consumer_threads, self.out)
+        else:
+            args = (self.operand.tensor_map(rows), tiles, c.steps_total, c.tile_bytes, c.stages,
+                    c.consumer_threads, self.out)
+        self.launch = launcher(kernel, self.grid, True, c.threads_per_cta, c.dynamic_shared_bytes, args)
+
+    def check(self) -> None:
+        from numba import cuda
+
+        from tma_study.studies.multicast.device import poison
+        c = self.config
+        self.operand.ensure_fresh(("broadcast", c.working_set, c.variant))
+        poison(self.out)
+        self.launch(0)
+        cuda.synchronize()
+        got = reference.per_cta(self.out.copy_to_host(), self.grid.ctas)
+        want = reference.cta_expected(self.operand.checks(c.tile_bytes), None, c.steps_total, self.grid.ctas,
+                                      1, c.cluster_size)
+        problem = reference.mismatches(got, want, c.cluster_size)
+        if problem:
+            raise timing.CorrectnessError(f"{c.key}: {problem}")
+
+    def timed_case(self, l2_bytes: int) -> timing.TimedCase:
+        warm = self.launch if self.config.working_set_bytes <= l2_bytes // 2 else None
+        c = self.config
+        return timing.TimedCase(c.key, self.launch, self.check, bytes_read=c.steps_total * c.tile_bytes,
+                                bytes_written=self.out.nbytes, label=c.key, warm=warm)
+
+    def columns(self) -> dict:
+        c = self.config
+        return {**c.columns(), "grid_ctas": self.grid.ctas, "clusters": self.grid.clusters,
+                "max_active_clusters": self.grid.max_active_clusters, "busy_cta_share": self.grid.busy_share,
+                "bytes_delivered": c.steps_total * c.cluster_size * c.tile_bytes,
+                "bytes_from_global": c.steps_total * c.tile_bytes}
+
+
+class NeighbourReadCase:
+    """Every CTA reads its neighbour's (or, local, its own) 32 KiB buffer ``passes`` times."""
+
+    def __init__(self, kernel, remote: bool, cluster_size: int, ctas_per_sm: int, threads: int, passes: int,
+                 sm_count: int):
+        from numba import cuda
+
+        from tma_kernels.dsm.bandwidth import BUFFER_BYTES
+        from tma_study.studies.multicast.device import launcher, persistent_grid
+        self.remote, self.cluster_size, self.passes, self.threads = remote, cluster_size, passes, threads
+        self.ctas_per_sm = ctas_per_sm
+        self.grid = persistent_grid(kernel, cluster_size, True, threads, 0, ctas_per_sm, sm_count)
+        self.blocks = cuda.device_array(cluster_size * BUFFER_BYTES // 4, np.uint32)
+        self.out = cuda.device_array(self.grid.ctas * threads, np.uint64)
+        self.launch = launcher(kernel, self.grid, True, threads, 0, (self.blocks, passes, self.out))
+        self.bytes_read = self.grid.ctas * passes * BUFFER_BYTES
+        self.key = f"dsm_read/{'remote' if remote else 'local'}/n{cluster_size}/c{ctas_per_sm}/t{threads}"
+
+    def check(self) -> None:
+        from numba import cuda
+
+        from tma_kernels.dsm.bandwidth import BUFFER_BYTES
+        from tma_study.studies.multicast.device import fresh_rng, poison
+        words = fresh_rng().integers(0, 2**32, size=self.blocks.size, dtype=np.uint32)
+        self.blocks.copy_to_device(words)
+        checks = reference.tile_checks(words, BUFFER_BYTES)
+        poison(self.out)
+        self.launch(0)
+        cuda.synchronize()
+        ranks = np.arange(self.grid.ctas) % self.cluster_size
+        source = (ranks + 1) % self.cluster_size if self.remote else ranks
+        want = (checks[source] * np.uint64(self.passes)).astype(np.uint64)
+        problem = reference.mismatches(reference.per_cta(self.out.copy_to_host(), self.grid.ctas), want,
+                                       self.cluster_size)
+        if problem:
+            raise timing.CorrectnessError(f"{self.key}: {problem}")
+
+    def timed_case(self) -> timing.TimedCase:
+        return timing.TimedCase(self.key, self.launch, self.check, bytes_read=self.bytes_read, label=self.key)
+
+    def columns(self) -> dict:
+        return {"path": "remote" if self.remote else "local", "cluster_size": self.cluster_size,
+                "ctas_per_sm": self.ctas_per_sm, "threads_per_cta": self.threads, "passes": self.passes,
+                "grid_ctas": self.grid.ctas, "busy_cta_share": self.grid.busy_share, "bytes_read": self.bytes_read}
+
+
+def measure_latency(settings: dict) -> pd.DataFrame:
+    """clock64 chases through CTA ``target``'s shared memory, per cluster size."""
+    from numba import cuda
+
+    from tma_kernels import launch
+    from tma_kernels.dsm import latency
+    from tma_study.studies.crossover.reference import chase_chain, follow
+    from tma_study.studies.multicast.device import fresh_rng
+    kernel = cuda.jit(latency.SIGNATURE)(latency.chase)
+    rng = fresh_rng()
+    out = cuda.device_array(2, np.uint64)
+    rows = []
+    hops = settings["hops"]
+    progress = Progress("dsm latency", len(settings["cluster_sizes"]))
+    for n in settings["cluster_sizes"]:
+        progress.step(f"cluster {n}")
+        targets = sorted({latency.LOCAL, 0, 1, n - 1})
+        for target in targets:
+            cycles = []
+            for _ in range(settings["repeats"]):
+                successors = [chase_chain(latency.CHAIN_WORDS, rng) for _ in range(n)]
+                chains = cuda.to_device(np.concatenate(successors).astype(np.uint32))
+                owner = 0 if target == latency.LOCAL else target
+                start = int(rng.integers(latency.CHAIN_WORDS))
+                out.copy_to_device(np.full(2, 2**63, dtype=np.uint64))
+                launch.launch_cluster(kernel, 1, n, latency.THREADS, 0, chains, target, start, hops, out)
+                elapsed, final = (int(v) for v in out.copy_to_host())
+                want = follow(successors[owner], start, hops)
+                if final != want:
+                    raise timing.CorrectnessError(
+                        f"dsm latency n={n} target={target}: chase ended at {final}, expected {want}")
+                cycles.append(elapsed / hops)
+            stats = summarize(cycles)
+            rows.append({"cluster_size": n, "target": "local_lds" if target == latency.LOCAL else int(target),
+                         "path": "ld.shared" if target == latency.LOCAL else "ld.shared::cluster",
+                         "hops": hops, "repeats": settings["repeats"], **stats.as_columns("cycles_per_hop")})
+    return pd.DataFrame(rows)
+
+
+def measure(study: dict, gpu_probe: dict, out_dir: Path) -> None:
+    """Run the whole dsm study on this GPU and write its raw data into ``out_dir``."""
+    from numba import cuda
+
+    from tma_kernels import numpy_compat  # before the first numba compile
+    from tma_kernels.dsm import bandwidth
+    from tma_study.studies.multicast.device import ChecksumOutputs, Operand
+    gpu = gpu_mod.require_hopper(gpu_mod.detect())
+    started = provenance.utc_now()
+    clocks_before = provenance.nvidia_smi_clocks()
+    configs = broadcast_configs(study, gpu.smem_per_sm_bytes)
+    kernels = compile_kernels()
+    operands = {name: Operand(name, ws["bytes"]) for name, ws in study["working_sets"].items()}
+    outputs = ChecksumOutputs()
+    progress = Progress("dsm setup", len(configs))
+    cases = []
+    for c in configs:
+        progress.step(c.key)
+        cases.append(BroadcastCase(c, kernels, operands, gpu.sm_count, outputs))
+    reads = study["bandwidth"]
+    read_kernels = {remote: cuda.jit(bandwidth.SIGNATURE)(bandwidth.make_neighbour_read(remote))
+                    for remote in (True, False)}
+    read_cases = [NeighbourReadCase(read_kernels[n > 1], n > 1, n, ctas, threads, reads["passes"], gpu.sm_count)
+                  for n in reads["cluster_sizes"] for ctas in reads["ctas_per_sm"] for threads in reads["threads"]]
+    timings = timing.run([case.timed_case(gpu.l2_bytes) for case in cases] + [r.timed_case() for r in read_cases],
+                         study="dsm", **study["timing"])
+    latency = measure_latency(study["latency"])
+
+    def with_time(columns: dict, key: str, nbytes: int) -> dict:
+        t = timings[key].columns()
+        return {**columns, **t, "gbps": nbytes / (t["time_us_median"] * 1e3)}
+
+    broadcast = pd.DataFrame([with_time(case.columns(), case.config.key, case.columns()["bytes_delivered"])
+                              for case in cases])
+    bandwidth_rows = pd.DataFrame([with_time(r.columns(), r.key, r.bytes_read) for r in read_cases])
+    record = provenance.build(
+        study="dsm", gpu=gpu.as_dict(), study_config=study, repo=REPO_ROOT, started=started,
+        extra={"nvidia_smi_before": clocks_before, "nvidia_smi_after": provenance.nvidia_smi_clocks(),
+               "timer": "cuda-bench (nvbench) cold samples (L2 flushed before every sample), device events; "
+                        "latency: clock64 around a dependent chain in one thread",
+               "configurations": len(configs) + len(read_cases),
+               "numpy_row_stack_shim_applied": numpy_compat.SHIM_APPLIED})
+    with atomic.staged_directory(out_dir) as staging:
+        broadcast.to_csv(staging / "broadcast.csv", index=False)
+        latency.to_csv(staging / "latency.csv", index=False)
+        bandwidth_rows.to_csv(staging / "bandwidth.csv", index=False)
+        (staging / "provenance.json").write_text(json.dumps(record, indent=2, default=str) + "\n")

@@ -1,0 +1,18 @@
+"""Study ``multicast``: when does TMA multicast across a thread-block cluster help or hurt?"""
+from tma_study.studies.base import Study
+
+_HERE = __name__
+
+STUDY = Study(
+    name="multicast",
+    question="When every CTA of a cluster needs the same tile, does TMA multicast beat each CTA "
+             "loading its own copy, and how much of a loss at large clusters is scheduling?",
+    raw_files=("stream.csv", "occupancy.csv", "traffic.csv"),
+    derived_files=("best.csv", "speedup.csv", "break_even.csv", "scheduling.csv"),
+    figures=("multicast_scaling", "multicast_2d"),
+    tables=("multicast_summary", "multicast_2d", "multicast_run"),
+    kernels=f"{_HERE}.kernels:compile_list",
+    measure=f"{_HERE}.measure:measure",
+    aggregate=f"{_HERE}.aggregate:aggregate",
+    write_tables=f"{_HERE}.tables:write_tables",
+)

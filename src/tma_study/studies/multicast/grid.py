@@ -1,0 +1,121 @@
+"""The multicast sweep: every (pattern, cluster shape, variant, tile, ring, working set).
+
+Variants (kernels/multicast/ring.py):
+  no_cluster   no cluster launch; each CTA loads its own copy of every tile with TMA (the
+               CTAs sharing a tile read it from L2 after the first)
+  cluster      the same binary under a cluster launch of the same shape: isolates what
+               cluster scheduling alone costs
+  multicast    TMA multicast: each CTA issues one slice, delivered to every CTA sharing it
+Cluster shape 1x1 has only ``no_cluster`` (the baseline every shape is compared with).
+
+A configuration is kept only if it can run as declared: a multicast slice is a whole number
+of 256-byte rows, and ``ctas_per_sm`` CTAs fit the SM's shared memory.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+VARIANTS = ("no_cluster", "cluster", "multicast")
+ROW_BYTES = 256                        # kernels/multicast/ring.py
+MAX_BOX_ROWS = 256                     # a TMA box has at most 256 rows
+RING_ALIGN_BYTES = 128
+STATIC_SHARED_BYTES = 128              # 2 x MAX_STAGES mbarriers
+RESERVED_SHARED_PER_CTA_BYTES = 1024   # the driver reserves 1 KiB per CTA on sm_90
+MAX_SHARED_PER_CTA_BYTES = 232448
+WARP = 32
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    pattern: str              # "1d": all CTAs share A; "2d": A along y, B along x (CUTLASS)
+    variant: str
+    cluster_x: int
+    cluster_y: int
+    tile_bytes: int           # A tile; the 2-D pattern's B tile has the same size
+    stages: int
+    ctas_per_sm: int
+    consumer_threads: int
+    working_set: str
+    working_set_bytes: int    # per operand
+    unique_bytes_per_launch: int   # A bytes one launch reads (before sharing)
+
+    @property
+    def cluster_size(self) -> int:
+        return self.cluster_x * self.cluster_y
+
+    @property
+    def b_tile_bytes(self) -> int:
+        return self.tile_bytes if self.pattern == "2d" else 0
+
+    @property
+    def stage_bytes(self) -> int:
+        return self.tile_bytes + self.b_tile_bytes
+
+    @property
+    def threads_per_cta(self) -> int:
+        return self.consumer_threads + WARP
+
+    @property
+    def dynamic_shared_bytes(self) -> int:
+        return self.stages * self.stage_bytes + RING_ALIGN_BYTES
+
+    @property
+    def steps_total(self) -> int:
+        """Cluster steps per launch: every CTA row reads unique_bytes_per_launch of A once."""
+        return max(1, self.unique_bytes_per_launch // (self.tile_bytes * self.cluster_x))
+
+    @property
+    def key(self) -> str:
+        return (f"{self.pattern}/{self.variant}/{self.cluster_x}x{self.cluster_y}/{self.working_set}"
+                f"/T{self.tile_bytes}/s{self.stages}/c{self.ctas_per_sm}/t{self.consumer_threads}")
+
+    def columns(self) -> dict:
+        return {**asdict(self), "cluster_size": self.cluster_size, "b_tile_bytes": self.b_tile_bytes,
+                "stage_bytes": self.stage_bytes, "steps_total": self.steps_total,
+                "threads_per_cta": self.threads_per_cta, "dynamic_shared_bytes": self.dynamic_shared_bytes}
+
+
+def fits(config: ClusterConfig, smem_per_sm_bytes: int) -> bool:
+    per_cta = config.dynamic_shared_bytes + STATIC_SHARED_BYTES
+    if per_cta > MAX_SHARED_PER_CTA_BYTES:
+        return False
+    return config.ctas_per_sm * (per_cta + RESERVED_SHARED_PER_CTA_BYTES) <= smem_per_sm_bytes
+
+
+def slices_whole(config: ClusterConfig) -> bool:
+    """Each multicast slice is a whole number of rows (and every box at most 256 rows)."""
+    rows = config.tile_bytes // ROW_BYTES
+    if rows > MAX_BOX_ROWS or config.tile_bytes % ROW_BYTES:
+        return False
+    if config.variant != "multicast":
+        return True
+    return rows % config.cluster_y == 0 and (config.pattern == "1d" or rows % config.cluster_x == 0)
+
+
+def _shapes(study: dict, pattern: str) -> list[tuple[int, int]]:
+    if pattern == "1d":
+        return [(1, n) for n in study["cluster_sizes"]]
+    return [tuple(shape) for shape in study["cluster_shapes_2d"]]
+
+
+def cluster_configs(study: dict, smem_per_sm_bytes: int, patterns=("1d", "2d")) -> list[ClusterConfig]:
+    configs = []
+    tiles_key = {"1d": "tile_bytes", "2d": "tile_bytes_2d"}
+    for pattern in patterns:
+        shapes = _shapes(study, pattern)
+        if (1, 1) not in shapes:
+            shapes = [(1, 1), *shapes]
+        for name, ws in study["working_sets"].items():
+            for cluster_x, cluster_y in shapes:
+                variants = ("no_cluster",) if cluster_x * cluster_y == 1 else study["variants"]
+                for variant in variants:
+                    for tile in study[tiles_key[pattern]]:
+                        for stages in study["stages"]:
+                            for ctas in study["ctas_per_sm"]:
+                                for consumers in study["consumer_threads"]:
+                                    config = ClusterConfig(pattern, variant, cluster_x, cluster_y, tile, stages,
+                                                           ctas, consumers, name, ws["bytes"],
+                                                           ws["unique_bytes_per_launch"])
+                                    if fits(config, smem_per_sm_bytes) and slices_whole(config):
+                                        configs.append(config)
+    return configs

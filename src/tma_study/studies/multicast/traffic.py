@@ -1,0 +1,105 @@
+"""L2 -> SM traffic of a few multicast configurations, counted by Nsight Compute (ncu).
+
+``measure`` runs this module under ncu when ncu is on PATH (``python -m
+tma_study.studies.multicast.traffic CONFIG_JSON``): it launches each listed configuration once
+(after its correctness check) so ncu's counters show the bytes multicast saves. Without ncu
+the table says "not measured: ncu not found".
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+# L2 -> SM: bytes the L2 slices returned to the SMs' L1TEX/shared-memory path, and the L2
+# sectors read by that path; DRAM reads for scale.
+METRICS = ("l1tex__m_xbar2l1tex_read_bytes.sum", "lts__t_sectors_srcunit_tex_op_read.sum",
+           "dram__bytes_read.sum")
+KERNEL_NAME = "cluster_stream"
+NOT_MEASURED = "not measured: ncu not found on PATH"
+
+
+def traffic_configs(study: dict) -> list[dict]:
+    """1-D broadcast, HBM operand, 16 KiB tiles, 4 stages: baseline and cluster sizes 2, 4, 16."""
+    ws = study["working_sets"].get("hbm") or next(iter(study["working_sets"].values()))
+    configs = [{"variant": "no_cluster", "n": 1}]
+    configs += [{"variant": v, "n": n} for n in (2, 4, 16) if n in study["cluster_sizes"]
+                for v in ("no_cluster", "multicast")]
+    return [{**c, "tile_bytes": 16384, "stages": 4, "bytes": ws["bytes"],
+             "unique_bytes_per_launch": ws["unique_bytes_per_launch"]} for c in configs]
+
+
+def _config(spec: dict):
+    from .grid import ClusterConfig
+    return ClusterConfig("1d", spec["variant"], 1, spec["n"], spec["tile_bytes"], spec["stages"], 1, 256, "hbm",
+                         spec["bytes"], spec["unique_bytes_per_launch"])
+
+
+def run_under_ncu(study: dict, workdir: Path) -> list[dict]:
+    """One row per configuration: its key and each metric (or the reason it is missing)."""
+    specs = traffic_configs(study)
+    ncu = shutil.which("ncu")
+    if ncu is None:
+        return [{"key": _config(s).key, "status": NOT_MEASURED} for s in specs]
+    spec_file = workdir / "traffic_configs.json"
+    spec_file.write_text(json.dumps(specs))
+    command = [ncu, "--csv", "--metrics", ",".join(METRICS), "--kernel-name-base", "function",
+               "--kernel-name", f"regex:{KERNEL_NAME}", "--launch-skip", "0", "--clock-control", "none",
+               "--target-processes", "all", sys.executable, "-m", __name__, str(spec_file)]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    if result.returncode != 0:
+        return [{"key": _config(s).key, "status": f"ncu failed ({result.returncode}): {result.stderr[-300:]}"}
+                for s in specs]
+    return _parse(result.stdout, specs)
+
+
+def _parse(stdout: str, specs: list[dict]) -> list[dict]:
+    """ncu --csv rows (one per kernel launch and metric) -> one row per configuration.
+
+    The child launches each configuration twice (its check, then the counted launch), so
+    launch 2i+1 belongs to configuration i.
+    """
+    lines = [line for line in stdout.splitlines() if line.startswith('"')]
+    rows = list(csv.DictReader(io.StringIO("\n".join(lines))))
+    by_launch: dict[int, dict] = {}
+    for row in rows:
+        by_launch.setdefault(int(row["ID"]), {})[row["Metric Name"]] = float(row["Metric Value"].replace(",", ""))
+    launches = sorted(by_launch)
+    out = []
+    for i, spec in enumerate(specs):
+        key = _config(spec).key
+        index = 2 * i + 1
+        if index >= len(launches):
+            out.append({"key": key, "status": f"not measured: ncu reported {len(launches)} launches"})
+            continue
+        out.append({"key": key, "status": "measured", **by_launch[launches[index]]})
+    return out
+
+
+def main(spec_file: str) -> None:
+    """The child ncu profiles: check, then launch once, each configuration in order."""
+    from numba import cuda
+
+    from tma_study import gpu as gpu_mod
+
+    from .device import ChecksumOutputs
+    from .measure import Case, compile_kernels, make_operands
+    specs = json.loads(Path(spec_file).read_text())
+    gpu = gpu_mod.require_hopper(gpu_mod.detect())
+    kernels = compile_kernels()
+    study = {"working_sets": {"hbm": {"bytes": specs[0]["bytes"]}}}
+    operands = make_operands(study, ("1d",))
+    outputs = ChecksumOutputs()
+    for spec in specs:
+        case = Case(_config(spec), kernels, operands, gpu.sm_count, outputs)
+        case.check()
+        case.launch(0)
+        cuda.synchronize()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
