@@ -34,8 +34,8 @@ from numba import cuda, int32, int64, uint16, uint32, uint64
 
 from tma_kernels.ptx import (cluster_sync, fence_mbarrier_init_cluster, ld_shared_v4_u32,
                              mbarrier_arrive, mbarrier_arrive_expect_tx, mbarrier_arrive_remote,
-                             mbarrier_init, mbarrier_wait_parity, smem_u32, tma_load_2d,
-                             tma_load_2d_multicast)
+                             mbarrier_init, mbarrier_wait_parity, named_barrier_sync, smem_u32,
+                             tma_load_2d, tma_load_2d_multicast)
 
 from .consume import make_consume
 
@@ -47,6 +47,7 @@ ROW_BYTES = 256                  # operands are 2-D tensors of uint32, 64 per ro
 ROW_ELEMENTS = 64
 LOG2_ROW_BYTES = 8
 WARP = 32
+CONSUMER_BARRIER = 1             # named barrier id of the consumer warps (0 is __syncthreads)
 
 # (a_map, b_map, a_tiles, b_tiles, steps_total, a_tile_bytes, b_tile_bytes, stages,
 #  cluster_x, cluster_y, consumer_threads, checksums)
@@ -70,8 +71,20 @@ def sharers(cluster_x: int, cluster_y: int, has_b: bool) -> int:
     return cluster_y + (cluster_x - 1 if has_b else 0)
 
 
-def make_cluster_stream(multicast: bool):
-    """The Python kernel function (compile with SIGNATURE); ``multicast`` fixed at build time."""
+RELEASES = ("warp", "cta")
+
+
+def make_cluster_stream(multicast: bool, release: str = "warp"):
+    """The Python kernel function (compile with SIGNATURE); both choices fixed at build time.
+
+    ``release`` is how consumers hand a stage back: ``"warp"``: each consumer warp arrives on
+    the empty barrier of every CTA writing into the stage as soon as it is done; ``"cta"``:
+    the consumer warps first meet at a named barrier, then one warp arrives once per CTA
+    (as many remote arrives as sharers, instead of consumer warps x sharers).
+    """
+    if release not in RELEASES:
+        raise ValueError(f"release {release!r} is not one of {RELEASES}")
+    per_cta = release == "cta"
 
     def cluster_stream(a_map, b_map, a_tiles, b_tiles, steps_total, a_tile_bytes, b_tile_bytes,
                        stages, cluster_x, cluster_y, consumer_threads, checksums):
@@ -92,7 +105,7 @@ def make_cluster_stream(multicast: bool):
         full_smem = smem_u32(full)
         empty_smem = smem_u32(empty)
         if tid == 0:
-            releases = consumer_warps
+            releases = 1 if per_cta else consumer_warps
             if multicast:
                 releases *= cluster_y + (cluster_x - 1 if has_b else 0)
             for s in range(stages):
@@ -145,9 +158,14 @@ def make_cluster_stream(multicast: bool):
                 mbarrier_wait_parity(full_smem + uint32(s * MBARRIER_BYTES), (k // stages) & 1)
                 checksum = consume_local(ring_smem + uint32(s * stage_bytes), stage_bytes, tid,
                                          consumer_threads, checksum)
-                cuda.syncwarp()
+                if per_cta:
+                    named_barrier_sync(CONSUMER_BARRIER, consumer_threads)
+                else:
+                    cuda.syncwarp()
                 empty_bar = empty_smem + uint32(s * MBARRIER_BYTES)
-                if multicast:
+                if per_cta and tid >= WARP:
+                    pass                                # warp 0 releases for the whole CTA
+                elif multicast:
                     if lane < size and (lane % cluster_x == x or (has_b and lane // cluster_x == y)):
                         mbarrier_arrive_remote(empty_bar, uint32(lane))
                 elif lane == 0:

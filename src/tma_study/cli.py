@@ -74,7 +74,9 @@ def main(argv=None) -> int:
     elif args.command == "measure":
         config = config_mod.load(args.config, discover())
         gpu_mod.require_hopper(gpu_mod.detect())
-        study.entry("measure")(config["studies"][study.name], config.get("gpu_probe", {}), args.out)
+        from .harness.gpu_lock import exclusive_gpu
+        with exclusive_gpu(f"measure {study.name}"):
+            study.entry("measure")(config["studies"][study.name], config.get("gpu_probe", {}), args.out)
     elif args.command == "aggregate":
         study.entry("aggregate")(args.raw, args.out, args.repeat)
     elif args.command == "tables":

@@ -156,6 +156,10 @@ def mbarrier_wait_cluster_scope(out_u32, out_u64, global_address):
     ptx.mbarrier_wait_parity_acquire_cluster(bar, out_u32[0])
 
 
+def consumer_warps_barrier(out_u32, out_u64, global_address):
+    ptx.named_barrier_sync(1, 256)
+
+
 def multicast_after_init(out_u32, out_u64, global_address):
     tile = ptx.smem_u32(cuda.shared.array(TILE_BYTES, numba.uint8))
     bar = ptx.smem_u32(cuda.shared.array(BARRIER_WORDS, numba.uint64))
@@ -341,6 +345,7 @@ CASES = [
     ("fence_mbarrier_init_cluster", multicast_after_fenced_init,
      [InPtx("fence.mbarrier_init.release.cluster;"), OneNopMoreThan(multicast_after_init)]),
     ("fence_proxy_async_shared", proxy_fence, [Op("FENCE.VIEW.ASYNC.S")]),
+    ("named_barrier_sync", consumer_warps_barrier, [Line(r"^BAR\.SYNC(\.DEFER_BLOCKING)? 0x1, 0x100$")]),
     *[(f"tma_load_{rank}d", tma_loads, [Op(f"UTMALDG.{rank}D")]) for rank in TENSOR_RANKS],
     *[(f"tma_load_{rank}d_multicast", tma_multicast_loads, [Op(f"UTMALDG.{rank}D.MULTICAST")])
       for rank in TENSOR_RANKS],

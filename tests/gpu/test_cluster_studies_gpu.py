@@ -38,6 +38,8 @@ CONSUMERS = 256
 KERNELS = {
     "cluster_stream_own_copy": (cluster_stream(False), SIGNATURE),
     "cluster_stream_multicast": (cluster_stream(True), SIGNATURE),
+    "cluster_stream_own_copy_cta_release": (cluster_stream(False, "cta"), SIGNATURE),
+    "cluster_stream_multicast_cta_release": (cluster_stream(True, "cta"), SIGNATURE),
     "broadcast_dsm_pull": (make_broadcast("dsm_pull"), broadcast.SIGNATURE),
     "broadcast_dsm_push": (make_broadcast("dsm_push"), broadcast.SIGNATURE),
     "dsm_neighbour_read": (make_neighbour_read(True), bandwidth.SIGNATURE),
@@ -69,9 +71,9 @@ def operands():
 _outputs = ChecksumOutputs()
 
 
-def ring_config(pattern, variant, shape, tile, stages, ctas=1):
+def ring_config(pattern, variant, shape, tile, stages, ctas=1, release="warp"):
     return ClusterConfig(pattern, variant, shape[0], shape[1], tile, stages, ctas, CONSUMERS, "small",
-                         OPERAND_BYTES, 2 * OPERAND_BYTES)
+                         OPERAND_BYTES, 2 * OPERAND_BYTES, release)
 
 
 RING_CASES = [
@@ -83,9 +85,10 @@ RING_CASES = [
 ]
 
 
+@pytest.mark.parametrize("release", ["warp", "cta"])
 @pytest.mark.parametrize("pattern,variant,shape,tile,stages", RING_CASES)
-def test_ring_delivers_every_tile_to_every_cta(pattern, variant, shape, tile, stages):
-    config = ring_config(pattern, variant, shape, tile, stages)
+def test_ring_delivers_every_tile_to_every_cta(pattern, variant, shape, tile, stages, release):
+    config = ring_config(pattern, variant, shape, tile, stages, release=release)
     assert fits(config, gpu().smem_per_sm_bytes)
     case = mc_measure.Case(config, ring_kernels(), operands(), gpu().sm_count, _outputs)
     case.check()

@@ -32,19 +32,23 @@ def package_versions() -> dict[str, str | None]:
 
 
 def git_state(repo: Path) -> dict:
-    """Commit and whether the tree had uncommitted changes (None where git is unavailable)."""
+    """Commit and whether the tree had uncommitted changes (None where git is unavailable).
+
+    A runner that copies the tree to a GPU machine states the commit it copied in
+    $TMA_STUDY_SOURCE_COMMIT; that statement wins over whatever .git the copy carries (it may
+    be stale), and source_sha256 lets anyone check it.
+    """
     def git(*args):
         return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True,
                               check=True).stdout.strip()
+    stated = os.environ.get(SOURCE_COMMIT_VARIABLE)
+    if stated:
+        return {"commit": stated, "dirty": None, "commit_source": f"${SOURCE_COMMIT_VARIABLE} (stated by the runner)"}
     try:
         commit = git("rev-parse", "HEAD")
         dirty = bool(git("status", "--porcelain", "--untracked-files=no"))
     except (OSError, subprocess.CalledProcessError):
-        # A copy of the tree without .git (e.g. shipped to a GPU machine): the runner may say
-        # which commit it copied; source_sha256 lets anyone check that claim.
-        stated = os.environ.get(SOURCE_COMMIT_VARIABLE)
-        return {"commit": stated, "dirty": None,
-                "commit_source": f"${SOURCE_COMMIT_VARIABLE} (no .git here)" if stated else None}
+        return {"commit": None, "dirty": None, "commit_source": None}
     return {"commit": commit, "dirty": dirty, "commit_source": "git"}
 
 

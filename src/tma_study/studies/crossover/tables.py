@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from tma_study.report.tables import human_bytes, source_line, write_table
+from tma_study.report.tables import human_bytes, run_table, source_line, write_table
 
 MECHANISM_LABELS = {"tma_tile": "TMA tensor tile", "bulk_copy": "bulk copy (1-D)",
                     "cp_async": "cp.async 16 B", "plain_loads": "plain LDG.128"}
@@ -44,28 +44,6 @@ def crossover_table(crossover: pd.DataFrame) -> pd.DataFrame:
              "TMA/alt at largest": f"{r.ratio_at_largest:.2f}"}
             for r in crossover.itertuples()]
     return pd.DataFrame(rows)
-
-
-def run_table(provenance: dict) -> pd.DataFrame:
-    """Where and how the data were measured, all read from provenance.json."""
-    gpu = provenance.get("gpu", {})
-    started = pd.Timestamp(provenance["started_utc"])
-    seconds = (pd.Timestamp(provenance["finished_utc"]) - started).total_seconds()
-    driver = int(provenance.get("cuda_driver_version") or 0)
-    packages = provenance.get("packages", {})
-    git = provenance.get("git") or {}
-    rows = [
-        ("GPU", f"{gpu.get('name')} ({gpu.get('sm_count')} SMs, L2 {human_bytes(gpu.get('l2_bytes', 0))})"),
-        ("CUDA driver API", f"{driver // 1000}.{driver % 1000 // 10}"),
-        ("configurations timed", str(provenance.get("configurations"))),
-        ("GPU time of the whole study", f"{int(seconds // 60)} min {int(seconds % 60)} s"),
-        ("measured (UTC)", f"{provenance['started_utc']} to {provenance['finished_utc']}"),
-        ("timer", str(provenance.get("timer"))),
-        ("numba-cuda / cuda-bench / numpy", " / ".join(str(packages.get(p)) for p in ("numba-cuda", "cuda-bench", "numpy"))),
-        ("source sha256 (tma_study.harness.provenance.source_hash)", str(provenance.get("source_sha256"))),
-        ("commit", f"{git.get('commit')} ({git.get('commit_source')})"),
-    ]
-    return pd.DataFrame(rows, columns=["", "value"])
 
 
 def write_tables(derived_dir: Path, provenance: dict, tables_dir: Path) -> None:

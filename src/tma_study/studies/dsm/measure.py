@@ -27,6 +27,8 @@ from tma_study.studies.multicast.grid import ROW_BYTES
 
 from .grid import BroadcastConfig, broadcast_configs
 
+MULTICAST_RELEASE = "warp"       # as the DSM rings release: once per consumer warp
+
 
 def compile_kernels() -> dict:
     from numba import cuda
@@ -34,7 +36,7 @@ def compile_kernels() -> dict:
     from tma_kernels.dsm import broadcast, make_broadcast
     from tma_kernels.multicast import SIGNATURE, cluster_stream
     kernels = {v: cuda.jit(broadcast.SIGNATURE)(make_broadcast(v)) for v in broadcast.VARIANTS}
-    kernels["multicast"] = cuda.jit(SIGNATURE)(cluster_stream(True))
+    kernels["multicast"] = cuda.jit(SIGNATURE)(cluster_stream(True, MULTICAST_RELEASE))
     return kernels
 
 

@@ -38,6 +38,7 @@ class ClusterConfig:
     working_set: str
     working_set_bytes: int    # per operand
     unique_bytes_per_launch: int   # A bytes one launch reads (before sharing)
+    release: str = "warp"     # consumers release a stage per warp or once per CTA (kernels/multicast/ring.py)
 
     @property
     def cluster_size(self) -> int:
@@ -67,7 +68,7 @@ class ClusterConfig:
     @property
     def key(self) -> str:
         return (f"{self.pattern}/{self.variant}/{self.cluster_x}x{self.cluster_y}/{self.working_set}"
-                f"/T{self.tile_bytes}/s{self.stages}/c{self.ctas_per_sm}/t{self.consumer_threads}")
+                f"/T{self.tile_bytes}/s{self.stages}/c{self.ctas_per_sm}/t{self.consumer_threads}/r{self.release}")
 
     def columns(self) -> dict:
         return {**asdict(self), "cluster_size": self.cluster_size, "b_tile_bytes": self.b_tile_bytes,
@@ -113,9 +114,10 @@ def cluster_configs(study: dict, smem_per_sm_bytes: int, patterns=("1d", "2d")) 
                         for stages in study["stages"]:
                             for ctas in study["ctas_per_sm"]:
                                 for consumers in study["consumer_threads"]:
-                                    config = ClusterConfig(pattern, variant, cluster_x, cluster_y, tile, stages,
-                                                           ctas, consumers, name, ws["bytes"],
-                                                           ws["unique_bytes_per_launch"])
-                                    if fits(config, smem_per_sm_bytes) and slices_whole(config):
-                                        configs.append(config)
+                                    for release in study["releases"]:
+                                        config = ClusterConfig(pattern, variant, cluster_x, cluster_y, tile, stages,
+                                                               ctas, consumers, name, ws["bytes"],
+                                                               ws["unique_bytes_per_launch"], release)
+                                        if fits(config, smem_per_sm_bytes) and slices_whole(config):
+                                            configs.append(config)
     return configs

@@ -11,4 +11,9 @@ def compile_list():
         ("cluster_stream_own_copy", cluster_stream(False), SIGNATURE, ("UTMALDG.2D",) + CONSUMER_SASS),
         ("cluster_stream_multicast", cluster_stream(True), SIGNATURE,
          ("UTMALDG.2D.MULTICAST", "SYNCS.ARRIVE.TRANS64.RED", "UCGABAR_ARV", "UCGABAR_WAIT") + CONSUMER_SASS),
+        # release once per CTA: the consumer warps meet at a named barrier first
+        ("cluster_stream_own_copy_cta_release", cluster_stream(False, "cta"), SIGNATURE,
+         ("UTMALDG.2D", "BAR.SYNC") + CONSUMER_SASS),
+        ("cluster_stream_multicast_cta_release", cluster_stream(True, "cta"), SIGNATURE,
+         ("UTMALDG.2D.MULTICAST", "SYNCS.ARRIVE.TRANS64.RED", "BAR.SYNC") + CONSUMER_SASS),
     ]

@@ -27,12 +27,13 @@ from .grid import ROW_BYTES, ClusterConfig, cluster_configs
 from .traffic import run_under_ncu
 
 
-def compile_kernels() -> dict:
-    """{multicast: compiled dispatcher} for the two builds of the ring."""
+def compile_kernels(releases=("warp", "cta")) -> dict:
+    """{(multicast, release): compiled dispatcher} for the builds of the ring."""
     from numba import cuda
 
     from tma_kernels.multicast import SIGNATURE, cluster_stream
-    return {multicast: cuda.jit(SIGNATURE)(cluster_stream(multicast)) for multicast in (False, True)}
+    return {(multicast, release): cuda.jit(SIGNATURE)(cluster_stream(multicast, release))
+            for multicast in (False, True) for release in releases}
 
 
 def requested_bytes(config: ClusterConfig) -> int:
@@ -52,7 +53,7 @@ class Case:
         self.config = config
         multicast = VARIANT_KERNEL[config.variant]
         clustered = config.variant != "no_cluster"
-        kernel = kernels[multicast]
+        kernel = kernels[(multicast, config.release)]
         self.grid = persistent_grid(kernel, config.cluster_size, clustered, config.threads_per_cta,
                                     config.dynamic_shared_bytes, config.ctas_per_sm, sm_count)
         self.a, self.b = operands[(config.working_set, "a")], operands.get((config.working_set, "b"))
@@ -130,7 +131,7 @@ def occupancy_table(kernels: dict, configs: list[ClusterConfig]) -> pd.DataFrame
         seen.add(key)
         rows.append({"cluster_size": c.cluster_size, "threads_per_cta": c.threads_per_cta,
                      "dynamic_shared_bytes": c.dynamic_shared_bytes,
-                     "max_active_clusters": launch.max_active_clusters(kernels[False], *key)})
+                     "max_active_clusters": launch.max_active_clusters(kernels[(False, c.release)], *key)})
     return pd.DataFrame(rows)
 
 
@@ -144,7 +145,7 @@ def measure(study: dict, gpu_probe: dict, out_dir: Path) -> None:
     clocks_before = provenance.nvidia_smi_clocks()
     patterns = ("1d", "2d") if study.get("cluster_shapes_2d") else ("1d",)
     configs = cluster_configs(study, gpu.smem_per_sm_bytes, patterns)
-    kernels = compile_kernels()
+    kernels = compile_kernels(tuple(study["releases"]))
     operands = make_operands(study, patterns)
     outputs = ChecksumOutputs()
     progress = Progress("multicast setup", len(configs))

@@ -29,14 +29,14 @@ def traffic_configs(study: dict) -> list[dict]:
     configs = [{"variant": "no_cluster", "n": 1}]
     configs += [{"variant": v, "n": n} for n in (2, 4, 16) if n in study["cluster_sizes"]
                 for v in ("no_cluster", "multicast")]
-    return [{**c, "tile_bytes": 16384, "stages": 4, "bytes": ws["bytes"],
+    return [{**c, "tile_bytes": 16384, "stages": 4, "release": study["releases"][0], "bytes": ws["bytes"],
              "unique_bytes_per_launch": ws["unique_bytes_per_launch"]} for c in configs]
 
 
 def _config(spec: dict):
     from .grid import ClusterConfig
     return ClusterConfig("1d", spec["variant"], 1, spec["n"], spec["tile_bytes"], spec["stages"], 1, 256, "hbm",
-                         spec["bytes"], spec["unique_bytes_per_launch"])
+                         spec["bytes"], spec["unique_bytes_per_launch"], spec["release"])
 
 
 def run_under_ncu(study: dict, workdir: Path) -> list[dict]:
@@ -90,7 +90,7 @@ def main(spec_file: str) -> None:
     from .measure import Case, compile_kernels, make_operands
     specs = json.loads(Path(spec_file).read_text())
     gpu = gpu_mod.require_hopper(gpu_mod.detect())
-    kernels = compile_kernels()
+    kernels = compile_kernels((specs[0]["release"],))
     study = {"working_sets": {"hbm": {"bytes": specs[0]["bytes"]}}}
     operands = make_operands(study, ("1d",))
     outputs = ChecksumOutputs()

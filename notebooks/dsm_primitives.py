@@ -1,0 +1,64 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+# ---
+
+# %% [markdown]
+# # The raw cost of distributed shared memory
+#
+# Left: latency of one dependent 4-byte load (one thread, clock64, median of repeats) from
+# the CTA's own shared memory (`ld.shared`, and through the cluster window) and from another
+# CTA's (`ld.shared::cluster`), by cluster size. Right: read bandwidth when every CTA streams
+# its neighbour's shared memory with 128-bit loads (best over CTAs per SM and threads), with
+# the local `LDS.128` rate for scale. Not shown: contention patterns other than the
+# neighbour ring (e.g. all CTAs reading one CTA, which the DSM pull broadcast does).
+
+# %%
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from tma_study.report.figures import finish, inputs
+
+derived, provenance, pdf = inputs("dsm", globals().get("snakemake"))
+latency = pd.read_csv(derived / "latency.csv")
+bandwidth = pd.read_csv(derived / "bandwidth.csv")
+
+# %%
+fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.6))
+sizes = sorted(latency.cluster_size.unique())
+targets = [("local_lds", "own, ld.shared"), ("0", "own, ld.shared::cluster"), ("1", "CTA 1"), ("last", "CTA n-1")]
+width = 0.8 / len(targets)
+for i, (target, label) in enumerate(targets):
+    values = []
+    for n in sizes:
+        rows = latency[latency.cluster_size == n]
+        want = str(n - 1) if target == "last" else target
+        match = rows[rows.target.astype(str) == want]
+        values.append(float(match.cycles_per_hop_median.iloc[0]) if len(match) else np.nan)
+    left.bar(np.arange(len(sizes)) + i * width, values, width, label=label)
+left.set_xticks(np.arange(len(sizes)) + width * (len(targets) - 1) / 2)
+left.set_xticklabels([str(n) for n in sizes])
+left.set_xlabel("CTAs per cluster")
+left.set_ylabel("SM cycles per dependent load")
+left.legend(fontsize=7)
+left.grid(alpha=0.3, axis="y")
+
+remote = bandwidth[bandwidth.path == "remote"].sort_values("cluster_size")
+right.plot(remote.cluster_size, remote.gbps / 1e3, marker="o", label="neighbour, ld.shared::cluster.v4")
+local = bandwidth[bandwidth.path == "local"]
+if len(local):
+    right.axhline(float(local.gbps.max()) / 1e3, color="#7f7f7f", linestyle=":", label="own, LDS.128")
+right.set_xscale("log", base=2)
+right.set_xticks(list(remote.cluster_size))
+right.set_xticklabels([str(n) for n in remote.cluster_size])
+right.set_yscale("log")
+right.set_xlabel("CTAs per cluster")
+right.set_ylabel("aggregate TB/s")
+right.legend(fontsize=7)
+right.grid(alpha=0.3, which="both")
+finish(fig, provenance, pdf)

@@ -1,0 +1,58 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+# ---
+
+# %% [markdown]
+# # Multicast scaling with cluster size (1-D: every CTA needs every tile)
+#
+# Delivered bandwidth (bytes landing in the shared memory of all CTAs per second) of each
+# variant at its own best ring (stages x CTAs per SM), by cluster size, one panel per tile
+# size and operand location. `no_cluster`: each CTA loads its own copy with TMA (the copies
+# after the first hit L2); `cluster`: the same binary under a cluster launch (what scheduling
+# alone costs); `multicast`: one slice per CTA, delivered to all. The grey line is the
+# cluster-size-1 baseline. Not shown: a consumer doing real work (the consumers here only
+# checksum), and clusters whose CTAs read different data.
+
+# %%
+import matplotlib.pyplot as plt
+import pandas as pd
+
+from tma_study.report.figures import finish, inputs
+from tma_study.report.tables import human_bytes
+
+derived, provenance, pdf = inputs("multicast", globals().get("snakemake"))
+best = pd.read_csv(derived / "best.csv")
+best = best[best.pattern == "1d"]
+STYLE = {"no_cluster": {"color": "#7f7f7f", "marker": "o", "label": "own copy, no cluster"},
+         "cluster": {"color": "#ff7f0e", "marker": "s", "label": "own copy, cluster launch"},
+         "multicast": {"color": "#1f77b4", "marker": "^", "label": "TMA multicast"}}
+
+# %%
+tiles = sorted(best.tile_bytes.unique())
+sets = [w for w in ("hbm", "l2") if w in set(best.working_set)]
+fig, axes = plt.subplots(len(sets), len(tiles), figsize=(2.6 * len(tiles), 2.6 * len(sets)), squeeze=False,
+                         sharey="row")
+for row, ws in zip(axes, sets):
+    for ax, tile in zip(row, tiles):
+        rows = best[(best.working_set == ws) & (best.tile_bytes == tile)]
+        baseline = rows[(rows.cluster_y == 1)].delivered_gbps
+        for variant, style in STYLE.items():
+            line = rows[(rows.variant == variant) & (rows.cluster_y > 1)].sort_values("cluster_y")
+            ax.plot(line.cluster_y, line.delivered_gbps / 1e3, **style)
+        if len(baseline):
+            ax.axhline(float(baseline.iloc[0]) / 1e3, color="#bbbbbb", linestyle=":", label="cluster size 1")
+        ax.set_xscale("log", base=2)
+        ax.set_xticks([2, 4, 8, 16])
+        ax.set_xticklabels(["2", "4", "8", "16"])
+        ax.set_title(f"{ws.upper()}, tile {human_bytes(tile)}", fontsize=9)
+        ax.grid(alpha=0.3)
+    row[0].set_ylabel("delivered TB/s")
+for ax in axes[-1]:
+    ax.set_xlabel("CTAs per cluster")
+axes[0][0].legend(fontsize=7)
+finish(fig, provenance, pdf)

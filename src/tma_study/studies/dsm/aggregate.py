@@ -1,0 +1,91 @@
+"""Aggregate the dsm study's raw data (CPU only).
+
+Writes into ``derived_dir``:
+- ``best.csv``       per (working set, cluster size, variant, tile): the fastest configuration
+                     over stages, CTAs per SM and consumers, with delivered GB/s (bytes landing
+                     in the shared memory of all CTAs) and what moved where per delivered byte
+- ``winners.csv``    per (working set, cluster size, tile): the fastest variant, the runner-up
+                     and the margin; ``tie`` when within the measured spread
+- ``latency.csv``    per cluster size and target: cycles per dependent load (median of repeats)
+                     and the same in ns at the SM clock the bandwidth runs recorded
+- ``bandwidth.csv``  per path and cluster size: the best DSM read bandwidth over CTAs per SM
+                     and threads, per SM and in bytes per SM cycle
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from tma_study.harness.atomic import atomic_write_text
+
+GROUP = ["working_set", "cluster_size", "variant", "tile_bytes"]
+MIN_TOLERANCE = 0.01
+# Per delivered byte of an n-CTA broadcast: bytes read from L2 and bytes over the SM-to-SM network
+L2_BYTES_PER_DELIVERED = {"multicast": "1/n", "dsm_pull": "1/n", "dsm_push": "1/n"}
+SM_NETWORK_BYTES_PER_DELIVERED = {"multicast": "0 (L2 -> SMs, replicated on the way)",
+                                  "dsm_pull": "(n-1)/n (peers read the leader)",
+                                  "dsm_push": "(n-1)/n (the leader writes the peers)"}
+
+
+def _write(frame: pd.DataFrame, path: Path) -> None:
+    atomic_write_text(path, frame.to_csv(index=False))
+
+
+def best_configurations(broadcast: pd.DataFrame) -> pd.DataFrame:
+    frame = broadcast.assign(relative_iqr=broadcast.time_us_iqr / broadcast.time_us_median)
+    best = frame.loc[frame.groupby(GROUP)["time_us_median"].idxmin()].copy()
+    best["l2_bytes_per_delivered"] = best.variant.map(L2_BYTES_PER_DELIVERED)
+    best["sm_network_bytes_per_delivered"] = best.variant.map(SM_NETWORK_BYTES_PER_DELIVERED)
+    columns = [*GROUP, "stages", "ctas_per_sm", "consumer_threads", "grid_ctas", "clusters", "max_active_clusters",
+               "busy_cta_share", "steps_total", "bytes_delivered", "time_us_median", "relative_iqr", "gbps",
+               "sm_clock_mhz_mean", "l2_bytes_per_delivered", "sm_network_bytes_per_delivered"]
+    return best[columns].sort_values(GROUP).reset_index(drop=True)
+
+
+def winners(best: pd.DataFrame) -> pd.DataFrame:
+    rows = []
+    for key, group in best.groupby(["working_set", "cluster_size", "tile_bytes"]):
+        ranked = group.sort_values("time_us_median")
+        first, second = ranked.iloc[0], ranked.iloc[1] if len(ranked) > 1 else None
+        row = dict(zip(["working_set", "cluster_size", "tile_bytes"], key))
+        row.update({"winner": first.variant, "winner_gbps": first.gbps, "winner_stages": first.stages,
+                    "winner_ctas_per_sm": first.ctas_per_sm})
+        for variant in ("multicast", "dsm_pull", "dsm_push"):
+            match = group[group.variant == variant]
+            row[f"{variant}_gbps"] = float(match.gbps.iloc[0]) if len(match) else float("nan")
+        if second is not None:
+            margin = second.time_us_median / first.time_us_median
+            tolerance = max(MIN_TOLERANCE, first.relative_iqr + second.relative_iqr)
+            row.update({"runner_up": second.variant, "margin": margin, "tie": bool(margin <= 1 + tolerance)})
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def latency_table(latency: pd.DataFrame, sm_clock_mhz: float) -> pd.DataFrame:
+    frame = latency.copy()
+    frame["sm_clock_mhz"] = sm_clock_mhz
+    frame["ns_per_hop_median"] = frame.cycles_per_hop_median / sm_clock_mhz * 1e3
+    return frame
+
+
+def bandwidth_table(bandwidth: pd.DataFrame) -> pd.DataFrame:
+    frame = bandwidth.assign(relative_iqr=bandwidth.time_us_iqr / bandwidth.time_us_median)
+    best = frame.loc[frame.groupby(["path", "cluster_size"])["gbps"].idxmax()].copy()
+    best["gbps_per_busy_sm"] = best.gbps / (best.grid_ctas / best.ctas_per_sm)
+    best["bytes_per_sm_cycle"] = best.gbps_per_busy_sm * 1e3 / best.sm_clock_mhz_mean
+    columns = ["path", "cluster_size", "ctas_per_sm", "threads_per_cta", "grid_ctas", "busy_cta_share",
+               "time_us_median", "relative_iqr", "gbps", "gbps_per_busy_sm", "bytes_per_sm_cycle", "sm_clock_mhz_mean"]
+    return best[columns].sort_values(["path", "cluster_size"]).reset_index(drop=True)
+
+
+def aggregate(raw_dir: Path, derived_dir: Path, repeat_dir: Path | None = None) -> None:
+    raw_dir, derived_dir = Path(raw_dir), Path(derived_dir)
+    derived_dir.mkdir(parents=True, exist_ok=True)
+    best = best_configurations(pd.read_csv(raw_dir / "broadcast.csv"))
+    bandwidth = pd.read_csv(raw_dir / "bandwidth.csv")
+    _write(best, derived_dir / "best.csv")
+    _write(winners(best), derived_dir / "winners.csv")
+    _write(latency_table(pd.read_csv(raw_dir / "latency.csv"), float(bandwidth.sm_clock_mhz_mean.median())),
+           derived_dir / "latency.csv")
+    _write(bandwidth_table(bandwidth), derived_dir / "bandwidth.csv")

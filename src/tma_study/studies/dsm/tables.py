@@ -1,0 +1,50 @@
+"""Tables of the dsm study (paper/tables/dsm_*.tex|md)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from tma_study.report.tables import human_bytes, run_table, source_line, write_table
+
+VARIANT_LABELS = {"multicast": "TMA multicast", "dsm_pull": "DSM pull", "dsm_push": "DSM push"}
+
+
+def winners_table(winners: pd.DataFrame) -> pd.DataFrame:
+    rows = []
+    for r in winners.sort_values(["working_set", "cluster_size", "tile_bytes"]).itertuples():
+        margin = "tie" if r.tie else f"{r.margin:.2f}x"
+        rows.append({"operand in": r.working_set, "cluster": r.cluster_size, "tile": human_bytes(r.tile_bytes),
+                     "winner": VARIANT_LABELS[r.winner], "over": f"{VARIANT_LABELS[r.runner_up]} ({margin})",
+                     **{f"{VARIANT_LABELS[v]} GB/s": f"{getattr(r, f'{v}_gbps'):.0f}"
+                        for v in ("multicast", "dsm_pull", "dsm_push")}})
+    return pd.DataFrame(rows)
+
+
+def primitives_table(latency: pd.DataFrame, bandwidth: pd.DataFrame) -> pd.DataFrame:
+    rows = []
+    for r in latency.itertuples():
+        where = "own smem, ld.shared" if r.target == "local_lds" else (
+            "own smem, ld.shared::cluster" if str(r.target) == "0" else f"CTA {r.target}, ld.shared::cluster")
+        rows.append({"measure": "latency", "cluster": r.cluster_size, "what": where,
+                     "value": f"{r.cycles_per_hop_median:.0f} cycles ({r.ns_per_hop_median:.0f} ns)"})
+    for r in bandwidth.itertuples():
+        what = "own smem, LDS.128" if r.path == "local" else "neighbour's smem, 128-bit ld.shared::cluster"
+        rows.append({"measure": "bandwidth", "cluster": r.cluster_size, "what": what,
+                     "value": f"{r.gbps:.0f} GB/s ({r.bytes_per_sm_cycle:.1f} B/cycle per SM, "
+                              f"{r.ctas_per_sm} CTA/SM x {r.threads_per_cta} threads)"})
+    return pd.DataFrame(rows)
+
+
+def write_tables(derived_dir: Path, provenance: dict, tables_dir: Path) -> None:
+    derived_dir = Path(derived_dir)
+    source = source_line(provenance)
+    write_table(winners_table(pd.read_csv(derived_dir / "winners.csv")), tables_dir, "dsm_winners",
+                "Broadcasting one tile to every CTA of a cluster: delivered GB/s (bytes landing in all CTAs' "
+                "shared memory per second) of each primitive at its own best stages and CTAs per SM, and the "
+                f"winner's margin over the runner-up (tie: within the measured spread). {source}.")
+    write_table(primitives_table(pd.read_csv(derived_dir / "latency.csv"), pd.read_csv(derived_dir / "bandwidth.csv")),
+                tables_dir, "dsm_primitives",
+                "DSM raw cost: one thread's dependent 4-byte loads (clock64, median of repeats) and the read "
+                f"bandwidth when every CTA streams a neighbour's shared memory (best over CTAs/SM and threads). {source}.")
+    write_table(run_table(provenance), tables_dir, "dsm_run", "How the dsm data were measured (from provenance.json).")

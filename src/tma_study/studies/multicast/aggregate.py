@@ -1,0 +1,123 @@
+"""Aggregate the multicast study's raw data (CPU only).
+
+Writes into ``derived_dir``:
+- ``best.csv``        per (pattern, working set, cluster shape, variant, tile): the fastest
+                      configuration over stages, CTAs per SM and consumers (each variant gets
+                      its own best ring), with delivered GB/s (bytes landing in shared memory)
+- ``speedup.csv``     per (pattern, working set, shape, tile): each variant's best time, and
+                      multicast's speedup over the two alternatives; ``status`` win/tie/loss
+- ``break_even.csv``  per (pattern, working set, shape): the smallest tile from which multicast
+                      is never slower than the better alternative at any larger tile
+- ``scheduling.csv``  per (pattern, working set, shape, tile): of multicast's distance from the
+                      cluster-free launch, the part a cluster launch of the same binary already
+                      costs (scheduling) and the part multicast itself adds or saves
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from tma_study.harness.atomic import atomic_write_text
+
+SHAPE = ["pattern", "working_set", "cluster_x", "cluster_y"]
+GROUP = [*SHAPE, "variant", "tile_bytes"]
+KNOBS = ["stages", "ctas_per_sm", "consumer_threads", "release", "grid_ctas", "clusters", "max_active_clusters",
+         "busy_cta_share"]
+MIN_TOLERANCE = 0.01          # two medians closer than 1 % (or their spreads) are a tie
+ALTERNATIVES = ("no_cluster", "cluster")
+
+
+def _write(frame: pd.DataFrame, path: Path) -> None:
+    atomic_write_text(path, frame.to_csv(index=False))
+
+
+def best_configurations(stream: pd.DataFrame) -> pd.DataFrame:
+    stream = stream.assign(relative_iqr=stream.time_us_iqr / stream.time_us_median)
+    best = stream.loc[stream.groupby(GROUP)["time_us_median"].idxmin()]
+    columns = [*GROUP, *KNOBS, "steps_total", "stage_bytes", "bytes_delivered", "bytes_requested",
+               "time_us_median", "relative_iqr", "delivered_gbps", "requested_gbps", "sm_clock_mhz_mean"]
+    return best[columns].sort_values(GROUP).reset_index(drop=True)
+
+
+def _status(ratio: float, tolerance: float) -> str:
+    if ratio > 1 + tolerance:
+        return "win"
+    return "tie" if ratio >= 1 - tolerance else "loss"
+
+
+def speedups(best: pd.DataFrame) -> pd.DataFrame:
+    """Multicast against each alternative at the same shape and tile (same work per launch)."""
+    wide = best.pivot_table(index=[*SHAPE, "tile_bytes"], columns="variant",
+                            values=["time_us_median", "relative_iqr", "delivered_gbps"])
+    rows = []
+    for index, r in wide.iterrows():
+        if "multicast" not in r["time_us_median"] or pd.isna(r["time_us_median"]["multicast"]):
+            continue
+        row = dict(zip([*SHAPE, "tile_bytes"], index))
+        t, spread = r["time_us_median"], r["relative_iqr"]
+        for variant in ("multicast", *ALTERNATIVES):
+            row[f"{variant}_time_us"] = t.get(variant, np.nan)
+            row[f"{variant}_gbps"] = r["delivered_gbps"].get(variant, np.nan)
+        for alt in ALTERNATIVES:
+            ratio = t[alt] / t["multicast"]
+            row[f"speedup_over_{alt}"] = ratio
+            row[f"status_vs_{alt}"] = _status(ratio, max(MIN_TOLERANCE, spread[alt] + spread["multicast"]))
+        best_alt = min(ALTERNATIVES, key=lambda a: t[a])
+        row["best_alternative"] = best_alt
+        row["speedup_over_best_alternative"] = t[best_alt] / t["multicast"]
+        row["status"] = row[f"status_vs_{best_alt}"]
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def break_even(speedup: pd.DataFrame) -> pd.DataFrame:
+    """Smallest tile from which multicast never loses to the better alternative (ties count)."""
+    rows = []
+    for key, group in speedup.groupby(SHAPE):
+        group = group.sort_values("tile_bytes")
+        tiles = group.tile_bytes.to_numpy()
+        ok = (group.status != "loss").to_numpy()
+        never_loses_from = next((i for i in range(len(tiles)) if ok[i:].all()), None)
+        row = dict(zip(SHAPE, key))
+        row.update({"cluster_size": key[2] * key[3], "smallest_tile_bytes": int(tiles[0]),
+                    "largest_tile_bytes": int(tiles[-1]),
+                    "multicast_never_loses": bool(ok.all()), "multicast_always_loses": not ok[-1],
+                    "break_even_tile_bytes": int(tiles[never_loses_from]) if never_loses_from is not None else None,
+                    "bracket_low_tile_bytes": int(tiles[never_loses_from - 1]) if never_loses_from else None,
+                    "max_speedup": float(group.speedup_over_best_alternative.max()),
+                    "tile_of_max_speedup": int(group.tile_bytes[group.speedup_over_best_alternative.idxmax()]),
+                    "min_speedup": float(group.speedup_over_best_alternative.min())})
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def scheduling(speedup: pd.DataFrame) -> pd.DataFrame:
+    """Split multicast's time against the cluster-free launch into scheduling and multicast.
+
+    t_mc / t_none = (t_cluster / t_none) x (t_mc / t_cluster): the first factor is what the
+    cluster launch of the same binary costs (fewer co-resident CTAs, gang scheduling), the
+    second what multicast itself changes under that launch.
+    """
+    frame = speedup[[*SHAPE, "tile_bytes", "multicast_time_us", "cluster_time_us", "no_cluster_time_us"]].copy()
+    frame["cluster_size"] = frame.cluster_x * frame.cluster_y
+    frame["scheduling_factor"] = frame.cluster_time_us / frame.no_cluster_time_us
+    frame["multicast_factor"] = frame.multicast_time_us / frame.cluster_time_us
+    frame["total_factor"] = frame.multicast_time_us / frame.no_cluster_time_us
+    loss = np.log(frame.total_factor)
+    frame["scheduling_share_of_log_change"] = np.where(np.abs(loss) > 1e-9, np.log(frame.scheduling_factor) / loss,
+                                                        np.nan)
+    return frame
+
+
+def aggregate(raw_dir: Path, derived_dir: Path, repeat_dir: Path | None = None) -> None:
+    raw_dir, derived_dir = Path(raw_dir), Path(derived_dir)
+    derived_dir.mkdir(parents=True, exist_ok=True)
+    stream = pd.read_csv(raw_dir / "stream.csv")
+    best = best_configurations(stream)
+    speedup = speedups(best)
+    _write(best, derived_dir / "best.csv")
+    _write(speedup, derived_dir / "speedup.csv")
+    _write(break_even(speedup), derived_dir / "break_even.csv")
+    _write(scheduling(speedup), derived_dir / "scheduling.csv")

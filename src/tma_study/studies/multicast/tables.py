@@ -1,0 +1,59 @@
+"""Tables of the multicast study (paper/tables/multicast_*.tex|md)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from tma_study.report.tables import human_bytes, run_table, source_line, write_table
+
+VARIANT_LABELS = {"no_cluster": "own copy, no cluster", "cluster": "own copy, cluster launch",
+                  "multicast": "TMA multicast"}
+
+
+def _shape(r) -> str:
+    return f"{r.cluster_x}x{r.cluster_y}"
+
+
+def _break_even(r) -> str:
+    if r.multicast_never_loses:
+        return f"never slower (from {human_bytes(r.smallest_tile_bytes)})"
+    if r.multicast_always_loses or pd.isna(r.break_even_tile_bytes):
+        return f"slower up to {human_bytes(r.largest_tile_bytes)}"
+    return f"{human_bytes(r.bracket_low_tile_bytes)} < tile <= {human_bytes(r.break_even_tile_bytes)}"
+
+
+def summary_table(break_even: pd.DataFrame, scheduling: pd.DataFrame, pattern: str) -> pd.DataFrame:
+    rows = []
+    for r in break_even[break_even.pattern == pattern].sort_values(["working_set", "cluster_size"]).itertuples():
+        sched = scheduling[(scheduling.pattern == pattern) & (scheduling.working_set == r.working_set)
+                           & (scheduling.cluster_x == r.cluster_x) & (scheduling.cluster_y == r.cluster_y)]
+        at = sched[sched.tile_bytes == r.tile_of_max_speedup].iloc[0]
+        rows.append({
+            "operand in": r.working_set, "cluster": _shape(r),
+            "multicast vs best alternative": _break_even(r),
+            "speedup range": f"{r.min_speedup:.2f} .. {r.max_speedup:.2f}",
+            "best at tile": human_bytes(r.tile_of_max_speedup),
+            "cluster launch alone (time x)": f"{at.scheduling_factor:.2f}",
+            "multicast under it (time x)": f"{at.multicast_factor:.2f}",
+        })
+    return pd.DataFrame(rows)
+
+
+def write_tables(derived_dir: Path, provenance: dict, tables_dir: Path) -> None:
+    derived_dir = Path(derived_dir)
+    source = source_line(provenance)
+    break_even = pd.read_csv(derived_dir / "break_even.csv")
+    scheduling = pd.read_csv(derived_dir / "scheduling.csv")
+    explain = ("Speedup = best time of the better alternative (each CTA loads its own copy with TMA, "
+               "without or with a cluster launch) / best multicast time, each variant at its own best "
+               "stages and CTAs per SM; ties within the measured spread count as not slower. The last two "
+               "columns split multicast's time against the cluster-free launch at the tile where it does "
+               "best: what the cluster launch of the same binary costs, times what multicast changes.")
+    write_table(summary_table(break_even, scheduling, "1d"), tables_dir, "multicast_summary",
+                f"Every CTA of a 1-D cluster needs the same tiles. {explain} {source}.")
+    write_table(summary_table(break_even, scheduling, "2d"), tables_dir, "multicast_2d",
+                "GEMM-like 2-D pattern (A tile shared along the cluster's y, B along x, as CUTLASS "
+                f"multicasts them). {explain} {source}.")
+    write_table(run_table(provenance), tables_dir, "multicast_run",
+                "How the multicast data were measured (from provenance.json).")
