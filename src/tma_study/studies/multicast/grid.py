@@ -13,6 +13,7 @@ of 256-byte rows, and ``ctas_per_sm`` CTAs fit the SM's shared memory.
 """
 from __future__ import annotations
 
+import itertools
 from dataclasses import asdict, dataclass
 
 VARIANTS = ("no_cluster", "cluster", "multicast")
@@ -99,6 +100,16 @@ def _shapes(study: dict, pattern: str) -> list[tuple[int, int]]:
     return [tuple(shape) for shape in study["cluster_shapes_2d"]]
 
 
+def _ctas_choices(requested, make, smem_per_sm_bytes):
+    """The requested CTAs per SM that fit; where none does, the most that fit (a ring too big for
+    two CTAs per SM still runs, with one)."""
+    fitting = [c for c in requested if fits(make(c), smem_per_sm_bytes)]
+    if fitting:
+        return fitting
+    fallback = [c for c in range(max(requested) - 1, 0, -1) if fits(make(c), smem_per_sm_bytes)]
+    return fallback[:1]
+
+
 def cluster_configs(study: dict, smem_per_sm_bytes: int, patterns=("1d", "2d")) -> list[ClusterConfig]:
     configs = []
     tiles_key = {"1d": "tile_bytes", "2d": "tile_bytes_2d"}
@@ -109,15 +120,14 @@ def cluster_configs(study: dict, smem_per_sm_bytes: int, patterns=("1d", "2d")) 
         for name, ws in study["working_sets"].items():
             for cluster_x, cluster_y in shapes:
                 variants = ("no_cluster",) if cluster_x * cluster_y == 1 else study["variants"]
-                for variant in variants:
-                    for tile in study[tiles_key[pattern]]:
-                        for stages in study["stages"]:
-                            for ctas in study["ctas_per_sm"]:
-                                for consumers in study["consumer_threads"]:
-                                    for release in study["releases"]:
-                                        config = ClusterConfig(pattern, variant, cluster_x, cluster_y, tile, stages,
-                                                               ctas, consumers, name, ws["bytes"],
-                                                               ws["unique_bytes_per_launch"], release)
-                                        if fits(config, smem_per_sm_bytes) and slices_whole(config):
-                                            configs.append(config)
+                for variant, tile, stages, consumers, release in itertools.product(
+                        variants, study[tiles_key[pattern]], study["stages"], study["consumer_threads"],
+                        study["releases"]):
+                    def make(ctas):
+                        return ClusterConfig(pattern, variant, cluster_x, cluster_y, tile, stages, ctas, consumers,
+                                             name, ws["bytes"], ws["unique_bytes_per_launch"], release)
+                    for ctas in _ctas_choices(study["ctas_per_sm"], make, smem_per_sm_bytes):
+                        config = make(ctas)
+                        if slices_whole(config):
+                            configs.append(config)
     return configs
