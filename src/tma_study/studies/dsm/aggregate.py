@@ -13,6 +13,7 @@ Writes into ``derived_dir``:
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -69,12 +70,15 @@ def latency_table(latency: pd.DataFrame, sm_clock_mhz: float) -> pd.DataFrame:
     return frame
 
 
-def bandwidth_table(bandwidth: pd.DataFrame) -> pd.DataFrame:
+def bandwidth_table(bandwidth: pd.DataFrame, sm_count: int) -> pd.DataFrame:
+    """Best per path and cluster size; per SM over the SMs the grid kept busy (a grid of at
+    least one CTA per SM fills all of them; occupancy may cap CTAs per SM below the request)."""
     frame = bandwidth.assign(relative_iqr=bandwidth.time_us_iqr / bandwidth.time_us_median)
     best = frame.loc[frame.groupby(["path", "cluster_size"])["gbps"].idxmax()].copy()
-    best["gbps_per_busy_sm"] = best.gbps / (best.grid_ctas / best.ctas_per_sm)
+    best["busy_sms"] = best.grid_ctas.clip(upper=sm_count)
+    best["gbps_per_busy_sm"] = best.gbps / best.busy_sms
     best["bytes_per_sm_cycle"] = best.gbps_per_busy_sm * 1e3 / best.sm_clock_mhz_mean
-    columns = ["path", "cluster_size", "ctas_per_sm", "threads_per_cta", "grid_ctas", "busy_cta_share",
+    columns = ["path", "cluster_size", "ctas_per_sm", "threads_per_cta", "grid_ctas", "busy_sms", "busy_cta_share",
                "time_us_median", "relative_iqr", "gbps", "gbps_per_busy_sm", "bytes_per_sm_cycle", "sm_clock_mhz_mean"]
     return best[columns].sort_values(["path", "cluster_size"]).reset_index(drop=True)
 
@@ -88,4 +92,5 @@ def aggregate(raw_dir: Path, derived_dir: Path, repeat_dir: Path | None = None) 
     _write(winners(best), derived_dir / "winners.csv")
     _write(latency_table(pd.read_csv(raw_dir / "latency.csv"), float(bandwidth.sm_clock_mhz_mean.median())),
            derived_dir / "latency.csv")
-    _write(bandwidth_table(bandwidth), derived_dir / "bandwidth.csv")
+    sm_count = json.loads((raw_dir / "provenance.json").read_text())["gpu"]["sm_count"]
+    _write(bandwidth_table(bandwidth, sm_count), derived_dir / "bandwidth.csv")

@@ -32,7 +32,7 @@ def primitives_table(latency: pd.DataFrame, bandwidth: pd.DataFrame) -> pd.DataF
         what = "own smem, LDS.128" if r.path == "local" else "neighbour's smem, 128-bit ld.shared::cluster"
         rows.append({"measure": "bandwidth", "cluster": r.cluster_size, "what": what,
                      "value": f"{r.gbps:.0f} GB/s ({r.bytes_per_sm_cycle:.1f} B/cycle per SM, "
-                              f"{r.ctas_per_sm} CTA/SM x {r.threads_per_cta} threads)"})
+                              f"{r.grid_ctas / r.busy_sms:.0f} CTAs/SM x {r.threads_per_cta} threads)"})
     return pd.DataFrame(rows)
 
 
@@ -45,6 +45,8 @@ def write_tables(derived_dir: Path, provenance: dict, tables_dir: Path) -> None:
                 f"winner's margin over the runner-up (tie: within the measured spread). {source}.")
     write_table(primitives_table(pd.read_csv(derived_dir / "latency.csv"), pd.read_csv(derived_dir / "bandwidth.csv")),
                 tables_dir, "dsm_primitives",
-                "DSM raw cost: one thread's dependent 4-byte loads (clock64, median of repeats) and the read "
-                f"bandwidth when every CTA streams a neighbour's shared memory (best over CTAs/SM and threads). {source}.")
+                "DSM raw cost: one thread's dependent 4-byte loads (clock64 cycles, median of repeats; ns at the "
+                "median SM clock of the bandwidth runs) and the read bandwidth when every CTA streams a neighbour's "
+                "shared memory (best over CTAs/SM and threads; per SM over the SMs the grid kept busy). "
+                f"{source}.")
     write_table(run_table(provenance), tables_dir, "dsm_run", "How the dsm data were measured (from provenance.json).")

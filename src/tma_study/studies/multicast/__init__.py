@@ -8,9 +8,9 @@ STUDY = Study(
     question="When every CTA of a cluster needs the same tile, does TMA multicast beat each CTA "
              "loading its own copy, and how much of a loss at large clusters is scheduling?",
     raw_files=("stream.csv", "occupancy.csv", "traffic.csv"),
-    derived_files=("best.csv", "speedup.csv", "break_even.csv", "scheduling.csv"),
+    derived_files=("best.csv", "speedup.csv", "break_even.csv", "scheduling.csv", "traffic.csv"),
     figures=("multicast_scaling", "multicast_2d"),
-    tables=("multicast_summary", "multicast_2d", "multicast_run"),
+    tables=("multicast_summary", "multicast_2d", "multicast_traffic", "multicast_run"),
     kernels=f"{_HERE}.kernels:compile_list",
     measure=f"{_HERE}.measure:measure",
     aggregate=f"{_HERE}.aggregate:aggregate",

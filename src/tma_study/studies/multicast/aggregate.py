@@ -8,12 +8,15 @@ Writes into ``derived_dir``:
                       multicast's speedup over the two alternatives; ``status`` win/tie/loss
 - ``break_even.csv``  per (pattern, working set, shape): the smallest tile from which multicast
                       is never slower than the better alternative at any larger tile
+- ``traffic.csv``     per profiled configuration (ncu): L2 bytes read by the SMs' load path and
+                      bytes the crossbar delivered, each per unique operand byte
 - ``scheduling.csv``  per (pattern, working set, shape, tile): of multicast's distance from the
                       cluster-free launch, the part a cluster launch of the same binary already
                       costs (scheduling) and the part multicast itself adds or saves
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -111,6 +114,32 @@ def scheduling(speedup: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
+SECTOR_BYTES = 32
+L2_READ_SECTORS = "lts__t_sectors_srcunit_tex_op_read.sum"
+XBAR_BYTES = "l1tex__m_xbar2l1tex_read_bytes.sum"
+DRAM_BYTES = "dram__bytes_read.sum"
+
+
+def traffic(raw: pd.DataFrame, study: dict) -> pd.DataFrame:
+    """ncu counters per unique operand byte (rows without counters keep their status).
+
+    ``study`` is the measured config (provenance.json): it says which configurations
+    traffic.py profiled and how many operand bytes each launch read.
+    """
+    from .traffic import _config, traffic_configs
+    unique = {_config(spec).key: spec["unique_bytes_per_launch"] for spec in traffic_configs(study)}
+    frame = raw.copy()
+    parts = frame.key.str.split("/")
+    frame["variant"] = parts.str[1]
+    frame["cluster_size"] = parts.str[2].str.split("x").str[1].astype(int)
+    if L2_READ_SECTORS in frame:
+        per_unique = frame.key.map(unique)
+        frame["l2_read_bytes_per_unique_byte"] = frame[L2_READ_SECTORS] * SECTOR_BYTES / per_unique
+        frame["xbar_bytes_per_unique_byte"] = frame[XBAR_BYTES] / per_unique
+        frame["dram_bytes_per_unique_byte"] = frame[DRAM_BYTES] / per_unique
+    return frame
+
+
 def aggregate(raw_dir: Path, derived_dir: Path, repeat_dir: Path | None = None) -> None:
     raw_dir, derived_dir = Path(raw_dir), Path(derived_dir)
     derived_dir.mkdir(parents=True, exist_ok=True)
@@ -121,3 +150,5 @@ def aggregate(raw_dir: Path, derived_dir: Path, repeat_dir: Path | None = None) 
     _write(speedup, derived_dir / "speedup.csv")
     _write(break_even(speedup), derived_dir / "break_even.csv")
     _write(scheduling(speedup), derived_dir / "scheduling.csv")
+    study = json.loads((raw_dir / "provenance.json").read_text())["config"]
+    _write(traffic(pd.read_csv(raw_dir / "traffic.csv"), study), derived_dir / "traffic.csv")

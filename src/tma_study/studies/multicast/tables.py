@@ -40,6 +40,17 @@ def summary_table(break_even: pd.DataFrame, scheduling: pd.DataFrame, pattern: s
     return pd.DataFrame(rows)
 
 
+def traffic_table(traffic: pd.DataFrame) -> pd.DataFrame:
+    if "l2_read_bytes_per_unique_byte" not in traffic:
+        return pd.DataFrame({"configuration": traffic.key, "result": traffic.status})
+    return pd.DataFrame([{
+        "cluster": r.cluster_size, "variant": VARIANT_LABELS[r.variant],
+        "L2 bytes read / operand byte": f"{r.l2_read_bytes_per_unique_byte:.2f}",
+        "crossbar bytes to SMs / operand byte": f"{r.xbar_bytes_per_unique_byte:.2f}",
+        "DRAM bytes / operand byte": f"{r.dram_bytes_per_unique_byte:.2f}",
+    } for r in traffic.sort_values(["cluster_size", "variant"]).itertuples()])
+
+
 def write_tables(derived_dir: Path, provenance: dict, tables_dir: Path) -> None:
     derived_dir = Path(derived_dir)
     source = source_line(provenance)
@@ -55,5 +66,10 @@ def write_tables(derived_dir: Path, provenance: dict, tables_dir: Path) -> None:
     write_table(summary_table(break_even, scheduling, "2d"), tables_dir, "multicast_2d",
                 "GEMM-like 2-D pattern (A tile shared along the cluster's y, B along x, as CUTLASS "
                 f"multicasts them). {explain} {source}.")
+    write_table(traffic_table(pd.read_csv(derived_dir / "traffic.csv")), tables_dir, "multicast_traffic",
+                "Where the bytes go (Nsight Compute counters, one launch each; 1-D pattern, 16 KiB tiles, 4 stages, "
+                "operand streamed from HBM): L2 read sectors requested by the SMs' load path (lts__t_sectors_srcunit_"
+                "tex_op_read x 32 B), bytes the crossbar delivered to the SMs (l1tex__m_xbar2l1tex_read_bytes) and "
+                f"DRAM reads, each per byte of the operand. {source}.")
     write_table(run_table(provenance), tables_dir, "multicast_run",
                 "How the multicast data were measured (from provenance.json).")
