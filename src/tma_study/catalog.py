@@ -250,7 +250,7 @@ def tma_page_sizes(block_n: int) -> str:
     """Which page sizes let a paged cache go through TMA for a kernel with this kBlockN."""
     if _is_power_of_two(block_n):
         return f"multiples of {block_n} (smallest power of two: {block_n})"
-    return f"multiples of {block_n} (no power of two)"
+    return f"multiples of {block_n} (no power-of-two page size)"
 
 
 def tile_table(document: dict) -> pd.DataFrame:
@@ -334,6 +334,7 @@ def write_tables(catalog: dict[str, dict], tables_dir: Path) -> list[Path]:
     tiles = tile_table(fa3)
     _write(tables_dir, "catalog_fa3_tiles",
            f"FlashAttention-3 SM90 forward tiles (kBlockM x kBlockN), {fa3['tile_sizes']['assumptions']}; "
+           f"a paged cache also needs the other requirements of the paged-KV table for TMA; "
            f"source {_source_caption(fa3)}", tiles, tiles, wide)
     others = [(doc["title"], doc) for subject, doc in sorted(catalog.items()) if subject != FA3_SUBJECT]
     tex = pd.concat([entries_table(d["entries"], link=False, with_condition=False, library=t) for t, d in others],

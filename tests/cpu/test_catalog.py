@@ -281,9 +281,9 @@ def test_the_paged_kv_and_tile_tables_hold_every_requirement_and_tile(catalog, t
 
 
 @pytest.mark.parametrize(("block_n", "says"), [
-    (176, "multiples of 176 (no power of two)"),
+    (176, "multiples of 176 (no power-of-two page size)"),
     (128, "multiples of 128 (smallest power of two: 128)"),
-    (80, "multiples of 80 (no power of two)"),
+    (80, "multiples of 80 (no power-of-two page size)"),
 ])
 def test_page_sizes_that_allow_tma(block_n, says):
     assert catalog_mod.tma_page_sizes(block_n) == says
