@@ -24,9 +24,11 @@ wildcard_constraints:
 include: "workflow/rules/compile.smk"
 include: "workflow/rules/measure.smk"
 include: "workflow/rules/analyze.smk"
+include: "workflow/rules/catalog.smk"
 
 
 rule all:
     default_target: True
     input:
         LAYOUT.all_outputs(),
+        CATALOG_TABLES,

@@ -8,6 +8,7 @@
     tma-study publish   --staged DIR --out DIR                             copy a finished measurement into results/
     tma-study kernel-table STUDY --resources CSV --out DIR                 (CPU)
     tma-study check-gpu                                                    says whether this machine can measure
+    tma-study catalog   --out DIR [--catalog DIR]      validate catalog/*.yaml, write its tables (CPU)
 """
 from __future__ import annotations
 
@@ -54,7 +55,18 @@ def main(argv=None) -> int:
     p.add_argument("--resources", type=Path, required=True)
     p.add_argument("--out", type=Path, required=True)
     sub.add_parser("check-gpu")
+    p = sub.add_parser("catalog", help="validate the data-movement catalog and write its tables")
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--catalog", type=Path, default=config_mod.REPO_ROOT / "catalog")
     args = parser.parse_args(argv)
+
+    if args.command == "catalog":
+        from . import catalog as catalog_mod
+        try:
+            catalog_mod.write_tables(catalog_mod.load(args.catalog), args.out)
+        except catalog_mod.CatalogError as error:
+            raise SystemExit(str(error)) from None
+        return 0
 
     if args.command == "check-gpu":
         info = gpu_mod.require_hopper(gpu_mod.detect())
