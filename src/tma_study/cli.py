@@ -8,6 +8,9 @@
     tma-study publish   --staged DIR --out DIR                             copy a finished measurement into results/
     tma-study kernel-table STUDY --resources CSV --out DIR                 (CPU)
     tma-study check-gpu                                                    says whether this machine can measure
+
+The paper tier's commands (claims, rules-of-thumb, compare, paper-generated, build-paper,
+readme-claims) are described in tma_study.paper_cli.
 """
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ from pathlib import Path
 
 from . import config as config_mod
 from . import gpu as gpu_mod
+from . import paper_cli
 from .studies import discover
 
 DEFAULT_CONFIG = config_mod.REPO_ROOT / "config" / "config.yaml"
@@ -54,8 +58,11 @@ def main(argv=None) -> int:
     p.add_argument("--resources", type=Path, required=True)
     p.add_argument("--out", type=Path, required=True)
     sub.add_parser("check-gpu")
+    paper_cli.add_commands(sub)
     args = parser.parse_args(argv)
 
+    if args.command in paper_cli.COMMANDS:
+        return paper_cli.run(args)
     if args.command == "check-gpu":
         info = gpu_mod.require_hopper(gpu_mod.detect())
         print(json.dumps(info.as_dict(), indent=2))
