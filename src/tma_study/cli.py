@@ -10,7 +10,7 @@
     tma-study check-gpu                                                    says whether this machine can measure
 
 The paper tier's commands (claims, rules-of-thumb, compare, paper-generated, build-paper,
-readme-claims) are described in tma_study.paper_cli.
+readme-tables) are described in tma_study.paper_cli.
 """
 from __future__ import annotations
 

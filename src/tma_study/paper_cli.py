@@ -5,14 +5,14 @@
     tma-study compare STUDY --reference LABEL --run LABEL=DERIVED_DIR ... --out paper/tables
     tma-study paper-generated --results DIR --study S ... [--claims TSV] --paper paper
     tma-study build-paper [--paper paper]                  paper/main.pdf (needs latexmk, pdflatex)
-    tma-study readme-claims --claims TSV [--check]         the README's claims table, between markers
+    tma-study readme-tables --claims TSV [--check]         the README's claims and cost tables
 """
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
-COMMANDS = ("claims", "rules-of-thumb", "compare", "paper-generated", "build-paper", "readme-claims")
+COMMANDS = ("claims", "rules-of-thumb", "compare", "paper-generated", "build-paper", "readme-tables")
 
 
 def add_commands(sub) -> None:
@@ -37,7 +37,7 @@ def add_commands(sub) -> None:
     p = sub.add_parser("build-paper", help="paper/main.pdf with latexmk (needs a TeX installation)")
     p.add_argument("--paper", type=Path, default=Path("paper"))
     p.add_argument("--build-dir", type=Path, default=Path("build/paper"))
-    p = sub.add_parser("readme-claims", help="rewrite (or --check) the README's generated claims table")
+    p = sub.add_parser("readme-tables", help="rewrite (or --check) the README's generated tables")
     p.add_argument("--claims", type=Path, required=True, help="results/<label>/claims.tsv")
     p.add_argument("--readme", type=Path, default=Path("README.md"))
     p.add_argument("--check", action="store_true", help="exit 1 when the README's table is out of date")
@@ -91,13 +91,13 @@ def run(args) -> int:
                   f"{args.build_dir}/main.log", file=sys.stderr)
             return 1
         return 0
-    if args.command == "readme-claims":
+    if args.command == "readme-tables":
         from .readme import update_readme
         changed = update_readme(args.readme, args.claims, check_only=args.check)
         if changed and args.check:
-            print(f"{args.readme}: the claims table is out of date; run: tma-study readme-claims "
+            print(f"{args.readme}: its generated tables are out of date; run: tma-study readme-tables "
                   f"--claims {args.claims}", file=sys.stderr)
             return 1
-        print(f"{args.readme}: claims table {'updated' if changed else 'already up to date'}")
+        print(f"{args.readme}: generated tables {'updated' if changed else 'already up to date'}")
         return 0
     raise SystemExit(f"not a paper command: {args.command}")

@@ -24,7 +24,7 @@ rule claims:
         code="src/tma_study/claims.py",
     output:
         tsv=f"{RESULTS}/claims.tsv",
-        md=f"{RESULTS}/claims.md",
+        md=report(f"{RESULTS}/claims.md", caption="../report/claims.rst", category="Claims"),
     log:
         f"logs/claims/{LABEL}.log",
     params:
