@@ -52,10 +52,14 @@ rule figure:
         provenance=lambda wildcards: f"{RESULTS}/{FIGURE_STUDY[wildcards.figure]}/provenance.json",
         code=lambda wildcards: LAYOUT.code_files(FIGURE_STUDY[wildcards.figure]),
         # other runs of the study (results/<other label>/), overlaid on this one
-        others=lambda wildcards: LAYOUT.overlay_derived_files(FIGURE_STUDY[wildcards.figure]),
+        others=lambda wildcards: LAYOUT.overlay_derived_files(
+            FIGURE_STUDY[wildcards.figure]
+        ),
     output:
         pdf="figures/{figure}.pdf",
-        png=report("figures/{figure}.png", caption="../report/figure.rst", category="Figures"),
+        png=report(
+            "figures/{figure}.png", caption="../report/figure.rst", category="Figures"
+        ),
     log:
         "logs/figures/{figure}.log",
     params:

@@ -11,7 +11,9 @@ except ClaimsError as error:
 
 # One line per figure for Snakemake's HTML report: its title and the claims resting on it.
 FIGURE_CAPTIONS = {
-    figure: figure_caption(figure, notebook_title(Path("notebooks") / f"{figure}.py"), CLAIMS)
+    figure: figure_caption(
+        figure, notebook_title(Path("notebooks") / f"{figure}.py"), CLAIMS
+    )
     for figure in FIGURE_STUDY
 }
 
@@ -24,11 +26,13 @@ rule claims:
         code="src/tma_study/claims.py",
     output:
         tsv=f"{RESULTS}/claims.tsv",
-        md=report(f"{RESULTS}/claims.md", caption="../report/claims.rst", category="Claims"),
+        md=report(
+            f"{RESULTS}/claims.md", caption="../report/claims.rst", category="Claims"
+        ),
     log:
         f"logs/claims/{LABEL}.log",
     params:
         python=PYTHON,
-        results=RESULTS,
+        results=lambda wildcards, output: Path(output.tsv).parent,
     shell:
         "{params.python} -m tma_study claims --results {params.results} > {log} 2>&1"

@@ -10,7 +10,10 @@ for _name, _study in STUDIES.items():
             name:
                 f"aggregate_{_name}_run_{re.sub(r'[^A-Za-z0-9]', '_', _label)}"
             input:
-                raw=[f"results/{_label}/{_name}/{f}" for f in (*_study.raw_files, "provenance.json")],
+                raw=[
+                    f"results/{_label}/{_name}/{f}"
+                    for f in (*_study.raw_files, "provenance.json")
+                ],
                 code=LAYOUT.code_files(_name),
             output:
                 [f"results/{_label}/{_name}/derived/{f}" for f in _study.derived_files],
@@ -18,8 +21,8 @@ for _name, _study in STUDIES.items():
                 f"logs/aggregate/{_label}/{_name}.log",
             params:
                 python=PYTHON,
-                raw=f"results/{_label}/{_name}",
-                derived=f"results/{_label}/{_name}/derived",
+                raw=lambda wildcards, input: Path(input.raw[0]).parent,
+                derived=lambda wildcards, output: Path(output[0]).parent,
                 study=_name,
             shell:
                 "{params.python} -m tma_study aggregate {params.study} --raw {params.raw} "

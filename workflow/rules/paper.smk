@@ -22,8 +22,9 @@ rule rules_of_thumb:
     params:
         python=PYTHON,
         studies=STUDY_OPTIONS,
+        results=lambda wildcards, input: Path(input.provenance[0]).parent.parent,
     shell:
-        "{params.python} -m tma_study rules-of-thumb --results {RESULTS} {params.studies} "
+        "{params.python} -m tma_study rules-of-thumb --results {params.results} {params.studies} "
         "--out paper/tables > {log} 2>&1"
 
 
@@ -48,8 +49,9 @@ rule paper_generated:
     params:
         python=PYTHON,
         studies=STUDY_OPTIONS,
+        results=lambda wildcards, input: Path(input.claims).parent,
     shell:
-        "{params.python} -m tma_study paper-generated --results {RESULTS} {params.studies} "
+        "{params.python} -m tma_study paper-generated --results {params.results} {params.studies} "
         "--claims {input.claims} --paper paper > {log} 2>&1"
 
 
@@ -60,7 +62,11 @@ rule paper:
         generated=rules.paper_generated.output,
         rules_of_thumb=rules.rules_of_thumb.output.tex,
         figures=[f"figures/{figure}.pdf" for figure in FIGURE_STUDY],
-        tables=[f for f in LAYOUT.all_outputs() if f.startswith("paper/tables/") and f.endswith(".tex")],
+        tables=[
+            f
+            for f in LAYOUT.all_outputs()
+            if f.startswith("paper/tables/") and f.endswith(".tex")
+        ],
     output:
         "paper/main.pdf",
     log:
