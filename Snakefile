@@ -25,6 +25,9 @@ include: "workflow/rules/compile.smk"
 include: "workflow/rules/measure.smk"
 include: "workflow/rules/analyze.smk"
 include: "workflow/rules/catalog.smk"
+include: "workflow/rules/overlay.smk"
+include: "workflow/rules/claims.smk"
+include: "workflow/rules/paper.smk"
 
 
 rule all:

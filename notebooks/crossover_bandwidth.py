@@ -12,19 +12,37 @@
 #
 # Each mechanism's best configuration (over stages, CTAs per SM, threads, ring bytes and
 # issuing lanes) at each transfer size, streaming from HBM (left) and from L2 (right),
-# against the ceilings measured in the same run. Not shown: the spread of each point
-# (see `best.csv`, `time_us_iqr`) and configurations that were not the best.
+# against the ceilings measured in the same run. Other runs of the sweep found beside this
+# one under `results/` (another GPU, a repeat) are overlaid as thin dashed lines in the same
+# colours. Not shown: the spread of each point (see `best.csv`, `time_us_iqr`) and
+# configurations that were not the best.
 
 # %%
-import pandas as pd
 import matplotlib.pyplot as plt
+import pandas as pd
 
-from tma_study.report.figures import MECHANISM_STYLE, finish, inputs, size_axis
+from tma_study.report.figures import (
+    MECHANISM_STYLE,
+    finish,
+    inputs,
+    other_runs,
+    overlay_style,
+    runs_legend,
+    size_axis,
+)
 
 derived, provenance, pdf = inputs("crossover", globals().get("snakemake"))
-best = pd.read_csv(derived / "best.csv")
+runs = other_runs("crossover", globals().get("snakemake"), derived.parent.parent.name)
+
+
+def best_of_all_rings(folder):
+    best = pd.read_csv(folder / "best.csv")
+    return best[(best.ring_bytes_per_sm == 0) & (best.access_order == "scattered")]
+
+
+best = best_of_all_rings(derived)
 ceilings = pd.read_csv(derived / "ceilings.csv")
-best = best[(best.ring_bytes_per_sm == 0) & (best.access_order == "scattered")]
+others = [best_of_all_rings(folder) for _, folder, _ in runs]
 
 # %%
 working_sets = [ws for ws in ("hbm", "l2") if ws in set(best.working_set)]
@@ -34,6 +52,9 @@ for ax, ws in zip(axes[0], working_sets):
         rows = best[(best.working_set == ws) & (best.mechanism == mechanism)].sort_values("bytes_per_transfer")
         if len(rows):
             ax.plot(rows.bytes_per_transfer, rows.gbps, **style)
+        for index, other in enumerate(others):
+            rows = other[(other.working_set == ws) & (other.mechanism == mechanism)].sort_values("bytes_per_transfer")
+            ax.plot(rows.bytes_per_transfer, rows.gbps, **overlay_style(style, index))
     # (ceiling, line style, label position along the axis): the two labels at opposite ends
     for name, line, x, align in (("d2d_copy", ":", 0, "left"), ("read_stream", "--", 1, "right")):
         ceiling = ceilings[(ceilings.ceiling == name) & (ceilings.working_set == ws)]
@@ -47,5 +68,6 @@ for ax, ws in zip(axes[0], working_sets):
     ax.set_title(f"working set: {ws.upper()}")
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
+runs_legend(axes[0][-1], derived.parent.parent.name, runs)
 axes[0][0].legend(fontsize=8, loc="lower right")
 finish(fig, provenance, pdf)

@@ -14,17 +14,28 @@
 # CTA whose threads all produce (a warp for TMA-engine copies, 128 threads for cp.async and
 # plain loads, which need threads to move bytes), timed with `clock64`: cold (L2 flushed,
 # data from HBM) and warm (the same chunks again, from L2). Median over repeats; includes
-# the wait and one `__syncthreads` per transfer, which every mechanism pays alike. Not shown:
+# the wait and one `__syncthreads` per transfer, which every mechanism pays alike. Other runs
+# found beside this one under `results/` are overlaid as thin dashed lines. Not shown:
 # latency under load (the streaming figure is the loaded case).
 
 # %%
-import pandas as pd
 import matplotlib.pyplot as plt
+import pandas as pd
 
-from tma_study.report.figures import MECHANISM_STYLE, finish, inputs, size_axis
+from tma_study.report.figures import (
+    MECHANISM_STYLE,
+    finish,
+    inputs,
+    other_runs,
+    overlay_style,
+    runs_legend,
+    size_axis,
+)
 
 derived, provenance, pdf = inputs("crossover", globals().get("snakemake"))
+runs = other_runs("crossover", globals().get("snakemake"), derived.parent.parent.name)
 latency = pd.read_csv(derived / "latency.csv")
+others = [pd.read_csv(folder / "latency.csv") for _, folder, _ in runs]
 
 # %%
 levels = [lv for lv in ("hbm", "l2") if lv in set(latency.level)]
@@ -34,10 +45,14 @@ for ax, level in zip(axes[0], levels):
         rows = latency[(latency.level == level) & (latency.mechanism == mechanism)].sort_values("bytes_per_transfer")
         if len(rows):
             ax.plot(rows.bytes_per_transfer, rows.ns_per_transfer_median, **style)
+        for index, other in enumerate(others):
+            rows = other[(other.level == level) & (other.mechanism == mechanism)].sort_values("bytes_per_transfer")
+            ax.plot(rows.bytes_per_transfer, rows.ns_per_transfer_median, **overlay_style(style, index))
     size_axis(ax, sorted(latency.bytes_per_transfer.unique()))
     ax.set_yscale("log")
     ax.set_ylabel("ns per transfer (median)")
     ax.set_title("cold: from HBM" if level == "hbm" else "warm: from L2")
     ax.grid(alpha=0.3, which="both")
+runs_legend(axes[0][-1], derived.parent.parent.name, runs)
 axes[0][0].legend(fontsize=8)
 finish(fig, provenance, pdf)

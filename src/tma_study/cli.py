@@ -9,6 +9,9 @@
     tma-study kernel-table STUDY --resources CSV --out DIR                 (CPU)
     tma-study check-gpu                                                    says whether this machine can measure
     tma-study catalog   --out DIR [--catalog DIR]      validate catalog/*.yaml, write its tables (CPU)
+
+The paper tier's commands (claims, rules-of-thumb, compare, paper-generated, build-paper,
+readme-tables) are described in tma_study.paper_cli.
 """
 from __future__ import annotations
 
@@ -19,6 +22,7 @@ from pathlib import Path
 
 from . import config as config_mod
 from . import gpu as gpu_mod
+from . import paper_cli
 from .studies import discover
 
 DEFAULT_CONFIG = config_mod.REPO_ROOT / "config" / "config.yaml"
@@ -58,7 +62,11 @@ def main(argv=None) -> int:
     p = sub.add_parser("catalog", help="validate the data-movement catalog and write its tables")
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--catalog", type=Path, default=config_mod.REPO_ROOT / "catalog")
+    paper_cli.add_commands(sub)
     args = parser.parse_args(argv)
+
+    if args.command in paper_cli.COMMANDS:
+        return paper_cli.run(args)
 
     if args.command == "catalog":
         from . import catalog as catalog_mod

@@ -75,7 +75,36 @@ class Layout:
             outputs += self.derived_files(name)
             outputs += [f"figures/{fig}.{ext}" for fig in study.figures for ext in FIGURE_FORMATS]
             outputs += self.table_files(name) + self.kernel_table_files(name)
-        return outputs
+        return outputs + self.paper_outputs()
+
+    # ------------------------------------------------------------ other runs, claims, paper
+
+    def overlay_labels(self, study: str) -> list[str]:
+        """Other results/<label>/ folders with a complete run of ``study``: figures overlay them."""
+        names = (*self.studies[study].raw_files, "provenance.json")
+        return sorted(folder.parent.name for folder in (self.root / "results").glob(f"*/{study}")
+                      if folder.parent.name != self.label and all((folder / n).is_file() for n in names))
+
+    def overlay_derived_files(self, study: str) -> list[str]:
+        """The derived files of every other run of ``study`` (made by the overlay aggregate rules)."""
+        return [f"results/{label}/{study}/derived/{f}" for label in self.overlay_labels(study)
+                for f in self.studies[study].derived_files]
+
+    def comparison_files(self, study: str) -> list[str]:
+        """paper/tables/<study>_comparison.*: what moved between runs (studies with ``compare``)."""
+        if self.studies[study].compare is None:
+            return []
+        return [f"paper/tables/{study}_comparison.{ext}" for ext in TABLE_FORMATS]
+
+    def claims_files(self) -> list[str]:
+        return [f"{self.results}/claims.tsv", f"{self.results}/claims.md"]
+
+    def paper_outputs(self) -> list[str]:
+        """What the paper tier makes without TeX: claims, rules of thumb, macros, comparisons."""
+        outputs = self.claims_files()
+        outputs += [f"paper/tables/rules_of_thumb.{ext}" for ext in TABLE_FORMATS]
+        outputs += ["paper/generated/macros.tex", "paper/generated/studies.tex", "paper/generated/claims.tex"]
+        return outputs + [f for name in self.studies for f in self.comparison_files(name)]
 
     def check_raw_data_present(self) -> None:
         """Raise MissingDataError naming every raw file that analysis needs and lacks."""

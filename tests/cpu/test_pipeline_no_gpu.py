@@ -29,7 +29,12 @@ FIGURES = [f"figures/crossover_{name}.{ext}" for name in ("bandwidth", "map", "l
 TABLES = [f"paper/tables/crossover_{name}.{ext}" for name in ("summary", "crossovers", "kernels")
           for ext in ("tex", "md")]
 DERIVED = [f"{RAW}/derived/{name}.csv" for name in ("best", "crossover", "ceilings", "latency", "peaks")]
-OUTPUTS = FIGURES + TABLES + DERIVED
+CLAIMS = f"results/{REFERENCE_GPU}/claims.tsv"
+PAPER_OUTPUTS = [CLAIMS, f"results/{REFERENCE_GPU}/claims.md", "paper/tables/rules_of_thumb.tex",
+                 "paper/tables/rules_of_thumb.md", "paper/tables/crossover_comparison.md",
+                 "paper/generated/macros.tex", "paper/generated/studies.tex", "paper/generated/claims.tex"]
+OUTPUTS = FIGURES + TABLES + DERIVED + PAPER_OUTPUTS
+REAL_DATA = (REPO / RAW / "stream.csv").exists()   # else the copy holds synthetic data
 
 
 def copy_checkout(destination: Path) -> Path:
@@ -120,3 +125,41 @@ def test_a_missing_raw_file_is_named_before_any_job(tmp_path, missing):
     assert result.returncode != 0
     assert f"{RAW}/{missing}" in output_of(result), output_of(result)
     assert "Job stats" not in output_of(result)
+
+
+@pytest.mark.skipif(not REAL_DATA, reason="claims are about the committed reference data")
+def test_every_claim_passes_on_the_reference_data(pipeline):
+    root, _ = pipeline
+    table = (root / CLAIMS).read_text().splitlines()
+    failing = [line for line in table[1:] if line.split("\t")[1] == "FAIL"]
+    assert not failing, failing
+
+
+@pytest.mark.skipif(not REAL_DATA, reason="the README's table is about the committed reference data")
+def test_the_readme_claims_table_is_current(pipeline):
+    root, _ = pipeline
+    env = {**os.environ, "PYTHONPATH": str(root / ".test-packages")}
+    result = subprocess.run([sys.executable, "-m", "tma_study", "readme-tables", "--check", "--claims", CLAIMS,
+                             "--readme", "README.md"], cwd=root, env=env, capture_output=True, text=True)
+    assert result.returncode == 0, (
+        "README.md's claims table is stale; run: .venv/bin/tma-study readme-tables --claims "
+        f"{CLAIMS} (after snakemake -c2)\n" + output_of(result))
+
+
+def test_the_html_report_captions_each_figure_with_its_claims(pipeline):
+    root, _ = pipeline
+    result = snakemake(root, "--report", "report.html")
+    assert result.returncode == 0, output_of(result)[-3000:]
+    html = (root / "report.html").read_text(errors="replace")
+    assert html.count("Claims resting on it") + html.count("No claim rests on it") >= len(FIGURES) // 2
+
+
+def test_the_paper_builds_or_says_what_to_install(pipeline):
+    root, _ = pipeline
+    result = snakemake(root, "-c1", "paper")
+    if shutil.which("latexmk") and shutil.which("pdflatex"):
+        assert result.returncode == 0, output_of(result)[-5000:]
+        assert (root / "paper" / "main.pdf").stat().st_size > 0
+    else:
+        assert result.returncode != 0
+        assert "apt-get install texlive-latex-base" in output_of(result), output_of(result)[-3000:]

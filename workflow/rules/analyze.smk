@@ -51,12 +51,19 @@ rule figure:
         derived=lambda wildcards: LAYOUT.derived_files(FIGURE_STUDY[wildcards.figure]),
         provenance=lambda wildcards: f"{RESULTS}/{FIGURE_STUDY[wildcards.figure]}/provenance.json",
         code=lambda wildcards: LAYOUT.code_files(FIGURE_STUDY[wildcards.figure]),
+        # other runs of the study (results/<other label>/), overlaid on this one
+        others=lambda wildcards: LAYOUT.overlay_derived_files(
+            FIGURE_STUDY[wildcards.figure]
+        ),
     output:
         pdf="figures/{figure}.pdf",
-        png="figures/{figure}.png",
+        png=report(
+            "figures/{figure}.png", caption="../report/figure.rst", category="Figures"
+        ),
     log:
         "logs/figures/{figure}.log",
     params:
         derived=lambda wildcards, input: Path(input.derived[0]).parent,
+        caption=lambda wildcards: FIGURE_CAPTIONS[wildcards.figure],  # workflow/rules/claims.smk
     script:
         "../../notebooks/{wildcards.figure}.py"

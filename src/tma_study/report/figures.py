@@ -47,3 +47,46 @@ def finish(fig, provenance: dict, pdf: Path | None) -> None:
         fig.savefig(pdf)
         fig.savefig(pdf.with_suffix(".png"), dpi=150)
     plt.close(fig)
+
+
+# ---------------------------------------------------------------- other runs, overlaid
+
+RUN_STYLES = ({"linestyle": (0, (1, 1.5))}, {"linestyle": (0, (4, 2))}, {"linestyle": (0, (4, 1.5, 1, 1.5))})
+OVERLAY = {"linewidth": 1.0, "alpha": 0.6, "markersize": 3, "markerfacecolor": "none"}
+
+
+def other_runs(study: str, snakemake=None, label: str = DEFAULT_GPU) -> list[tuple[str, Path, dict]]:
+    """(label, derived folder, provenance) of every other run of ``study`` to overlay.
+
+    Under Snakemake: the ``others`` input of the figure rule (derived files of the other
+    results/<label>/ folders); by hand: every results/<label>/<study>/derived/ but ``label``'s.
+    """
+    if snakemake is not None:
+        folders = sorted({Path(f).parent for f in getattr(snakemake.input, "others", [])})
+    else:
+        folders = sorted(p for p in (REPO_ROOT / "results").glob(f"*/{study}/derived")
+                         if p.parent.parent.name != label)
+    return [(folder.parent.parent.name, folder, json.loads((folder.parent / "provenance.json").read_text()))
+            for folder in folders]
+
+
+def run_label(label: str, provenance: dict) -> str:
+    return f"{label} ({provenance.get('gpu', {}).get('name', 'unknown GPU')})"
+
+
+def overlay_style(style: dict, run_index: int) -> dict:
+    """A mechanism's style for another run: same colour and marker, thin, the run's dash pattern."""
+    base = {k: v for k, v in style.items() if k not in ("label", "linestyle", "markersize")}
+    return {**base, **OVERLAY, **RUN_STYLES[run_index % len(RUN_STYLES)]}
+
+
+def runs_legend(ax, this_run: str, runs: list[tuple[str, Path, dict]]) -> None:
+    """A second legend naming the runs by line style (only when other runs are overlaid)."""
+    if not runs:
+        return
+    from matplotlib.lines import Line2D
+    handles = [Line2D([], [], color="black", linewidth=1.5, label=f"{this_run} (this run)")]
+    handles += [Line2D([], [], color="black", **{**OVERLAY, **RUN_STYLES[i % len(RUN_STYLES)]},
+                       label=run_label(label, provenance)) for i, (label, _, provenance) in enumerate(runs)]
+    legend = ax.legend(handles=handles, fontsize=7, loc="upper left", title="runs", title_fontsize=7)
+    ax.add_artist(legend)

@@ -24,8 +24,14 @@ class Study:
     measure: str                        # (study_config, gpu_probe_config, out_dir) -> None; GPU
     aggregate: str                      # (raw_dir, derived_dir, repeat_dir | None) -> None; CPU
     write_tables: str                   # (derived_dir, provenance, tables_dir) -> None; CPU
+    # Optional entry points of the paper tier (None: the study contributes nothing there).
+    rules: str | None = None            # (derived_dir, provenance) -> list of rule-of-thumb rows
+    macros: str | None = None           # (derived_dir, provenance) -> {LaTeX macro name: text}
+    compare: str | None = None          # ({label: derived_dir}, reference label) -> DataFrame (what moved)
 
     def entry(self, which: str):
         """Import and return the function behind entry point ``which`` (e.g. "measure")."""
+        if getattr(self, which) is None:
+            raise ValueError(f"study {self.name!r} declares no {which!r} entry point")
         module, _, function = getattr(self, which).partition(":")
         return getattr(importlib.import_module(module), function)

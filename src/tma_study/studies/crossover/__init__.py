@@ -17,4 +17,7 @@ STUDY = Study(
     measure=f"{_HERE}.measure:measure",
     aggregate=f"{_HERE}.aggregate:aggregate",   # (raw_dir, derived_dir, repeat_dir=None)
     write_tables=f"{_HERE}.tables:write_tables",
+    rules=f"{_HERE}.rules:rules_of_thumb",
+    macros=f"{_HERE}.macros:macros",
+    compare=f"{_HERE}.compare:compare_runs",
 )

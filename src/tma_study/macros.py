@@ -1,0 +1,157 @@
+"""Every number in the paper's text, as a LaTeX macro computed from the pipeline's outputs.
+
+``paper/generated/macros.tex`` holds one ``\\newcommand`` per number. Each study with a
+``macros`` entry point returns ``{name: text}`` from its derived data (its names begin with
+the study's name in camelCase, e.g. ``crossoverPeakGbpsTmaHbm``); this module adds the GPU
+of the run and the claims' tally, checks every name and value, and writes the file. The
+paper never types a number: a missing or malformed value stops the build here, by name.
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+
+from .claims import FAIL, NOT_MEASURED, PASS, read_outcomes
+from .harness.atomic import atomic_write_text
+from .report.tables import human_bytes, latex_escape
+
+MACRO_NAME = re.compile(r"^[A-Za-z]+$")          # LaTeX command names: letters only
+FORBIDDEN_VALUES = ("nan", "none", "inf", "??", "todo", "xxx")
+
+
+class MacroError(ValueError):
+    """A macro name or value is unusable; the message names it and its source."""
+
+
+# ---------------------------------------------------------------- formatting helpers for studies
+
+def number(value: float, digits: int = 0) -> str:
+    """4087.02 -> '4087' (digits=0); rejects NaN so no 'nan' reaches the paper."""
+    value = float(value)
+    if not math.isfinite(value):
+        raise MacroError(f"not a finite number: {value}")
+    return f"{value:.{digits}f}"
+
+
+def percent(fraction: float, digits: int = 1) -> str:
+    """0.9808 -> '98.1' (the text writes the % sign)."""
+    return number(100 * float(fraction), digits)
+
+
+def ratio(value: float, digits: int = 2) -> str:
+    return number(value, digits)
+
+
+def size(n_bytes) -> str:
+    """1024 -> '1 KiB' (a non-breaking space in LaTeX)."""
+    value = float(n_bytes)
+    if not math.isfinite(value):
+        raise MacroError(f"not a finite size: {n_bytes}")
+    return human_bytes(int(value))
+
+
+def camel(*words: str) -> str:
+    """camel('crossover', 'peak', 'cp_async', 'l2') -> 'crossoverPeakCpAsyncLtwo' (no digits)."""
+    digits = {"0": "zero", "1": "one", "2": "two", "3": "three", "4": "four", "5": "five", "6": "six",
+              "7": "seven", "8": "eight", "9": "nine"}
+    parts = []
+    for word in words:
+        for piece in re.split(r"[^A-Za-z0-9]+", str(word)):
+            piece = re.sub(r"\d", lambda m: digits[m.group()], piece)
+            if piece:
+                parts.append(piece[0].upper() + piece[1:])
+    name = "".join(parts)
+    return name[0].lower() + name[1:] if name else name
+
+
+# ---------------------------------------------------------------- collecting and checking
+
+def check_macros(macros: dict, source: str, prefix: str = "") -> None:
+    """Raise MacroError naming every bad name or value of ``source``."""
+    problems = []
+    for name, value in macros.items():
+        if not MACRO_NAME.match(str(name)):
+            problems.append(f"{source}: macro name {name!r} must be letters only (LaTeX)")
+        elif prefix and not name.startswith(prefix):
+            problems.append(f"{source}: macro {name!r} must begin with {prefix!r}")
+        text = str(value).strip()
+        if not isinstance(value, str) or not text or text.lower() in FORBIDDEN_VALUES:
+            problems.append(f"{source}: macro {name!r} has no usable value ({value!r}); give it text")
+    if problems:
+        raise MacroError("invalid paper macros:\n  " + "\n  ".join(problems))
+
+
+def run_macros(results_dir: Path, studies: dict) -> dict[str, str]:
+    """The GPU the data came from, from the first study's provenance."""
+    for name in studies:
+        path = Path(results_dir) / name / "provenance.json"
+        if path.is_file():
+            gpu = json.loads(path.read_text()).get("gpu", {})
+            return {"gpuName": str(gpu.get("name", "unknown GPU")), "gpuSmCount": str(gpu.get("sm_count", "?")),
+                    "gpuLtwoSize": size(gpu.get("l2_bytes", 0)) if gpu.get("l2_bytes") else "unknown",
+                    "resultsLabel": Path(results_dir).name, "studiesCount": str(len(studies))}
+    raise MacroError(f"no provenance.json under {results_dir}/ for studies {', '.join(studies)}")
+
+
+def claims_macros(claims_tsv: Path | None, studies: dict) -> dict[str, str]:
+    """The claims' tally, and per figure or table the ids of the claims resting on it
+    (``\\claimsOfCrossoverBandwidth``), for captions that cannot go stale."""
+    if claims_tsv is None:
+        return {}
+    outcomes = read_outcomes(claims_tsv)
+    statuses = list(outcomes["status"])
+    macros = {"claimsTotal": str(len(statuses)), "claimsPassed": str(statuses.count(PASS)),
+              "claimsFailed": str(statuses.count(FAIL)), "claimsNotMeasured": str(statuses.count(NOT_MEASURED))}
+    for study in studies.values():
+        for figure in (*study.figures, *study.tables):
+            ids = list(outcomes[outcomes.figure == figure]["id"])
+            macros[camel("claims of", figure)] = ", ".join(ids) if ids else "no claim"
+    return macros
+
+
+def collect(results_dir: Path, studies: dict, claims_tsv: Path | None = None) -> dict[str, str]:
+    """Every macro: the run's GPU, the claims' tally and each study's own."""
+    macros = {**run_macros(results_dir, studies), **claims_macros(claims_tsv, studies)}
+    check_macros(macros, "tma_study.macros")
+    for name, study in studies.items():
+        if study.macros is None:
+            continue
+        study_dir = Path(results_dir) / name
+        provenance = json.loads((study_dir / "provenance.json").read_text())
+        try:
+            own = study.entry("macros")(study_dir / "derived", provenance)
+        except MacroError as error:
+            raise MacroError(f"study {name!r} ({study.macros}): {error}") from None
+        check_macros(own, f"study {name!r} ({study.macros})", prefix=camel(name))
+        clashes = sorted(set(own) & set(macros))
+        if clashes:
+            raise MacroError(f"study {name!r} redefines macros {', '.join(clashes)}")
+        macros.update(own)
+    return macros
+
+
+def _tex(text: str) -> str:
+    """Escaped for LaTeX; a number stays on one line with its unit, identifiers may wrap at '_'."""
+    escaped = latex_escape(text).replace(r"\_", r"\_\allowbreak{}")
+    return re.sub(r"(\d) (B|KiB|MiB|GiB|min|s|ns|SMs)\b", r"\1~\2", escaped)
+
+
+def render(macros: dict[str, str], source: str) -> str:
+    lines = [f"% Generated by `tma-study paper-generated` from {source}; do not edit.",
+             "% Every number in the paper's text is one of these macros."]
+    for name in sorted(macros):
+        value = _tex(macros[name])
+        lines.append(f"\\newcommand{{\\{name}}}{{{value}}}")
+    return "\n".join(lines) + "\n"
+
+
+def parse(tex: str) -> dict[str, str]:
+    """{name: value} of a macros.tex (for tests and checks)."""
+    return dict(re.findall(r"^\\newcommand\{\\([A-Za-z]+)\}\{(.*)\}$", tex, flags=re.MULTILINE))
+
+
+def write(results_dir: Path, studies: dict, out: Path, claims_tsv: Path | None = None) -> Path:
+    atomic_write_text(Path(out), render(collect(results_dir, studies, claims_tsv), f"{results_dir}/"))
+    return Path(out)

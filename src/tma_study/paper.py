@@ -1,0 +1,139 @@
+"""The paper tier: generated LaTeX inputs, comparisons between runs, and the PDF build.
+
+- ``write_generated``: ``paper/generated/macros.tex`` (every number of the text, see
+  ``tma_study.macros``) and ``paper/generated/studies.tex``, the list of study sections: a
+  study's hand-written ``paper/sections/studies/<study>.tex`` where it exists, otherwise a
+  section generated from its declaration (question, figures, tables), so a new study appears
+  in the paper as soon as its data do.
+- ``write_comparison``: ``paper/tables/<study>_comparison.tex|md`` from the study's
+  ``compare`` entry point over every run present (the reference first).
+- ``build_pdf``: latexmk + pdflatex, or a message saying what to install.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+from . import macros as macros_mod
+from .claims import notebook_title
+from .config import REPO_ROOT
+from .harness.atomic import atomic_write_text
+from .report.tables import latex_escape, to_markdown, write_table
+
+SECTIONS = Path("sections") / "studies"       # relative to paper/
+GENERATED = Path("generated")
+TEX_PACKAGES = ("texlive-latex-base", "texlive-latex-recommended", "texlive-latex-extra", "latexmk")
+NEEDED_PROGRAMS = ("latexmk", "pdflatex")
+
+
+class TexMissingError(RuntimeError):
+    """No TeX installation: the message says what to install."""
+
+
+def paragraph_table(frame, caption: str, label: str, widths_cm: list[float]) -> str:
+    """A booktabs table whose text columns wrap (p{width}), for rows of sentences."""
+    columns = "".join(rf">{{\raggedright\arraybackslash}}p{{{w}cm}}" for w in widths_cm)
+    lines = [r"\begin{table}[t]", r"\centering", r"\small", rf"\caption{{{latex_escape(caption)}}}",
+             rf"\label{{{label}}}", rf"\begin{{tabular}}{{{columns}}}", r"\toprule",
+             " & ".join(rf"\textbf{{{latex_escape(c)}}}" for c in frame.columns) + r" \\", r"\midrule"]
+    lines += [" & ".join(_breakable(v) for v in row) + r" \\" for row in frame.itertuples(index=False)]
+    lines += [r"\bottomrule", r"\end{tabular}", r"\end{table}", ""]
+    return "\n".join(lines)
+
+
+def _breakable(text) -> str:
+    """Escaped text that may wrap after underscores (long identifiers in narrow columns)."""
+    return latex_escape(text).replace(r"\_", r"\_\allowbreak{}")
+
+
+def write_paragraph_table(frame, tables_dir: Path, name: str, caption: str, widths_cm: list[float]) -> None:
+    """<name>.tex (wrapping columns) and <name>.md, like report.tables.write_table."""
+    if len(widths_cm) != len(frame.columns):
+        raise ValueError(f"table {name}: {len(widths_cm)} widths for {len(frame.columns)} columns")
+    atomic_write_text(Path(tables_dir) / f"{name}.tex", paragraph_table(frame, caption, f"tab:{name}", widths_cm))
+    atomic_write_text(Path(tables_dir) / f"{name}.md", to_markdown(frame, caption))
+
+
+def write_claims_table(claims_tsv: Path, out: Path) -> None:
+    """The claims and their status as a LaTeX table (paper/generated/claims.tex)."""
+    from .claims import read_outcomes
+    outcomes = read_outcomes(claims_tsv)
+    frame = outcomes[["id", "statement", "status", "observed", "figure"]].copy()
+    frame["observed"] = [text if len(text) <= 60 else text[:59] + "..." for text in frame.observed]
+    frame = frame.rename(columns={"figure": "rests on"})
+    text = paragraph_table(frame, f"Claims checked against {Path(claims_tsv).parent}/ by the pipeline "
+                           "(config/claims/; PASS, FAIL or NOT MEASURED).", "tab:claims", [3.2, 6.0, 1.4, 3.4, 2.6])
+    atomic_write_text(Path(out), text.replace(r"\begin{table}[t]", r"\begin{table}[p]"))
+
+
+def figure_block(figure: str, notebooks: Path = REPO_ROOT / "notebooks") -> str:
+    """A figure environment for figures/<figure>.pdf, captioned by its notebook's title."""
+    caption = latex_escape(notebook_title(notebooks / f"{figure}.py"))
+    return "\n".join([r"\begin{figure}[t]", r"\centering",
+                      rf"\includegraphics[width=\linewidth]{{{figure}.pdf}}",
+                      rf"\caption{{{caption}.}}", rf"\label{{fig:{figure}}}", r"\end{figure}", ""])
+
+
+def generated_section(study) -> str:
+    """A section for a study that has no hand-written text yet: its question, figures, tables."""
+    lines = [f"% Generated from the declaration of study {study.name!r}; write",
+             f"% paper/{SECTIONS}/{study.name}.tex to replace it.",
+             rf"\section{{Study: {latex_escape(study.name)}}}", rf"\label{{sec:{study.name}}}",
+             latex_escape(study.question), ""]
+    lines += [figure_block(figure) for figure in study.figures]
+    lines += [rf"\input{{tables/{table}}}" for table in study.tables]
+    if study.compare is not None:
+        lines.append(rf"\input{{tables/{study.name}_comparison}}")
+    return "\n".join(lines) + "\n"
+
+
+def write_generated(results_dir: Path, studies: dict, paper_dir: Path, claims_tsv: Path | None = None) -> None:
+    paper_dir = Path(paper_dir)
+    macros_mod.write(results_dir, studies, paper_dir / GENERATED / "macros.tex", claims_tsv)
+    if claims_tsv is not None:
+        write_claims_table(claims_tsv, paper_dir / GENERATED / "claims.tex")
+    inputs = ["% Generated by `tma-study paper-generated`: one section per study present; do not edit."]
+    for name, study in studies.items():
+        if (paper_dir / SECTIONS / f"{name}.tex").is_file():
+            inputs.append(rf"\input{{{(SECTIONS / name).as_posix()}}}")
+        else:
+            atomic_write_text(paper_dir / GENERATED / f"study_{name}.tex", generated_section(study))
+            inputs.append(rf"\input{{{(GENERATED / f'study_{name}').as_posix()}}}")
+    atomic_write_text(paper_dir / GENERATED / "studies.tex", "\n".join(inputs) + "\n")
+
+
+def _gpu_name(derived_dir: Path) -> str:
+    provenance = Path(derived_dir).parent / "provenance.json"
+    if provenance.is_file():
+        return json.loads(provenance.read_text()).get("gpu", {}).get("name", "unknown GPU")
+    return "unknown GPU"
+
+
+def write_comparison(study, derived_dirs: dict[str, Path], reference: str, tables_dir: Path) -> None:
+    """paper/tables/<study>_comparison.tex|md: each run of the study beside the reference."""
+    frame = study.entry("compare")({k: Path(v) for k, v in derived_dirs.items()}, reference)
+    runs = ", ".join(f"{label} ({_gpu_name(d)})" for label, d in derived_dirs.items())
+    if len(derived_dirs) == 1:
+        note = "Only the reference run is present; other runs under results/ appear here when they exist."
+    else:
+        note = "'moved' names the runs whose value differs from the reference."
+    write_table(frame, tables_dir, f"{study.name}_comparison",
+                f"Runs of study {study.name} compared with the reference {reference}: {runs}. {note}")
+
+
+def build_pdf(paper_dir: Path, out_pdf: Path, build_dir: Path) -> Path:
+    """Run latexmk on paper/main.tex; raise TexMissingError saying what to install."""
+    missing = [program for program in NEEDED_PROGRAMS if shutil.which(program) is None]
+    if missing:
+        raise TexMissingError(
+            f"building the paper needs {' and '.join(missing)}, not found on PATH. Install a TeX "
+            f"distribution, e.g. on Debian/Ubuntu: apt-get install {' '.join(TEX_PACKAGES)} "
+            "(on macOS: MacTeX). Everything else (figures, tables, claims) builds without TeX.")
+    build_dir = Path(build_dir).resolve()
+    build_dir.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["latexmk", "-pdf", "-interaction=nonstopmode", "-halt-on-error", "-file-line-error",
+                    f"-outdir={build_dir}", "main.tex"], cwd=paper_dir, check=True)
+    shutil.copyfile(build_dir / "main.pdf", out_pdf)
+    return Path(out_pdf)

@@ -1,0 +1,103 @@
+"""Commands of the paper tier (CPU only), added to ``tma-study`` by ``cli.py``.
+
+    tma-study claims --results results/h200 [--strict]     results/h200/claims.tsv and claims.md
+    tma-study rules-of-thumb --results DIR --study S ... --out paper/tables
+    tma-study compare STUDY --reference LABEL --run LABEL=DERIVED_DIR ... --out paper/tables
+    tma-study paper-generated --results DIR --study S ... [--claims TSV] --paper paper
+    tma-study build-paper [--paper paper]                  paper/main.pdf (needs latexmk, pdflatex)
+    tma-study readme-tables --claims TSV [--check]         the README's claims and cost tables
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+COMMANDS = ("claims", "rules-of-thumb", "compare", "paper-generated", "build-paper", "readme-tables")
+
+
+def add_commands(sub) -> None:
+    p = sub.add_parser("claims", help="check every claim of config/claims/ against results/<label>/")
+    p.add_argument("--results", type=Path, required=True, help="results/<label>")
+    p.add_argument("--claims-dir", type=Path, default=None)
+    p.add_argument("--strict", action="store_true", help="exit 1 when a claim FAILs")
+    p = sub.add_parser("rules-of-thumb", help="paper/tables/rules_of_thumb.tex|md from every study given")
+    p.add_argument("--results", type=Path, required=True)
+    p.add_argument("--study", action="append", default=[])
+    p.add_argument("--out", type=Path, required=True)
+    p = sub.add_parser("compare", help="paper/tables/<study>_comparison.tex|md: what moved between runs")
+    p.add_argument("study")
+    p.add_argument("--reference", required=True, help="the reference run's label")
+    p.add_argument("--run", action="append", default=[], help="LABEL=DERIVED_DIR, once per run")
+    p.add_argument("--out", type=Path, required=True)
+    p = sub.add_parser("paper-generated", help="paper/generated/macros.tex and studies.tex")
+    p.add_argument("--results", type=Path, required=True)
+    p.add_argument("--study", action="append", default=[])
+    p.add_argument("--claims", type=Path, default=None, help="claims.tsv, for the claims' tally")
+    p.add_argument("--paper", type=Path, default=Path("paper"))
+    p = sub.add_parser("build-paper", help="paper/main.pdf with latexmk (needs a TeX installation)")
+    p.add_argument("--paper", type=Path, default=Path("paper"))
+    p.add_argument("--build-dir", type=Path, default=Path("build/paper"))
+    p = sub.add_parser("readme-tables", help="rewrite (or --check) the README's generated tables")
+    p.add_argument("--claims", type=Path, required=True, help="results/<label>/claims.tsv")
+    p.add_argument("--readme", type=Path, default=Path("README.md"))
+    p.add_argument("--check", action="store_true", help="exit 1 when the README's table is out of date")
+
+
+def _studies(names: list[str]) -> dict:
+    from .studies import discover
+    known = discover()
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise SystemExit(f"unknown studies {', '.join(unknown)}; known studies: {', '.join(sorted(known))}")
+    return {name: known[name] for name in names}
+
+
+def run(args) -> int:
+    if args.command == "claims":
+        from . import claims
+        from .studies import discover
+        outcomes = claims.check_all(claims.load_claims(args.claims_dir or claims.CLAIMS_DIR, discover()),
+                                    args.results)
+        tsv, md = claims.write_reports(outcomes, args.results)
+        counts = claims.summary_counts(outcomes)
+        print(f"{tsv}, {md}: " + ", ".join(f"{n} {status}" for status, n in counts.items()))
+        return 1 if args.strict and counts[claims.FAIL] else 0
+    if args.command == "rules-of-thumb":
+        from . import rules_of_thumb
+        print(rules_of_thumb.write(args.results, _studies(args.study), args.out).to_string())
+        return 0
+    if args.command == "compare":
+        from .paper import write_comparison
+        runs = dict(item.split("=", 1) for item in args.run)
+        if args.reference not in runs:
+            raise SystemExit(f"--reference {args.reference!r} is not among --run labels {', '.join(runs)}")
+        write_comparison(_studies([args.study])[args.study], runs, args.reference, args.out)
+        return 0
+    if args.command == "paper-generated":
+        from .paper import write_generated
+        write_generated(args.results, _studies(args.study), args.paper, args.claims)
+        return 0
+    if args.command == "build-paper":
+        import subprocess
+
+        from .paper import TexMissingError, build_pdf
+        try:
+            build_pdf(args.paper, args.paper / "main.pdf", args.build_dir)
+        except TexMissingError as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 1
+        except subprocess.CalledProcessError:
+            print(f"error: LaTeX failed on {args.paper}/main.tex; the first error is above, the whole log in "
+                  f"{args.build_dir}/main.log", file=sys.stderr)
+            return 1
+        return 0
+    if args.command == "readme-tables":
+        from .readme import update_readme
+        changed = update_readme(args.readme, args.claims, check_only=args.check)
+        if changed and args.check:
+            print(f"{args.readme}: its generated tables are out of date; run: tma-study readme-tables "
+                  f"--claims {args.claims}", file=sys.stderr)
+            return 1
+        print(f"{args.readme}: generated tables {'updated' if changed else 'already up to date'}")
+        return 0
+    raise SystemExit(f"not a paper command: {args.command}")

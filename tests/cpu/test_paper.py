@@ -1,0 +1,184 @@
+"""The paper's numbers and inputs: every macro the text uses is generated from the data and
+well formed, every file the paper includes is a pipeline output or a paper source, the
+README's claims table is generated, and building without TeX says what to install."""
+import re
+
+import pandas as pd
+import pytest
+from paper_fixture import REFERENCE, REPO, aggregated_reference, configured_studies
+
+from tma_study import claims as claims_mod
+from tma_study import macros as macros_mod
+from tma_study import paper as paper_mod
+from tma_study import readme as readme_mod
+from tma_study.pipeline import Layout
+from tma_study.studies.base import Study
+
+PAPER = REPO / "paper"
+# the hand-written sources (paper/generated/ and paper/tables/ are pipeline outputs)
+SOURCES = sorted(p for p in PAPER.rglob("*.tex") if p.parent.name not in ("generated", "tables"))
+GENERATED_PREFIXES = ("claims", "gpu", "resultsLabel", "studiesCount")
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory):
+    """(results dir, paper dir) after claims and paper-generated ran on the reference data."""
+    root = tmp_path_factory.mktemp("paper")
+    results = aggregated_reference(root / "results")
+    studies = configured_studies()
+    outcomes = claims_mod.check_all(claims_mod.load_claims(studies=studies), results)
+    claims_mod.write_reports(outcomes, results)
+    paper_dir = root / "paper"
+    (paper_dir / "sections" / "studies").mkdir(parents=True)
+    for section in (PAPER / "sections" / "studies").glob("*.tex"):
+        (paper_dir / "sections" / "studies" / section.name).write_text(section.read_text())
+    paper_mod.write_generated(results, studies, paper_dir, results / "claims.tsv")
+    return results, paper_dir
+
+
+@pytest.fixture(scope="module")
+def macros(generated):
+    return macros_mod.parse((generated[1] / "generated" / "macros.tex").read_text())
+
+
+def macro_prefixes() -> tuple[str, ...]:
+    return (*GENERATED_PREFIXES, *(macros_mod.camel(name) for name in configured_studies()))
+
+
+def used_macros() -> set[str]:
+    used = set()
+    for source in SOURCES:
+        text = re.sub(r"(?<!\\)%.*", "", source.read_text())   # comments may name macros freely
+        used |= set(re.findall(r"\\([A-Za-z]+)", text))
+    return {name for name in used if name.startswith(macro_prefixes())}
+
+
+def test_every_macro_the_text_uses_is_generated(macros):
+    missing = sorted(used_macros() - set(macros))
+    assert not missing, f"paper/ uses macros that paper/generated/macros.tex does not define: {missing}"
+
+
+def test_macro_names_are_letters_and_values_are_formatted(macros):
+    assert macros, "no macro generated"
+    for name, value in macros.items():
+        assert re.fullmatch(r"[A-Za-z]+", name), name
+        assert value.strip() and value.lower() not in ("nan", "none", "inf"), (name, value)
+        assert not re.search(r"\d\.\d{3,}", value), f"{name} = {value}: too many decimals for prose"
+        assert "nan" not in value.lower().split("~"), (name, value)
+
+
+def test_macros_carry_the_numbers_of_the_derived_data(generated, macros):
+    results, _ = generated
+    peaks = pd.read_csv(results / "crossover" / "derived" / "peaks.csv")
+    tma = peaks[(peaks.working_set == "hbm") & (peaks.mechanism == "tma_tile")].iloc[0]
+    assert macros["crossoverPeakGbpsTmaHbm"] == f"{tma.gbps:.0f}"
+    assert macros["crossoverPeakPercentCopyTmaHbm"] == f"{100 * tma.fraction_of_d2d_copy:.1f}"
+    tally = claims_mod.read_outcomes(results / "claims.tsv")
+    assert macros["claimsTotal"] == str(len(tally))
+    assert macros["gpuName"].replace("~", " ").startswith("NVIDIA")
+
+
+def test_a_number_in_the_text_that_is_not_a_macro_is_caught():
+    """Digits in prose outside macros, comments, labels and known identifiers are suspicious."""
+    allowed = re.compile(r"sm\\_90a|LDG\.128|128-bit|16-byte|1-D|FlashAttention-3|\[\d+pt|a4paper|\d+cm|"
+                         r"-c4|-c2|cp\.async|LDG|H\d00|\bL2\b|\\\\")
+    for source in SOURCES:
+        for line_number, line in enumerate(source.read_text().splitlines(), start=1):
+            text = re.sub(r"(?<!\\)%.*", "", line)
+            text = re.sub(r"\\(label|ref|input|includegraphics|texttt|usepackage|documentclass|graphicspath"
+                          r"|begin|end|hypersetup)(\[[^]]*\])?\{[^}]*\}", "", text)
+            text = allowed.sub("", text)
+            assert not re.search(r"\d", text), f"{source.relative_to(REPO)}:{line_number}: a typed number: {line}"
+
+
+def test_a_study_macro_that_is_not_a_number_stops_the_build(tmp_path, generated):
+    results, _ = generated
+    bad = Study(name="crossover", question="q", raw_files=(), derived_files=(), figures=(), tables=(),
+                kernels="", measure="", aggregate="", write_tables="", macros="test_paper:bad_macros")
+    with pytest.raises(macros_mod.MacroError, match=r"study 'crossover'.*'crossoverBadValue'"):
+        macros_mod.collect(results, {"crossover": bad})
+
+
+def bad_macros(derived_dir, provenance):
+    return {"crossoverBadValue": "nan"}
+
+
+def test_a_nan_cannot_be_formatted_into_a_macro():
+    with pytest.raises(macros_mod.MacroError):
+        macros_mod.number(float("nan"))
+    assert macros_mod.percent(0.98076) == "98.1" and macros_mod.size(1024) == "1 KiB"
+    assert macros_mod.camel("crossover", "peak", "cp_async", "l2") == "crossoverPeakCpAsyncLtwo"
+
+
+def include_targets(tex: str) -> list[tuple[str, str]]:
+    text = re.sub(r"(?<!\\)%.*", "", tex)
+    targets = [("input", t) for t in re.findall(r"\\input\{([^}]+)\}", text)]
+    targets += [("figure", t) for t in re.findall(r"\\includegraphics(?:\[[^]]*\])?\{([^}]+)\}", text)]
+    return targets
+
+
+def test_everything_the_paper_includes_is_a_pipeline_output_or_a_paper_source(generated):
+    _, paper_dir = generated
+    studies = configured_studies()
+    outputs = set(Layout(studies, REFERENCE).all_outputs())
+    generated_files = sorted((paper_dir / "generated").glob("*.tex"))
+    texts = {s: s.read_text() for s in SOURCES} | {g: g.read_text() for g in generated_files}
+    for source, tex in texts.items():
+        for kind, target in include_targets(tex):
+            if kind == "figure":
+                path = f"figures/{target}" + ("" if target.endswith(".pdf") else ".pdf")
+                assert path in outputs, f"{source.name} includes {path}, which no rule makes"
+                continue
+            path = "paper/" + target + ("" if target.endswith(".tex") else ".tex")
+            if path.startswith("paper/generated/study_"):
+                assert (paper_dir / path.removeprefix("paper/")).is_file(), path
+            else:
+                assert path in outputs or (REPO / path).is_file(), (
+                    f"{source.name} inputs {path}: neither made by a rule nor a paper source")
+
+
+def test_every_figure_of_every_study_is_in_the_paper(generated):
+    _, paper_dir = generated
+    included = {t for s in [*SOURCES, *(paper_dir / "generated").glob("*.tex")]
+                for kind, t in include_targets(s.read_text()) if kind == "figure"}
+    for study in configured_studies().values():
+        for figure in study.figures:
+            assert f"{figure}.pdf" in included or figure in included, f"figure {figure} is not in the paper"
+
+
+def test_a_study_without_its_own_section_gets_a_generated_one(tmp_path, generated):
+    results, _ = generated
+    studies = configured_studies()
+    paper_mod.write_generated(results, studies, tmp_path, results / "claims.tsv")
+    listed = (tmp_path / "generated" / "studies.tex").read_text()
+    for name, study in studies.items():
+        assert f"generated/study_{name}" in listed
+        section = (tmp_path / "generated" / f"study_{name}.tex").read_text()
+        assert all(f"{{{figure}.pdf}}" in section for figure in study.figures)
+
+
+def test_building_without_tex_says_what_to_install(monkeypatch, tmp_path):
+    monkeypatch.setattr(paper_mod.shutil, "which", lambda program: None)
+    with pytest.raises(paper_mod.TexMissingError, match="apt-get install texlive-latex-base .*latexmk"):
+        paper_mod.build_pdf(PAPER, tmp_path / "main.pdf", tmp_path / "build")
+
+
+def test_the_default_job_needs_no_tex():
+    outputs = Layout(configured_studies(), REFERENCE).all_outputs()
+    assert "paper/main.pdf" not in outputs
+    assert "paper/generated/macros.tex" in outputs and f"results/{REFERENCE}/claims.tsv" in outputs
+
+
+def test_the_readme_claims_table_is_generated_between_markers(generated, tmp_path):
+    results, _ = generated
+    table = readme_mod.claims_table(results / "claims.tsv")
+    for claim_id in claims_mod.read_outcomes(results / "claims.tsv").id:
+        assert f"`{claim_id}`" in table
+    readme = tmp_path / "README.md"
+    readme.write_text(f"intro\n{readme_mod.BEGIN}\nold\n{readme_mod.END}\noutro\n")
+    assert readme_mod.update_readme(readme, results / "claims.tsv")
+    assert "old" not in readme.read_text() and readme.read_text().startswith("intro")
+    assert not readme_mod.update_readme(readme, results / "claims.tsv", check_only=True)
+    readme.write_text("no markers")
+    with pytest.raises(readme_mod.ReadmeError):
+        readme_mod.update_readme(readme, results / "claims.tsv")

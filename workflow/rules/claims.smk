@@ -1,0 +1,38 @@
+# The claims of config/claims/<study>.yaml, checked against this run's derived data:
+# results/<label>/claims.tsv and claims.md (PASS, FAIL or NOT MEASURED, with the numbers).
+# The claims files are validated when the workflow is parsed, so a bad claim stops every
+# invocation before any job, naming the file, the claim and the key.
+from tma_study.claims import ClaimsError, figure_caption, load_claims, notebook_title
+
+try:
+    CLAIMS = load_claims(studies=KNOWN_STUDIES)
+except ClaimsError as error:
+    raise WorkflowError(str(error)) from None
+
+# One line per figure for Snakemake's HTML report: its title and the claims resting on it.
+FIGURE_CAPTIONS = {
+    figure: figure_caption(
+        figure, notebook_title(Path("notebooks") / f"{figure}.py"), CLAIMS
+    )
+    for figure in FIGURE_STUDY
+}
+
+
+rule claims:
+    input:
+        derived=[f for name in STUDIES for f in LAYOUT.derived_files(name)],
+        claims=sorted(str(p) for p in Path("config/claims").glob("*.yaml")),
+        schema="workflow/schemas/claims.schema.yaml",
+        code="src/tma_study/claims.py",
+    output:
+        tsv=f"{RESULTS}/claims.tsv",
+        md=report(
+            f"{RESULTS}/claims.md", caption="../report/claims.rst", category="Claims"
+        ),
+    log:
+        f"logs/claims/{LABEL}.log",
+    params:
+        python=PYTHON,
+        results=lambda wildcards, output: Path(output.tsv).parent,
+    shell:
+        "{params.python} -m tma_study claims --results {params.results} > {log} 2>&1"

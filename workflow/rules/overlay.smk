@@ -1,0 +1,54 @@
+# Other runs beside this one (results/<label>/<study>/ of another GPU or a repeat): their
+# derived data, so figures can overlay them and a table can say what moved. One aggregate
+# rule per (study, other run), generated from what is on disk.
+import re
+
+for _name, _study in STUDIES.items():
+    for _label in LAYOUT.overlay_labels(_name):
+
+        rule:
+            name:
+                f"aggregate_{_name}_run_{re.sub(r'[^A-Za-z0-9]', '_', _label)}"
+            input:
+                raw=[
+                    f"results/{_label}/{_name}/{f}"
+                    for f in (*_study.raw_files, "provenance.json")
+                ],
+                code=LAYOUT.code_files(_name),
+            output:
+                [f"results/{_label}/{_name}/derived/{f}" for f in _study.derived_files],
+            log:
+                f"logs/aggregate/{_label}/{_name}.log",
+            params:
+                python=PYTHON,
+                raw=lambda wildcards, input: Path(input.raw[0]).parent,
+                derived=lambda wildcards, output: Path(output[0]).parent,
+                study=_name,
+            shell:
+                "{params.python} -m tma_study aggregate {params.study} --raw {params.raw} "
+                "--out {params.derived} > {log} 2>&1"
+
+    if _study.compare is not None:
+
+        rule:
+            name:
+                f"compare_{_name}"
+            input:
+                reference=LAYOUT.derived_files(_name),
+                others=LAYOUT.overlay_derived_files(_name),
+                code=LAYOUT.code_files(_name),
+            output:
+                LAYOUT.comparison_files(_name),
+            log:
+                f"logs/compare/{_name}.log",
+            params:
+                python=PYTHON,
+                runs=" ".join(
+                    f"--run {label}=results/{label}/{_name}/derived"
+                    for label in [LABEL, *LAYOUT.overlay_labels(_name)]
+                ),
+                study=_name,
+                reference=LABEL,
+            shell:
+                "{params.python} -m tma_study compare {params.study} --reference {params.reference} "
+                "{params.runs} --out paper/tables > {log} 2>&1"

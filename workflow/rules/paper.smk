@@ -1,0 +1,78 @@
+# The paper tier. In the default job (no TeX needed): the rules-of-thumb table, the macros
+# that carry every number of the text and the list of study sections. `snakemake paper`
+# builds paper/main.pdf (needs latexmk and pdflatex; without them it says what to install).
+
+PAPER_INPUTS = {
+    "derived": [f for name in STUDIES for f in LAYOUT.derived_files(name)],
+    "provenance": [f"{RESULTS}/{name}/provenance.json" for name in STUDIES],
+}
+STUDY_OPTIONS = " ".join(f"--study {name}" for name in STUDIES)
+
+
+rule rules_of_thumb:
+    input:
+        **PAPER_INPUTS,
+        code=["src/tma_study/rules_of_thumb.py"]
+        + [f for name in STUDIES for f in LAYOUT.code_files(name)],
+    output:
+        tex="paper/tables/rules_of_thumb.tex",
+        md="paper/tables/rules_of_thumb.md",
+    log:
+        "logs/paper/rules_of_thumb.log",
+    params:
+        python=PYTHON,
+        studies=STUDY_OPTIONS,
+        results=lambda wildcards, input: Path(input.provenance[0]).parent.parent,
+    shell:
+        "{params.python} -m tma_study rules-of-thumb --results {params.results} {params.studies} "
+        "--out paper/tables > {log} 2>&1"
+
+
+rule paper_generated:
+    input:
+        **PAPER_INPUTS,
+        claims=f"{RESULTS}/claims.tsv",
+        sections=sorted(str(p) for p in Path("paper/sections/studies").glob("*.tex")),
+        code=["src/tma_study/macros.py", "src/tma_study/paper.py"]
+        + [f for name in STUDIES for f in LAYOUT.code_files(name)],
+    output:
+        macros="paper/generated/macros.tex",
+        studies="paper/generated/studies.tex",
+        claims="paper/generated/claims.tex",
+        fallback=[
+            f"paper/generated/study_{name}.tex"
+            for name in STUDIES
+            if not Path(f"paper/sections/studies/{name}.tex").exists()
+        ],
+    log:
+        "logs/paper/generated.log",
+    params:
+        python=PYTHON,
+        studies=STUDY_OPTIONS,
+        results=lambda wildcards, input: Path(input.claims).parent,
+    shell:
+        "{params.python} -m tma_study paper-generated --results {params.results} {params.studies} "
+        "--claims {input.claims} --paper paper > {log} 2>&1"
+
+
+rule paper:
+    input:
+        main="paper/main.tex",
+        sections=sorted(str(p) for p in Path("paper/sections").rglob("*.tex")),
+        generated=rules.paper_generated.output,
+        rules_of_thumb=rules.rules_of_thumb.output.tex,
+        figures=[f"figures/{figure}.pdf" for figure in FIGURE_STUDY],
+        tables=[
+            f
+            for f in LAYOUT.all_outputs()
+            if f.startswith("paper/tables/") and f.endswith(".tex")
+        ],
+    output:
+        "paper/main.pdf",
+    log:
+        "logs/paper/main.log",
+    params:
+        python=PYTHON,
+    shell:
+        "{params.python} -m tma_study build-paper --paper paper --build-dir build/paper > {log} 2>&1 "
+        "|| {{ tail -n 40 {log} >&2; exit 1; }}"
