@@ -24,6 +24,7 @@ wildcard_constraints:
 include: "workflow/rules/compile.smk"
 include: "workflow/rules/measure.smk"
 include: "workflow/rules/analyze.smk"
+include: "workflow/rules/gemm.smk"
 
 
 rule all:

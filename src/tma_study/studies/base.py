@@ -24,6 +24,9 @@ class Study:
     measure: str                        # (study_config, gpu_probe_config, out_dir) -> None; GPU
     aggregate: str                      # (raw_dir, derived_dir, repeat_dir | None) -> None; CPU
     write_tables: str                   # (derived_dir, provenance, tables_dir) -> None; CPU
+    # True: the analysis-only job leaves the study out (saying so) while results/<label>/<study>/
+    # holds no data, instead of failing: for studies whose data may not be committed yet.
+    skip_analysis_without_data: bool = False
 
     def entry(self, which: str):
         """Import and return the function behind entry point ``which`` (e.g. "measure")."""
