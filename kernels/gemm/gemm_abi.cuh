@@ -13,7 +13,8 @@
 //   int NAME_run(const void* A, const void* B, void* D, int64 M, int64 N, int64 K,
 //                void* workspace, int64 workspace_bytes, void* stream)       -> status
 //   const char* NAME_info(void)      a JSON object: the variant's parameters and resources
-// Status: cutlass::Status (0 = success, 1..11, cutlass/cutlass.h) or, when the launch itself
+// Status: cutlass::Status (0 = success, 1..11, cutlass/cutlass.h; the adapter's can_implement
+// says kInvalid for any refusal by the kernel) or, when the launch itself
 // failed, TMA_GEMM_CUDA_ERROR_BASE + cudaError_t. tma_study/studies/gemm/abi.py maps both.
 #pragma once
 
@@ -96,9 +97,19 @@ inline int sm_count_or_nominal() {
   return count > 0 ? count : kNominalSmCount;
 }
 
+// Rows of A and B (K elements) and of D (N elements) must be whole 16-byte vectors. Checked
+// here so the caller hears "misaligned": CUTLASS's adapter reports any refusal as kInvalid.
+template <class Gemm>
+bool extents_aligned(int64_t n, int64_t k) {
+  using Kernel = typename Gemm::GemmKernel;
+  return (k * int64_t(sizeof(typename Kernel::ElementA))) % kVectorBytes == 0 &&
+         (n * int64_t(sizeof(typename Kernel::ElementD))) % kVectorBytes == 0;
+}
+
 template <class Gemm>
 int can_implement(int64_t m, int64_t n, int64_t k) {
   if (!fits_int32(m, n, k)) return status_code(cutlass::Status::kErrorInvalidProblem);
+  if (!extents_aligned<Gemm>(n, k)) return status_code(cutlass::Status::kErrorMisalignedOperand);
   // Null pointers are fine here: CUTLASS checks sizes and alignment of the extents only.
   auto args = make_arguments<Gemm>(nullptr, nullptr, nullptr, int(m), int(n), int(k),
                                    sm_count_or_nominal());
@@ -120,7 +131,7 @@ template <class Gemm>
 int run(const void* a, const void* b, void* d, int64_t m, int64_t n, int64_t k,
         void* workspace, int64_t workspace_size, void* stream) {
   if (!fits_int32(m, n, k)) return status_code(cutlass::Status::kErrorInvalidProblem);
-  if (!aligned(a) || !aligned(b) || !aligned(d)) {
+  if (!aligned(a) || !aligned(b) || !aligned(d) || !extents_aligned<Gemm>(n, k)) {
     return status_code(cutlass::Status::kErrorMisalignedOperand);
   }
   int sm_count = current_sm_count();

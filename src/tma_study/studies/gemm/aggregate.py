@@ -37,7 +37,7 @@ def _write(frame: pd.DataFrame, path: Path) -> None:
 def with_cublas_fraction(gemm: pd.DataFrame) -> pd.DataFrame:
     measured = gemm[gemm.status == MEASURED].copy()
     anchor = measured[measured.implementation == "cublas"].set_index(["dtype", "shape"])["tflops"]
-    measured["cublas_tflops"] = [anchor.get((d, s), np.nan) for d, s in zip(measured.dtype, measured.shape)]
+    measured["cublas_tflops"] = [anchor.get((d, s), np.nan) for d, s in zip(measured["dtype"], measured["shape"])]
     measured["fraction_of_cublas"] = measured.tflops / measured.cublas_tflops
     measured["relative_iqr"] = measured.time_us_iqr / measured.time_us_median
     return measured
