@@ -45,8 +45,8 @@ def test_success_passes_and_values_come_back(fake):
 
 
 @pytest.mark.parametrize("call, says", [
-    (lambda v: v.require(128, 128, 60), r"can_implement for M, N, K = \(128, 128, 60\) returned status 1 "
-                                        r"\(cutlass::Status::kErrorMisalignedOperand"),
+    (lambda v: v.require(128, 128, 60), (r"can_implement for M, N, K = \(128, 128, 60\) returned status 1 "
+                                         r"\(cutlass::Status::kErrorMisalignedOperand")),
     (lambda v: v.require(0, 128, 64), "kErrorInvalidProblem"),
     (lambda v: v.run(16, 16, 16, 100, 8, 8, workspace=32, workspace_size=8), "kErrorWorkspaceNull"),
     (lambda v: v.run(16, 16, 16, 1, 8, 8, workspace=32, workspace_size=8, stream=7),
@@ -64,8 +64,8 @@ def test_unknown_codes_are_reported_as_unknown():
 
 def test_status_table_follows_cutlass_h():
     header = B.cutlass_include_dirs()[0] / "cutlass" / "cutlass.h"
-    body = re.search(r"enum class Status \{(.*?)\};", header.read_text(), re.S).group(1)
-    names = re.findall(r"^\s*(k\w+)", body, re.M)
+    body = re.search(r"enum class Status \{(.*?)\};", header.read_text(), re.DOTALL).group(1)
+    names = re.findall(r"^\s*(k\w+)", body, re.MULTILINE)
     assert names == [name for name, _ in abi.CUTLASS_STATUS]
 
 

@@ -6,12 +6,11 @@ from types import SimpleNamespace
 
 import pandas as pd
 import pytest
+from gemm_fixture import write_raw_folder
 
 from tma_study.report import figures
 from tma_study.studies.gemm.aggregate import aggregate
 from tma_study.studies.gemm.tables import write_kernel_table, write_tables
-
-from gemm_fixture import write_raw_folder
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -67,7 +66,13 @@ def test_rules_without_other_studies_say_not_measured(folders):
 
 def test_crossover_rule_is_scored_when_crossover_data_is_beside(folders, tmp_path):
     from crossover_fixture import write_realistic_raw_folder
-    from tma_study.studies.gemm.aggregate import crossover_rule, rules, speedup, with_cublas_fraction
+
+    from tma_study.studies.gemm.aggregate import (
+        crossover_rule,
+        rules,
+        speedup,
+        with_cublas_fraction,
+    )
 
     raw, _, _ = folders
     crossover = crossover_rule(write_realistic_raw_folder(tmp_path / "crossover"))

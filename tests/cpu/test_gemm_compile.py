@@ -34,7 +34,7 @@ def built(tmp_path_factory):
 
 def test_both_variants_pass_their_sass_checks(built):
     _, reports, _ = built
-    for name, report in reports.items():
+    for report in reports.values():
         assert report["problems"] == [], report["problems"]
         assert not report["wgmma_serialized"]
         assert report["flags"].split().count("-DNDEBUG") == 1

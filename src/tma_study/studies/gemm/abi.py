@@ -30,8 +30,8 @@ CUTLASS_STATUS = (
     ("kErrorArchMismatch", "the kernel was compiled for another GPU architecture"),
     ("kErrorInsufficientDriver", "the CUDA driver is too old"),
     ("kErrorMemoryAllocation", "device memory allocation failed"),
-    ("kInvalid", "the kernel refused the problem (CUTLASS's adapter reports every can_implement refusal "
-                 "of the kernel as kInvalid: a size or alignment this variant cannot handle)"),
+    ("kInvalid", ("the kernel refused the problem (CUTLASS's adapter reports every can_implement refusal "
+                  "of the kernel as kInvalid: a size or alignment this variant cannot handle)")),
 )
 # the cudaError_t values a launch most often returns (others are reported by number)
 CUDA_ERRORS = {1: "cudaErrorInvalidValue", 2: "cudaErrorMemoryAllocation", 100: "cudaErrorNoDevice",
