@@ -8,7 +8,11 @@
 from tma_study.studies.gemm import build as gemm_build
 from tma_study.studies.gemm import variants as gemm_variants
 
-GEMM_TEMPLATES = sorted(str(p) for p in Path("kernels/gemm").glob("*.cuh"))
+# each variant includes the shared ABI header and its architecture's template
+GEMM_TEMPLATES = {
+    arch: ["kernels/gemm/gemm_abi.cuh", f"kernels/gemm/{header}"]
+    for arch, header in gemm_variants.TEMPLATE_HEADER.items()
+}
 
 if "gemm" in config["studies"]:
 
@@ -43,7 +47,9 @@ if "gemm" in config["studies"]:
     rule gemm_object:
         input:
             source="build/gemm/src/{variant}.cu",
-            templates=GEMM_TEMPLATES,
+            templates=lambda wildcards: GEMM_TEMPLATES[
+                gemm_variants.parse_name(wildcards.variant).arch
+            ],
         output:
             obj="build/gemm/obj/{variant}.o",
             report="build/gemm/obj/{variant}.json",
@@ -62,7 +68,8 @@ if "gemm" in config["studies"]:
     rule gemm_library:
         input:
             lambda wildcards: expand(
-                "build/gemm/obj/{variant}.o", variant=GEMM_VARIANTS[wildcards.gemm_arch]
+                "build/gemm/obj/{variant}.o",
+                variant=GEMM_VARIANTS[wildcards.gemm_arch],
             ),
         output:
             "build/gemm/libgemm_{gemm_arch}.so",
