@@ -28,6 +28,7 @@ include: "workflow/rules/catalog.smk"
 include: "workflow/rules/overlay.smk"
 include: "workflow/rules/claims.smk"
 include: "workflow/rules/paper.smk"
+include: "workflow/rules/gemm.smk"
 
 
 rule all:

@@ -106,6 +106,15 @@ class Layout:
         outputs += ["paper/generated/macros.tex", "paper/generated/studies.tex", "paper/generated/claims.tex"]
         return outputs + [f for name in self.studies for f in self.comparison_files(name)]
 
+    def without_absent_optional_studies(self) -> tuple[Layout, list[str]]:
+        """This layout minus the studies that allow it and have no raw data at all, and their names."""
+        def absent(name):
+            return not any((self.root / f).exists() for f in self.raw_files(name))
+        skipped = [name for name, study in self.studies.items()
+                   if study.skip_analysis_without_data and absent(name)]
+        kept = {name: study for name, study in self.studies.items() if name not in skipped}
+        return Layout(kept, self.label, self.root), skipped
+
     def check_raw_data_present(self) -> None:
         """Raise MissingDataError naming every raw file that analysis needs and lacks."""
         missing = [f for study in self.studies for f in self.raw_files(study) if not (self.root / f).exists()]

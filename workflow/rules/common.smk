@@ -18,6 +18,10 @@ try:
         {name: KNOWN_STUDIES[name] for name in config["studies"]}, results_label(config)
     )
     if not config["measure"]:
+        LAYOUT, _skipped = LAYOUT.without_absent_optional_studies()
+        for _name in _skipped:
+            print(f"note: study {_name} has no data in {LAYOUT.results}/{_name}/ yet: not analysed "
+                  "(measure it with --config measure=true on its GPU)", file=sys.stderr)
         LAYOUT.check_raw_data_present()
 except (config_mod.ConfigError, gpu_mod.GpuRequirementError, MissingDataError) as error:
     raise WorkflowError(str(error)) from None

@@ -28,6 +28,9 @@ class Study:
     rules: str | None = None            # (derived_dir, provenance) -> list of rule-of-thumb rows
     macros: str | None = None           # (derived_dir, provenance) -> {LaTeX macro name: text}
     compare: str | None = None          # ({label: derived_dir}, reference label) -> DataFrame (what moved)
+    # True: the analysis-only job leaves the study out (saying so) while results/<label>/<study>/
+    # holds no data, instead of failing: for studies whose data may not be committed yet.
+    skip_analysis_without_data: bool = False
 
     def entry(self, which: str):
         """Import and return the function behind entry point ``which`` (e.g. "measure")."""

@@ -1,0 +1,26 @@
+"""Study ``gemm``: do the load-mechanism rules carry to real GEMMs? CUTLASS 3.x mainloops
+(TMA warp-specialized vs cp.async warp-specialized, TMA multicast cluster shapes) on SM90,
+with the same questions compiled for SM100 and measured wherever an SM100 GPU exists.
+
+Built by workflow/rules/gemm.smk (not by the generic numba compile step), measured through a
+C ABI (abi.py) with the project's harness, cuBLAS as the anchor in the same run.
+"""
+from tma_study.studies.base import Study
+
+_HERE = __name__
+
+STUDY = Study(
+    name="gemm",
+    question="Do TMA mainloops (and TMA multicast) beat cp.async mainloops in CUTLASS GEMMs on "
+             "square and LLM projection shapes, and do the crossover and multicast rules predict it?",
+    raw_files=("gemm.csv", "kernels.csv"),
+    derived_files=("measured.csv", "speedup.csv", "multicast.csv", "multicast_summary.csv", "cublas.csv",
+                   "bar.csv", "rules.csv", "status.csv"),
+    figures=("gemm_speedup", "gemm_cublas"),
+    tables=("gemm_bar", "gemm_speedup", "gemm_multicast", "gemm_rules", "gemm_status", "gemm_run"),
+    kernels=f"{_HERE}.kernels:compile_list",
+    measure=f"{_HERE}.measure:measure",
+    aggregate=f"{_HERE}.aggregate:aggregate",
+    write_tables=f"{_HERE}.tables:write_tables",
+    skip_analysis_without_data=True,   # the H200 reference is measured by the lead; until then, skip
+)

@@ -1,0 +1,265 @@
+"""Measure the gemm study: every built variant and cuBLAS on every shape, in one run.
+
+Writes, atomically into ``out_dir``:
+- ``gemm.csv``       one row per (implementation, dtype, shape): time, TFLOP/s, or why it was not
+                     measured (SM100 variants on a Hopper GPU: "not measured: needs an SM100 GPU")
+- ``kernels.csv``    each variant's build report (registers, SASS checks, compile seconds) and
+                     what the variant says of itself (pipeline stages, shared memory, threads)
+- ``provenance.json``
+
+Every (implementation, dtype, shape) is checked before it is timed: fresh random inputs, D
+poisoned with NaN, then sampled outputs compared with a float64 dot product of the same
+(bf16- or fp8-rounded) inputs, and no NaN left anywhere in D. cuBLAS is torch.matmul (bf16)
+and torch._scaled_mm (fp8, unit scales, use_fast_accum=False) on the same buffers and stream.
+
+Needs PyTorch (the cuBLAS anchor and the buffers) and the libraries of ``gemm_build``.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from tma_study import gpu as gpu_mod
+from tma_study.config import REPO_ROOT
+from tma_study.harness import atomic, provenance, timing
+
+from . import shapes as shapes_mod
+from . import variants as variants_mod
+from .abi import GemmLibrary, describe_status
+
+BUILD_DIR = REPO_ROOT / "build" / "gemm"
+RESOURCES_CSV = REPO_ROOT / "build" / "compile" / "gemm" / "resources.csv"
+ARCH_OF_MAJOR = {9: "sm90", 10: "sm100"}          # compute capability major -> variants it runs
+NOT_MEASURED = {"sm90": "not measured: needs an SM90 GPU (Hopper: H100, H200)",
+                "sm100": "not measured: needs an SM100 GPU (Blackwell: B200)"}
+MEASURED = "measured"
+CUBLAS = "cublas"
+# Budget estimate: nvbench's per-configuration cost in the crossover study (1440 configurations
+# in 140 s, checks included) plus the samples themselves at a conservative throughput.
+SECONDS_PER_CASE = 0.1
+ESTIMATE_TFLOPS = {"bf16": 500.0, "fp8_e4m3": 900.0}
+
+
+def library_path(arch: str, build_dir: Path = BUILD_DIR) -> Path:
+    return Path(build_dir) / f"libgemm_{arch}.so"
+
+
+def estimate_seconds(study: dict, arch: str) -> float:
+    """GPU seconds the sweep should take on ``arch``: cases x overhead + timed samples."""
+    total = 0.0
+    for variant_or_anchor in [*variants_mod.variants(study, arch), *((CUBLAS, d) for d in _dtypes(study, arch))]:
+        dtype = variant_or_anchor[1] if isinstance(variant_or_anchor, tuple) else variant_or_anchor.dtype
+        for shape in shapes_mod.shapes(study):
+            run_s = shape.flop / (ESTIMATE_TFLOPS[dtype] * 1e12)
+            total += SECONDS_PER_CASE + (study["timing"]["min_samples"] + 2) * run_s
+    return total
+
+
+def _dtypes(study: dict, arch: str) -> list[str]:
+    return sorted({v.dtype for v in variants_mod.variants(study, arch)})
+
+
+def _torch():
+    try:
+        import torch
+    except ImportError:
+        raise gpu_mod.GpuRequirementError(
+            "the gemm study needs PyTorch for its cuBLAS anchor and buffers (pip install torch, a "
+            "CUDA 13 build such as torch 2.11+cu130)") from None
+    return torch
+
+
+class Problem:
+    """Device buffers of one (shape, dtype): A, B, D, workspace; fresh random data on demand."""
+
+    def __init__(self, torch, shape: shapes_mod.Shape, dtype: str, workspace_bytes: int):
+        self.torch, self.shape, self.dtype = torch, shape, dtype
+        element = torch.bfloat16 if dtype == "bf16" else torch.float8_e4m3fn
+        device = "cuda"
+        self.a = torch.empty(shape.m, shape.k, dtype=element, device=device)
+        self.b = torch.empty(shape.n, shape.k, dtype=element, device=device)   # N x K: D = A . B^T
+        self.d = torch.empty(shape.m, shape.n, dtype=torch.bfloat16, device=device)
+        self.workspace = torch.empty(max(workspace_bytes, 1), dtype=torch.uint8, device=device)
+        self.unit_scale = torch.ones((), dtype=torch.float32, device=device)
+        self.refill()
+
+    def refill(self) -> None:
+        """New uniform [-1, 1) inputs (rounded to the input type) and D poisoned with NaN."""
+        for tensor in (self.a, self.b):
+            tensor.copy_(self.torch.rand(tensor.shape, device="cuda") * 2 - 1)
+        self.d.fill_(float("nan"))
+
+    def cublas(self):
+        """torch's cuBLAS GEMM on the current stream; returns D."""
+        torch = self.torch
+        if self.dtype == "bf16":
+            return torch.matmul(self.a, self.b.t(), out=self.d)
+        return torch._scaled_mm(self.a, self.b.t(), scale_a=self.unit_scale, scale_b=self.unit_scale,
+                                out_dtype=torch.bfloat16, use_fast_accum=False)
+
+    def release(self) -> None:
+        del self.a, self.b, self.d, self.workspace
+
+
+def _gather_rows(torch, matrix, rows):
+    """matrix[rows] in float64; gathered as raw bytes, so fp8 needs no fp8 indexing kernel."""
+    raw = matrix.view(torch.uint8) if matrix.element_size() == 1 else matrix.view(torch.int16)
+    return raw[rows].view(matrix.dtype).to(torch.float64)
+
+
+def check_sampled(torch, a, b, d, correctness: dict, name: str) -> dict:
+    """Compare sampled D entries with float64 dot products; CorrectnessError on a mismatch."""
+    m, n = d.shape
+    samples = correctness["samples"]
+    gen = torch.Generator(device="cuda")
+    gen.seed()
+    rows = torch.randint(0, m, (samples,), device="cuda", generator=gen)
+    cols = torch.randint(0, n, (samples,), device="cuda", generator=gen)
+    products = _gather_rows(torch, a, rows) * _gather_rows(torch, b, cols)     # samples x K, float64
+    reference = products.sum(dim=1)
+    magnitude = products.abs().sum(dim=1)
+    got = d[rows, cols].to(torch.float64)
+    bound = correctness["rtol_output"] * reference.abs() + correctness["rtol_accumulate"] * magnitude
+    error = (got - reference).abs()
+    nan_count = int(torch.isnan(d).sum())
+    bad = int((~(error <= bound)).sum())
+    if nan_count or bad:
+        worst = int(torch.argmax(error - bound))
+        raise timing.CorrectnessError(
+            f"{name}: {nan_count} NaN left in D (poisoned before the run), {bad}/{samples} sampled outputs "
+            f"outside tolerance; worst D[{int(rows[worst])}, {int(cols[worst])}] = {float(got[worst]):.6g}, "
+            f"float64 reference {float(reference[worst]):.6g}, bound {float(bound[worst]):.3g}")
+    return {"max_error_over_bound": float((error / bound).max())}
+
+
+class Problems:
+    """At most one (shape, dtype) problem alive: cases are timed grouped by shape and dtype."""
+
+    def __init__(self, torch, workspace_bytes: int):
+        self.torch, self.workspace_bytes, self.current = torch, workspace_bytes, None
+
+    def get(self, shape: shapes_mod.Shape, dtype: str) -> Problem:
+        if self.current is None or (self.current.shape, self.current.dtype) != (shape, dtype):
+            if self.current is not None:
+                self.current.release()
+                self.current = None
+                self.torch.cuda.empty_cache()
+            self.current = Problem(self.torch, shape, dtype, self.workspace_bytes)
+        return self.current
+
+
+def _stream_context(torch, stream):
+    return torch.cuda.stream(torch.cuda.ExternalStream(int(stream))) if int(stream) else torch.cuda.stream(None)
+
+
+def _variant_case(torch, problems: Problems, variant, shape, dtype, correctness, checks: dict) -> timing.TimedCase:
+    key = f"{variant.name}/{shape.key}"
+
+    def launch(stream):
+        p = problems.get(shape, dtype)
+        variant.run(p.a.data_ptr(), p.b.data_ptr(), p.d.data_ptr(), shape.m, shape.n, shape.k,
+                    p.workspace.data_ptr(), p.workspace.numel(), int(stream))
+
+    def check():
+        p = problems.get(shape, dtype)
+        p.refill()
+        launch(0)
+        torch.cuda.synchronize()
+        checks[key] = check_sampled(torch, p.a, p.b, p.d, correctness, key)
+
+    return timing.TimedCase(key, launch, check, label=key)
+
+
+def _cublas_case(torch, problems: Problems, shape, dtype, correctness, checks: dict) -> timing.TimedCase:
+    key = f"{CUBLAS}_{dtype}/{shape.key}"
+
+    def launch(stream):
+        with _stream_context(torch, stream):
+            problems.get(shape, dtype).cublas()
+
+    def check():
+        p = problems.get(shape, dtype)
+        p.refill()
+        d = p.cublas()
+        torch.cuda.synchronize()
+        checks[key] = check_sampled(torch, p.a, p.b, d, correctness, key)
+
+    return timing.TimedCase(key, launch, check, label=key)
+
+
+def _rows_not_measured(study: dict, arch: str, reason: str) -> list[dict]:
+    return [{**v.columns(), "implementation": "cutlass", **s.columns(), "status": reason}
+            for v in variants_mod.variants(study, arch) for s in shapes_mod.shapes(study)]
+
+
+def measure(study: dict, gpu_probe: dict, out_dir: Path, build_dir: Path = BUILD_DIR) -> None:
+    """Run the gemm sweep on this GPU's architecture; other architectures' rows say why not."""
+    torch = _torch()
+    gpu = gpu_mod.detect()
+    if gpu is None or gpu.compute_capability[0] not in ARCH_OF_MAJOR:
+        raise gpu_mod.GpuRequirementError(f"the gemm study needs an SM90 or SM100 GPU; found {gpu}")
+    arch = ARCH_OF_MAJOR[gpu.compute_capability[0]]
+    started = provenance.utc_now()
+    clocks_before = provenance.nvidia_smi_clocks()
+    library = GemmLibrary(library_path(arch, build_dir))
+    chosen = variants_mod.variants(study, arch)
+    handles = {v.name: library.variant(v.name) for v in chosen}
+    infos = {name: handle.info() for name, handle in handles.items()}
+    shapes = shapes_mod.shapes(study)
+    estimate = estimate_seconds(study, arch)
+    print(f"gemm: {len(chosen)} {arch} variants + cuBLAS on {len(shapes)} shapes; "
+          f"estimated {estimate / 60:.1f} min of GPU time", flush=True)
+
+    workspace = max((h.workspace_bytes(s.m, s.n, s.k) for h in handles.values() for s in shapes), default=0)
+    problems = Problems(torch, workspace)
+    checks: dict[str, dict] = {}
+    cases, rows = [], []
+    for shape in shapes:                          # grouped by (shape, dtype): one problem alive
+        for dtype in _dtypes(study, arch):
+            cases.append(_cublas_case(torch, problems, shape, dtype, study["correctness"], checks))
+            rows.append(({"variant": f"{CUBLAS}_{dtype}", "arch": arch, "implementation": CUBLAS,
+                          "dtype": dtype, "load": CUBLAS, **shape.columns()}, cases[-1]))
+            for v in (v for v in chosen if v.dtype == dtype):
+                status = handles[v.name]._can(shape.m, shape.n, shape.k)
+                columns = {**v.columns(), "implementation": "cutlass", **shape.columns()}
+                if status != 0:
+                    rows.append(({**columns, "status": f"not run: can_implement: {describe_status(status)}"}, None))
+                    continue
+                cases.append(_variant_case(torch, problems, handles[v.name], shape, dtype,
+                                           study["correctness"], checks))
+                rows.append((columns, cases[-1]))
+    timings = timing.run(cases, study="gemm", **study["timing"])
+
+    records = []
+    for columns, case in rows:
+        if case is None:
+            records.append(columns)
+            continue
+        t = timings[case.key].columns()
+        records.append({**columns, "status": MEASURED, **t, **checks[case.key],
+                        "tflops": columns["flop"] / (t["time_us_median"] * 1e-6) / 1e12})
+    other = [a for a in variants_mod.ARCHES if a != arch]
+    for a in other:
+        records += _rows_not_measured(study, a, NOT_MEASURED[a])
+    frame = pd.DataFrame(records)
+    frame["measured_on"] = gpu.name
+
+    kernels = pd.read_csv(RESOURCES_CSV) if RESOURCES_CSV.exists() else pd.DataFrame({"variant": []})
+    described = pd.DataFrame([{"variant": name, **{f"abi_{k}": v for k, v in info.items() if k != "name"}}
+                              for name, info in infos.items()])
+    kernels = kernels.merge(described, on="variant", how="left") if len(kernels) else described
+    record = provenance.build(
+        study="gemm", gpu=gpu.as_dict(), study_config=study, repo=REPO_ROOT, started=started,
+        extra={"nvidia_smi_before": clocks_before, "nvidia_smi_after": provenance.nvidia_smi_clocks(),
+               "measured_arch": arch, "not_measured_arches": {a: NOT_MEASURED[a] for a in other},
+               "timer": "cuda-bench (nvbench) cold samples: L2 flushed before every sample; device events",
+               "cublas": f"torch {torch.__version__}: matmul (bf16), _scaled_mm (fp8, unit scales)",
+               "estimated_gpu_seconds": round(estimate, 1),
+               "configurations": len(cases), "library": str(library.path)})
+    with atomic.staged_directory(out_dir) as staging:
+        frame.to_csv(staging / "gemm.csv", index=False)
+        kernels.to_csv(staging / "kernels.csv", index=False)
+        (staging / "provenance.json").write_text(json.dumps(record, indent=2, default=str) + "\n")
+    print(f"gemm: wrote {out_dir} ({len(cases)} timed configurations)", flush=True)

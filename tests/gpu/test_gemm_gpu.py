@@ -1,0 +1,76 @@
+"""One SM90 GEMM variant against torch on the GPU: correct on a small shape (every output, not
+a sample), NaN-poisoned output fully written, and the ABI's errors on a real device.
+
+Uses build/gemm/libgemm_sm90.so when `snakemake gemm_build` made it; otherwise compiles the
+one variant (about a minute of nvcc).
+"""
+import pytest
+
+from tma_study.studies.gemm import abi
+from tma_study.studies.gemm import build as B
+from tma_study.studies.gemm import measure as M
+from tma_study.studies.gemm import variants as V
+
+torch = pytest.importorskip("torch", reason="the gemm study's GPU tests need PyTorch")
+
+VARIANT = "sm90_tma_cooperative_bf16_t128x128x64_c2x1"
+CPASYNC = "sm90_cpasync_cooperative_bf16_t128x128x64_c1x1"
+CORRECTNESS = {"samples": 512, "rtol_output": 2.0 ** -7, "rtol_accumulate": 2.0 ** -12}
+
+
+@pytest.fixture(scope="module")
+def library(tmp_path_factory):
+    built = M.library_path("sm90")
+    if built.exists():
+        lib = abi.GemmLibrary(built)
+        try:
+            lib.variant(VARIANT), lib.variant(CPASYNC)
+            return lib
+        except KeyError:
+            pass
+    out = tmp_path_factory.mktemp("gemm-gpu")
+    objects = []
+    for name in (VARIANT, CPASYNC):
+        source = out / f"{name}.cu"
+        source.write_text(V.render_source(V.parse_name(name)))
+        B.compile_variant(name, source, out / f"{name}.o")
+        objects.append(out / f"{name}.o")
+    B.link(objects, out / "libgemm_sm90_test.so")
+    return abi.GemmLibrary(out / "libgemm_sm90_test.so")
+
+
+@pytest.mark.parametrize("name", [VARIANT, CPASYNC])
+@pytest.mark.parametrize("m, n, k", [(256, 384, 512), (16, 1024, 4096), (200, 136, 72)])
+def test_variant_matches_a_float64_reference_everywhere(library, name, m, n, k):
+    variant = library.variant(name)
+    variant.require(m, n, k)
+    a = (torch.rand(m, k, device="cuda") * 2 - 1).to(torch.bfloat16)
+    b = (torch.rand(n, k, device="cuda") * 2 - 1).to(torch.bfloat16)
+    d = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+    workspace = torch.empty(max(1, variant.workspace_bytes(m, n, k)), dtype=torch.uint8, device="cuda")
+    variant.run(a.data_ptr(), b.data_ptr(), d.data_ptr(), m, n, k, workspace.data_ptr(), workspace.numel(),
+                torch.cuda.current_stream().cuda_stream)
+    torch.cuda.synchronize()
+    reference = a.double() @ b.double().t()
+    magnitude = a.double().abs() @ b.double().abs().t()
+    bound = CORRECTNESS["rtol_output"] * reference.abs() + CORRECTNESS["rtol_accumulate"] * magnitude
+    assert not torch.isnan(d).any()
+    assert ((d.double() - reference).abs() <= bound).all()
+    M.check_sampled(torch, a, b, d, CORRECTNESS, name)          # the measure step's check agrees
+
+
+def test_the_measure_check_catches_a_wrong_result(library):
+    m = n = k = 256
+    a = (torch.rand(m, k, device="cuda") * 2 - 1).to(torch.bfloat16)
+    b = (torch.rand(n, k, device="cuda") * 2 - 1).to(torch.bfloat16)
+    d = (a.float() @ b.float().t()).to(torch.bfloat16)
+    d[:, : n // 2] = (a[:, : k - 64].float() @ b[: n // 2, : k - 64].float().t()).to(torch.bfloat16)  # one k-tile lost
+    with pytest.raises(AssertionError, match="outside tolerance"):
+        M.check_sampled(torch, a, b, d, CORRECTNESS, "lost k-tile")
+
+
+def test_misaligned_pointer_is_refused_before_launch(library):
+    variant = library.variant(VARIANT)
+    buffer = torch.zeros(1 << 20, dtype=torch.bfloat16, device="cuda")
+    with pytest.raises(abi.GemmStatusError, match="kErrorMisalignedOperand"):
+        variant.run(buffer.data_ptr() + 2, buffer.data_ptr(), buffer.data_ptr(), 128, 128, 128)

@@ -1,0 +1,114 @@
+# The gemm study's build: one nvcc job per CUTLASS variant (parallel, cached: a variant whose
+# generated source, template headers and flags are unchanged is not rebuilt), linked into
+# build/gemm/libgemm_<arch>.so. Dozens of CUTLASS translation units take minutes even on 16
+# cores, so this runs only for measure=true (the measure rule needs build/compile/gemm/
+# resources.csv) or when asked:  snakemake -c16 gemm_build
+# The analysis job reads the committed results/<gpu>/gemm/ instead (kernels.csv included).
+
+from tma_study.studies.gemm import build as gemm_build
+from tma_study.studies.gemm import variants as gemm_variants
+
+# each variant includes the shared ABI header and its architecture's template
+GEMM_TEMPLATES = {
+    arch: ["kernels/gemm/gemm_abi.cuh", f"kernels/gemm/{header}"]
+    for arch, header in gemm_variants.TEMPLATE_HEADER.items()
+}
+
+if "gemm" in config["studies"]:
+
+    GEMM_VARIANTS = {
+        arch: [v.name for v in gemm_variants.variants(config["studies"]["gemm"], arch)]
+        for arch in gemm_variants.ARCHES
+    }
+    GEMM_ALL_VARIANTS = [name for names in GEMM_VARIANTS.values() for name in names]
+    GEMM_ARCHES = [arch for arch, names in GEMM_VARIANTS.items() if names]
+
+    wildcard_constraints:
+        variant="|".join(GEMM_ALL_VARIANTS) or "no-variant",
+        gemm_arch="|".join(gemm_variants.ARCHES),
+
+    ruleorder: gemm_resources > compile
+    ruleorder: gemm_kernel_table > kernel_table
+
+    rule gemm_source:
+        output:
+            "build/gemm/src/{variant}.cu",
+        log:
+            "logs/gemm/source/{variant}.log",
+        params:
+            python=PYTHON,
+            # the rendered text: a change of the generated source (and only that) reruns the job
+            text=lambda wildcards: gemm_variants.render_source(
+                gemm_variants.parse_name(wildcards.variant)
+            ),
+        shell:
+            "{params.python} -m tma_study.studies.gemm.build source {wildcards.variant} --out {output} > {log} 2>&1"
+
+    rule gemm_object:
+        input:
+            source="build/gemm/src/{variant}.cu",
+            templates=lambda wildcards: GEMM_TEMPLATES[
+                gemm_variants.parse_name(wildcards.variant).arch
+            ],
+        output:
+            obj="build/gemm/obj/{variant}.o",
+            report="build/gemm/obj/{variant}.json",
+        log:
+            "logs/gemm/object/{variant}.log",
+        threads: 1
+        params:
+            python=PYTHON,
+            flags=lambda wildcards: " ".join(
+                gemm_build.flags(gemm_variants.parse_name(wildcards.variant).arch)
+            ),
+        shell:
+            "{params.python} -m tma_study.studies.gemm.build object {wildcards.variant} "
+            "--source {input.source} --out {output.obj} > {log} 2>&1"
+
+    rule gemm_library:
+        input:
+            lambda wildcards: expand(
+                "build/gemm/obj/{variant}.o",
+                variant=GEMM_VARIANTS[wildcards.gemm_arch],
+            ),
+        output:
+            "build/gemm/libgemm_{gemm_arch}.so",
+        log:
+            "logs/gemm/library/{gemm_arch}.log",
+        params:
+            python=PYTHON,
+        shell:
+            "{params.python} -m tma_study.studies.gemm.build link {wildcards.gemm_arch} "
+            "--objects {input} --out {output} > {log} 2>&1"
+
+    rule gemm_resources:
+        input:
+            reports=expand("build/gemm/obj/{variant}.json", variant=GEMM_ALL_VARIANTS),
+            libraries=expand("build/gemm/libgemm_{arch}.so", arch=GEMM_ARCHES),
+        output:
+            "build/compile/gemm/resources.csv",
+        log:
+            "logs/compile/gemm.log",
+        params:
+            python=PYTHON,
+        shell:
+            "{params.python} -m tma_study.studies.gemm.build resources --reports {input.reports} "
+            "--out {output} > {log} 2>&1"
+
+    rule gemm_build:
+        input:
+            "build/compile/gemm/resources.csv",
+
+    rule gemm_kernel_table:
+        input:
+            kernels=f"{RESULTS}/gemm/kernels.csv",
+        output:
+            tex="paper/tables/gemm_kernels.tex",
+            md="paper/tables/gemm_kernels.md",
+        log:
+            "logs/kernel_table/gemm.log",
+        params:
+            python=PYTHON,
+        shell:
+            "{params.python} -m tma_study.studies.gemm.tables kernels --kernels {input.kernels} "
+            "--out paper/tables > {log} 2>&1"
