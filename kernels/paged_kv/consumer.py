@@ -30,27 +30,51 @@ So each ldmatrix feeds two mmas, one for the even and one for the odd dims of a
 the simplest correct transpose we found that keeps V loads at one ldmatrix per two mmas.
 """
 import math
+import types
 
 import numpy as np
 from numba import cuda, float32, uint32
-
+from tma_kernels.ptx import (
+    ld_global_v4_u32,
+    mbarrier_arrive,
+    mbarrier_wait_parity,
+    st_shared_v4_u32,
+)
 from tma_kernels.ptx.convert import cvt_bf16x2_f32, cvt_e4m3x2_f32, ex2_approx, prmt
 from tma_kernels.ptx.ldmatrix import ldmatrix_x4, ldmatrix_x4_trans
 from tma_kernels.ptx.mma import mma_bf16_m16n8k16, mma_e4m3_m16n8k32
 
-from .geometry import (E4M3, MMA_K_BYTES, PIECE_BYTES, ROWS_PER_WARP, a_lane_row_col,
-                       k_lane_row_col, tile_offset, v_bf16_lane_row_col, v_e4m3_lane_row_col)
+from .geometry import (
+    E4M3,
+    MMA_K_BYTES,
+    PIECE_BYTES,
+    ROWS_PER_WARP,
+    a_lane_row_col,
+    k_lane_row_col,
+    tile_offset,
+    v_bf16_lane_row_col,
+    v_e4m3_lane_row_col,
+)
 
 ZERO = np.float32(0.0)
 ONE = np.float32(1.0)
 NEG_INF = np.float32(-np.inf)
+SCORE_FLOOR = np.float32(-1e30)   # stands in for a -inf running max: exp2(-inf - floor) = 0
 FULL_MASK = 0xFFFFFFFF
 EVEN_BYTES = 0x6420                # prmt: bytes 0, 2 of a and of b
 ODD_BYTES = 0x7531                 # prmt: bytes 1, 3 of a and of b
 
 
+@cuda.jit(device=True, inline=True)
+def pack_e4m3(x0, x1, x2, x3):
+    """Four float32 -> one uint32 of e4m3 bytes x0 (bits 0..7) .. x3 (bits 24..31)."""
+    return cvt_e4m3x2_f32(x1, x0) | (cvt_e4m3x2_f32(x3, x2) << uint32(16))
+
+
 def make_consumer(variant):
-    """``consume(...)``: one consumer warp's whole work tile; see ``kernel.py`` for the call."""
+    """The consumer's device functions for ``variant``: ``.consume(...)`` runs one consumer
+    warp's whole work tile (see ``kernel.py`` for the call); the others are its steps,
+    exposed for the CPU warp emulation in tests/cpu/test_paged_kv_fragments.py."""
     head_dim = variant.head_dim
     head_bytes = variant.head_bytes
     block_n = variant.block_n
@@ -69,8 +93,6 @@ def make_consumer(variant):
     pieces_per_row = head_bytes // PIECE_BYTES
     q_pieces = ROWS_PER_WARP * pieces_per_row
     log2_pieces_per_row = pieces_per_row.bit_length() - 1
-    from tma_kernels.ptx import (ld_global_v4_u32, mbarrier_arrive, mbarrier_wait_parity,
-                                 st_shared_v4_u32)
 
     @cuda.jit(device=True, inline=True)
     def load_q(q_smem, q_address, warp, lane, m_start, rows_valid, group, batch, kv_head,
@@ -140,7 +162,7 @@ def make_consumer(variant):
         mx = max(mx, cuda.shfl_xor_sync(FULL_MASK, mx, 1))
         mx = max(mx, cuda.shfl_xor_sync(FULL_MASK, mx, 2))
         m_new = max(m_old, mx * scale_log2)
-        m_use = ZERO if m_new == NEG_INF else m_new
+        m_use = max(m_new, SCORE_FLOOR)
         correction = ex2_approx(m_old - m_use)
         row_sum = ZERO
         for nb in range(score_regs // 4):
@@ -170,11 +192,6 @@ def make_consumer(variant):
                                       acc[i + 4], acc[i + 5], acc[i + 6], acc[i + 7])
                 acc[i], acc[i + 1], acc[i + 2], acc[i + 3] = d[0], d[1], d[2], d[3]
                 acc[i + 4], acc[i + 5], acc[i + 6], acc[i + 7] = e[0], e[1], e[2], e[3]
-
-    @cuda.jit(device=True, inline=True)
-    def pack_e4m3(x0, x1, x2, x3):
-        """Four float32 -> one uint32 of e4m3 bytes x0 (bits 0..7) .. x3 (bits 24..31)."""
-        return cvt_e4m3x2_f32(x1, x0) | (cvt_e4m3x2_f32(x3, x2) << uint32(16))
 
     @cuda.jit(device=True, inline=True)
     def pv_tile_e4m3(acc, scores, v_tile, lane):
@@ -208,20 +225,9 @@ def make_consumer(variant):
         return kv_len
 
     @cuda.jit(device=True, inline=True)
-    def store_row(out, lse, acc, half, m_run, l_part, row, rows_valid, group, out_row_base,
-                  quad, q_heads, kv_head):
-        """Normalise and write one of the lane's rows (and its log2-sum-exp) if it is real.
-        Output row (token, head) is row ``out_row_base + token * q_heads + head`` of ``lse``
-        and of ``out`` viewed as (rows, head_dim)."""
-        l_sum = l_part + cuda.shfl_xor_sync(FULL_MASK, l_part, 1)
-        l_sum += cuda.shfl_xor_sync(FULL_MASK, l_sum, 2)
-        if row >= rows_valid:
-            return
-        token = row // group
-        head = kv_head * group + (row - token * group)
-        out_row = out_row_base + token * q_heads + head
-        out_base = out_row * head_dim
-        inverse = ONE / l_sum if l_sum > ZERO else ZERO
+    def store_acc_row(out, out_base, acc, half, inverse, quad):
+        """out[out_base + column] = acc * inverse for the lane's columns of one of its rows
+        (bf16: 8j + 2q + 0..1; e4m3: 16c + 4q + 0..3, even/odd dims from two mmas)."""
         if fp8:
             for c in range(head_dim // 16):
                 col = out_base + c * 16 + 4 * quad
@@ -234,6 +240,22 @@ def make_consumer(variant):
                 col = out_base + nb * 8 + 2 * quad
                 out[col] = acc[4 * nb + 2 * half] * inverse
                 out[col + 1] = acc[4 * nb + 2 * half + 1] * inverse
+
+    @cuda.jit(device=True, inline=True)
+    def store_row(out, lse, acc, half, m_run, l_part, row, rows_valid, group, out_row_base,
+                  quad, q_heads, kv_head):
+        """Normalise and write one of the lane's rows (and its log2-sum-exp) if it is real.
+        Output row (token, head) is row ``out_row_base + token * q_heads + head`` of ``lse``
+        and of ``out`` viewed as (rows, head_dim)."""
+        l_sum = l_part + cuda.shfl_xor_sync(FULL_MASK, l_part, 1)
+        l_sum += cuda.shfl_xor_sync(FULL_MASK, l_sum, 2)
+        if row >= rows_valid:
+            return
+        token = row // group
+        head = kv_head * group + (row - token * group)
+        out_row = out_row_base + token * q_heads + head
+        inverse = ONE / l_sum if l_sum > ZERO else ZERO
+        store_acc_row(out, out_row * head_dim, acc, half, inverse, quad)
         if quad == 0:
             lse[out_row] = (
                 m_run + float32(math.log2(l_sum)) if l_sum > ZERO else NEG_INF)
@@ -284,4 +306,7 @@ def make_consumer(variant):
         store_row(out, lse, acc, 1, m1, l1, row1, rows_valid, group, out_row_base, quad, q_heads,
                   kv_head)
 
-    return consume
+    return types.SimpleNamespace(load_q=load_q, scores_tile=scores_tile, mask_tile=mask_tile,
+                                 softmax_row=softmax_row, pv_tile_bf16=pv_tile_bf16,
+                                 pv_tile_e4m3=pv_tile_e4m3, store_acc_row=store_acc_row,
+                                 store_row=store_row, consume=consume)

@@ -33,8 +33,12 @@ Shared memory: Q tile, K ring, V ring (dynamic, 1024-byte aligned) and 3 x MAX_S
 mbarriers (static).
 """
 from numba import cuda, uint8, uint32, uint64
-
-from tma_kernels.ptx import fence_mbarrier_init_cluster, mbarrier_init, mbarrier_wait_parity, smem_u32
+from tma_kernels.ptx import (
+    fence_mbarrier_init_cluster,
+    mbarrier_init,
+    mbarrier_wait_parity,
+    smem_u32,
+)
 
 from .consumer import make_consumer
 from .geometry import TILE_ALIGN_BYTES, Variant
@@ -52,7 +56,7 @@ SIGNATURE = ("void(uint64, uint64, uint64, uint64, uint64, int32[:, ::1], int32[
 
 def make_attention_kernel(variant: Variant):
     """The Python kernel function of ``variant`` (compile it with :data:`SIGNATURE`)."""
-    consume = make_consumer(variant)
+    consume = make_consumer(variant).consume
     produce = make_producer(variant)
     block_m = variant.block_m
     block_n = variant.block_n

@@ -21,9 +21,12 @@ sequence is ever read.
   ``cp.async.mbarrier.arrive.noinc`` (the barrier expects every producer thread).
 """
 from numba import cuda, uint32, uint64
-
-from tma_kernels.ptx import (cp_async_cg16, cp_async_mbarrier_arrive_noinc,
-                             mbarrier_arrive_expect_tx, tma_load_4d)
+from tma_kernels.ptx import (
+    cp_async_cg16,
+    cp_async_mbarrier_arrive_noinc,
+    mbarrier_arrive_expect_tx,
+    tma_load_4d,
+)
 
 from .geometry import PIECE_BYTES, tile_offset
 
