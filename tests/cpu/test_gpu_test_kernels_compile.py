@@ -7,7 +7,6 @@ import importlib.util
 from pathlib import Path
 
 import pytest
-
 import tma_kernels.numpy_compat  # noqa: F401  before numba compiles anything
 from numba import cuda
 
@@ -18,6 +17,7 @@ GPU_TEST_MODULES = (
     "test_ptx_data_gpu",
     "test_crossover_kernels_gpu",
     "test_cluster_studies_gpu",
+    "test_paged_kv_gpu",
 )
 HOPPER = (9, 0, "a")
 
@@ -34,6 +34,39 @@ PRODUCER_PTX = {
     "cp_async": ["cp.async.cg.shared::cta.global", "cp.async.mbarrier.arrive.noinc"],
     "plain_loads": ["ld.global.v4.u32", "st.shared::cta.v4.u32", "mbarrier.arrive.shared::cta.b64"],
 }
+
+
+#: tests/gpu/test_paged_kv_gpu.py kernels: paged_attention_<path>_<dtype>_d<dim>_...
+PAGED_ATTENTION_NAMES = [
+    f"paged_attention_{path}_{dtype}_d{d}_n{32 if (dtype, d) == ('e4m3', 256) else 64}_w{w}_s2"
+    f"_p{1 if path == 'tma' else 4}{causal}"
+    for dtype in ("bf16", "e4m3")
+    for d, warps in ((128, (4, 1)), (64, (4,)), (256, (2,)))
+    for w in warps
+    for path in ("tma", "cp_async")
+    for causal in ("_causal",)
+    if not (dtype == "e4m3" and w == 1)
+] + ["paged_attention_tma_bf16_d128_n64_w4_s2_p1"]
+PAGED_ATTENTION_COMMON = ["ldmatrix.sync.aligned.m8n8.x4.shared.b16",
+                          "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16", "ex2.approx.ftz.f32",
+                          TRY_WAIT, "mbarrier.arrive.shared::cta.b64"]
+PAGED_ATTENTION_PTX = {
+    "tma": ["cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes",
+            "mbarrier.arrive.expect_tx"],
+    "cp": ["cp.async.cg.shared::cta.global", "cp.async.mbarrier.arrive.noinc"],
+}
+PAGED_ATTENTION_MMA = {
+    "bf16": ["mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32", "cvt.rn.bf16x2.f32"],
+    "e4m3": ["mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32", "cvt.rn.satfinite.e4m3x2.f32",
+             "prmt.b32"],
+}
+
+
+def paged_attention_ptx(name):
+    """PTX a paged attention variant must hold: its load path's and its dtype's instructions."""
+    path = "tma" if name.startswith("paged_attention_tma_") else "cp"
+    dtype = "e4m3" if "_e4m3_" in name else "bf16"
+    return PAGED_ATTENTION_COMMON + PAGED_ATTENTION_PTX[path] + PAGED_ATTENTION_MMA[dtype]
 
 
 def tma_load(rank):
@@ -143,6 +176,9 @@ EXPECTED_PTX = {
     "dsm_neighbour_read": ["ld.shared::cluster.v4.u32", "mapa.shared::cluster.u32"],
     "dsm_own_read": ["ld.shared::cta.v4.u32"],
     "dsm_latency_chase": ["ld.shared::cluster.u32", "%clock64"],
+    # test_paged_kv_gpu: every attention variant (see paged_attention_ptx), the combine
+    **{name: paged_attention_ptx(name) for name in PAGED_ATTENTION_NAMES},
+    "combine_splits": ["ld.global.f32", "st.global.f32"],
 }
 
 

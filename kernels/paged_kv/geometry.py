@@ -1,0 +1,199 @@
+"""Tile geometry of the paged-KV attention kernel: what one kernel variant is, how
+its tiles sit in shared memory, and which row / byte each lane hands to ``ldmatrix``.
+
+Shared-memory tile layout (Q, every K stage and every V stage alike): a tile of
+``rows`` rows of ``head_dim`` elements is cut into column *chunks* of
+``row_bytes = min(128, head_dim * element_bytes)`` bytes; chunk c is a dense
+``(rows, row_bytes)`` block at byte ``c * rows * row_bytes`` of the tile, and inside a
+chunk the 16-byte pieces are swizzled exactly as TMA's ``SWIZZLE_128B`` (row_bytes 128)
+or ``SWIZZLE_64B`` (row_bytes 64) mode writes them: byte offset ``o`` of the dense block
+is stored at ``o ^ (((o >> 7) & mask) << 4)`` with mask 7 (128B) or 3 (64B) (CUTLASS
+``Swizzle<3,4,3>`` / ``Swizzle<2,4,3>``). One TMA box per chunk lands a chunk of a K or
+V tile; the cp.async producer and the Q loader write the same swizzled offsets by hand.
+Every tile starts 1024-byte aligned, so these offsets are also the address bits the
+TMA unit swizzles on. Without the swizzle, the 8 row addresses of an ``ldmatrix`` 8x8
+matrix (rows 256 bytes apart for head_dim 128 bf16) would all hit the same banks.
+
+The ``*_lane_*`` device functions return, for a lane, the (row, byte column) of the
+16-byte row it supplies to one ``ldmatrix.x4``; they are plain integer code, so the CPU
+test (tests/cpu/test_paged_kv_fragments.py) calls their ``py_func`` to emulate a warp.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from numba import cuda
+
+BF16, E4M3 = "bf16", "e4m3"
+ELEMENT_BYTES = {BF16: 2, E4M3: 1}
+LOAD_PATHS = ("tma", "cp_async")
+HEAD_DIMS = (64, 128, 256)
+BLOCK_NS = (16, 32, 64, 128)
+CONSUMER_WARP_COUNTS = (1, 2, 4)
+STAGE_COUNTS = (2, 3, 4)
+PRODUCER_WARP_COUNTS = (1, 2, 4)
+
+ROWS_PER_WARP = 16                 # one mma.sync M extent: a consumer warp owns 16 query rows
+MAX_ROW_BYTES = 128                # chunk width: the SWIZZLE_128B span
+PIECE_BYTES = 16                   # one cp.async / one ldmatrix row / one swizzle unit
+TILE_ALIGN_BYTES = 1024            # the SWIZZLE_128B pattern repeats every 1024 bytes
+MMA_K_BYTES = 32                   # one mma k-step: 16 bf16 or 32 e4m3 of each row
+SWIZZLE_MASK = {128: 7, 64: 3}     # row_bytes -> bits 7.. XORed into bits 4..
+SWIZZLE_MODE = {128: "128B", 64: "64B"}
+MAX_DYNAMIC_SHARED_BYTES = 232_448 - 128   # sm_90 opt-in limit less the static mbarriers
+
+
+class VariantError(ValueError):
+    """A kernel variant that this kernel cannot build; the message names the field."""
+
+
+@dataclass(frozen=True)
+class Variant:
+    """Everything fixed when one attention kernel is compiled (all else is a run-time argument).
+
+    dtype: "bf16" or "e4m3" (Q, K and V alike; fp32 accumulation and output).
+    head_dim: 64, 128 or 256 elements per head.
+    load_path: "tma" (one TMA box per chunk per page slice) or "cp_async" (16-byte gather).
+    block_n: KV tokens per tile (the ring's unit).
+    consumer_warps: 16 query rows each; block_m = 16 * consumer_warps.
+    stages: tiles in flight in the K and V rings.
+    producer_warps: warps issuing loads (TMA: lane 0 of warp 0 issues; cp.async: all lanes).
+    causal: mask keys after each query's position (bottom-right aligned, as FlashAttention).
+    """
+
+    dtype: str = BF16
+    head_dim: int = 128
+    load_path: str = "tma"
+    block_n: int = 64
+    consumer_warps: int = 4
+    stages: int = 2
+    producer_warps: int = 1
+    causal: bool = True
+
+    def __post_init__(self):
+        _require("dtype", self.dtype, tuple(ELEMENT_BYTES))
+        _require("head_dim", self.head_dim, HEAD_DIMS)
+        _require("load_path", self.load_path, LOAD_PATHS)
+        _require("block_n", self.block_n, BLOCK_NS)
+        _require("consumer_warps", self.consumer_warps, CONSUMER_WARP_COUNTS)
+        _require("stages", self.stages, STAGE_COUNTS)
+        _require("producer_warps", self.producer_warps, PRODUCER_WARP_COUNTS)
+        if self.dtype == E4M3 and self.block_n < 32:
+            raise VariantError(f"block_n={self.block_n}: e4m3 needs block_n >= 32 (one mma k-step "
+                               "of P.V covers 32 tokens)")
+        if self.dynamic_shared_bytes > MAX_DYNAMIC_SHARED_BYTES:
+            raise VariantError(f"{self}: needs {self.dynamic_shared_bytes} B of shared memory, more "
+                               f"than the {MAX_DYNAMIC_SHARED_BYTES} B a block may have")
+
+    @property
+    def element_bytes(self) -> int:
+        return ELEMENT_BYTES[self.dtype]
+
+    @property
+    def head_bytes(self) -> int:
+        """Bytes of one token's K (or V, or one query's Q) row of one head."""
+        return self.head_dim * self.element_bytes
+
+    @property
+    def row_bytes(self) -> int:
+        """Chunk width in shared memory (the swizzle span)."""
+        return min(MAX_ROW_BYTES, self.head_bytes)
+
+    @property
+    def chunks(self) -> int:
+        return self.head_bytes // self.row_bytes
+
+    @property
+    def swizzle_mask(self) -> int:
+        return SWIZZLE_MASK[self.row_bytes]
+
+    @property
+    def tma_swizzle(self) -> str:
+        return SWIZZLE_MODE[self.row_bytes]
+
+    @property
+    def block_m(self) -> int:
+        return ROWS_PER_WARP * self.consumer_warps
+
+    @property
+    def consumer_threads(self) -> int:
+        return 32 * self.consumer_warps
+
+    @property
+    def producer_threads(self) -> int:
+        return 32 * self.producer_warps
+
+    @property
+    def threads(self) -> int:
+        return self.consumer_threads + self.producer_threads
+
+    @property
+    def q_tile_bytes(self) -> int:
+        return self.block_m * self.head_bytes
+
+    @property
+    def kv_tile_bytes(self) -> int:
+        """Bytes of one K (or one V) tile: block_n tokens of one head."""
+        return self.block_n * self.head_bytes
+
+    @property
+    def dynamic_shared_bytes(self) -> int:
+        """Q tile + K ring + V ring, plus slack to align the start to 1024 bytes."""
+        return self.q_tile_bytes + 2 * self.stages * self.kv_tile_bytes + TILE_ALIGN_BYTES
+
+    @property
+    def name(self) -> str:
+        return (f"paged_attention_{self.load_path}_{self.dtype}_d{self.head_dim}_n{self.block_n}"
+                f"_w{self.consumer_warps}_s{self.stages}_p{self.producer_warps}"
+                + ("_causal" if self.causal else ""))
+
+
+def _require(field: str, value, allowed) -> None:
+    if value not in allowed:
+        raise VariantError(f"{field}={value!r} is not one of {allowed}")
+
+
+# ---------------------------------------------------------------- device index math
+@cuda.jit(device=True, inline=True)
+def swizzle(offset, mask):
+    """Byte ``offset`` of a dense (rows, row_bytes) chunk -> its swizzled offset."""
+    return offset ^ (((offset >> 7) & mask) << 4)
+
+
+@cuda.jit(device=True, inline=True)
+def tile_offset(row, byte_col, tile_rows, row_bytes, mask):
+    """Swizzled byte offset of (row, byte column) in a tile of ``tile_rows`` rows."""
+    chunk = byte_col // row_bytes
+    return chunk * (tile_rows * row_bytes) + swizzle(row * row_bytes + byte_col % row_bytes, mask)
+
+
+@cuda.jit(device=True, inline=True)
+def a_lane_row_col(lane):
+    """A operand (Q rows x head bytes), ``ldmatrix.x4``: matrices (rows 0-7, bytes 0-15),
+    (rows 8-15, bytes 0-15), (rows 0-7, bytes 16-31), (rows 8-15, bytes 16-31) of a
+    16-row x 32-byte block = fragments a0, a1, a2, a3."""
+    return lane & 15, (lane >> 4) * 16
+
+
+@cuda.jit(device=True, inline=True)
+def k_lane_row_col(lane):
+    """B operand of S = Q K^T (K rows are tokens = mma columns), ``ldmatrix.x4``:
+    matrices (tokens 0-7, bytes 0-15), (tokens 0-7, bytes 16-31), (tokens 8-15,
+    bytes 0-15), (tokens 8-15, bytes 16-31) = b0, b1 of token block 0, b0, b1 of
+    token block 1."""
+    return (lane & 7) + ((lane >> 4) << 3), ((lane >> 3) & 1) * 16
+
+
+@cuda.jit(device=True, inline=True)
+def v_bf16_lane_row_col(lane):
+    """B operand of O += P V for bf16, ``ldmatrix.x4.trans`` over 16 tokens x 16 dims:
+    matrices (tokens 0-7, dims 0-7), (tokens 8-15, dims 0-7), (tokens 0-7, dims 8-15),
+    (tokens 8-15, dims 8-15) = b0, b1 of dim block 0, b0, b1 of dim block 1."""
+    return (lane & 7) + ((lane >> 3) & 1) * 8, (lane >> 4) * 16
+
+
+@cuda.jit(device=True, inline=True)
+def v_e4m3_lane_row_col(lane):
+    """B operand of O += P V for e4m3, ``ldmatrix.x4.trans`` on byte pairs over 32
+    tokens x 16 dims: matrix i holds tokens 8i .. 8i+7 (rows) x 8 dim pairs."""
+    return (lane & 7) + (lane >> 3) * 8, 0

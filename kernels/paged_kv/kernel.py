@@ -1,0 +1,152 @@
+"""Attention forward over a paged KV cache, warp-specialised like FlashAttention-3.
+
+    O[b, t, h, :] = softmax(Q[b, t, h, :] . K[b, :, h // group, :]^T * softmax_scale) V[b, :, h // group, :]
+
+Layouts (row-major, element type bf16 or fp8 e4m3, passed as raw device addresses):
+    Q           (batch, seqlen_q, q_heads, head_dim)
+    K, V pools  (num_pages, page_size, kv_heads, head_dim)     FlashAttention-3's paged layout
+    page_table  int32 (batch, max_pages): physical page of each sequence's logical page
+    seqlens_k   int32 (batch,): tokens in each sequence's cache (ragged; last page partial)
+    out         float32 (num_splits, batch, seqlen_q, q_heads, head_dim)
+    lse         float32 (num_splits, batch, seqlen_q, q_heads): log2 of each row's sum of
+                exp2(scaled scores), -inf for a row with no key in its split
+With ``num_splits == 1``, ``out[0]`` is the attention output; otherwise
+:mod:`.combine` merges the splits.
+
+Work tile (one CTA): (sequence b, KV head, split, m-block). GQA is packed into M as in
+FA3's PackGQA: packed row r is query token ``r // group`` of query head
+``kv_head * group + r % group`` (``group = q_heads / kv_heads``), so decode (1 or 4
+tokens) fills the rows of an mma with the query heads that share one KV head. The
+m-block covers packed rows ``[m_block * block_m, ...)``; the split covers an equal share
+of the sequence's KV tiles (split-KV, for decode grids too small to fill the GPU).
+
+    threads [0, 32 * consumer_warps)      consumers: 16 packed rows each (consumer.py)
+    threads [.., + 32 * producer_warps)   producer: K and V tiles into the rings (producers.py)
+
+    K tile k uses stage s = k % stages of the K ring and of the V ring.
+    producer: wait empty[s] (after the first round) -> K tile -> full_k[s]; V tile -> full_v[s]
+    consumer: wait full_k[s] -> S, softmax -> wait full_v[s] -> O += P V -> arrive empty[s]
+
+Causal (a compile-time choice): bottom-right aligned, query token t sees keys
+``< kv_len - seqlen_q + t + 1``; a CTA reads only the KV tiles some of its rows see.
+Shared memory: Q tile, K ring, V ring (dynamic, 1024-byte aligned) and 3 x MAX_STAGES
+mbarriers (static).
+"""
+from numba import cuda, uint8, uint32, uint64
+from tma_kernels.ptx import (
+    fence_mbarrier_init_cluster,
+    mbarrier_init,
+    mbarrier_wait_parity,
+    smem_u32,
+)
+
+from .consumer import make_consumer
+from .geometry import TILE_ALIGN_BYTES, Variant
+from .producers import make_producer
+
+MAX_STAGES = 4
+MBARRIER_BYTES = 8
+
+#: (q_address, k_pool_address, v_pool_address, k_tensor_map, v_tensor_map, page_table,
+#:  seqlens_k, out, lse, seqlen_q, q_heads, kv_heads, log2_page_size, num_splits, m_blocks,
+#:  scale_log2)
+SIGNATURE = ("void(uint64, uint64, uint64, uint64, uint64, int32[:, ::1], int32[::1], "
+             "float32[::1], float32[::1], int32, int32, int32, int32, int32, int32, float32)")
+
+
+def make_attention_kernel(variant: Variant):
+    """The Python kernel function of ``variant`` (compile it with :data:`SIGNATURE`)."""
+    consume = make_consumer(variant).consume
+    produce = make_producer(variant)
+    block_m = variant.block_m
+    block_n = variant.block_n
+    log2_block_n = block_n.bit_length() - 1
+    stages = variant.stages
+    causal = variant.causal
+    consumer_threads = variant.consumer_threads
+    fill_arrivals = 1 if variant.load_path == "tma" else variant.producer_threads
+    q_tile_bytes = variant.q_tile_bytes
+    kv_tile_bytes = variant.kv_tile_bytes
+    ring_bytes = stages * kv_tile_bytes
+
+    def paged_attention(q_address,  # uint64: Q (batch, seqlen_q, q_heads, head_dim)
+                        k_pool,  # uint64: K pages (num_pages, page_size, kv_heads, head_dim)
+                        v_pool,  # uint64: V pages, same shape
+                        k_map,  # uint64: tensor map over the K pool (tma path; else unused)
+                        v_map,  # uint64: tensor map over the V pool
+                        page_table,  # int32[batch, max_pages]: physical page per logical page
+                        seqlens_k,  # int32[batch]: cached tokens per sequence
+                        out,  # float32[num_splits * batch * seqlen_q * q_heads * head_dim]
+                        lse,  # float32[num_splits * batch * seqlen_q * q_heads]
+                        seqlen_q,  # int32: query tokens per sequence (1 and 4: decode)
+                        q_heads,  # int32: query heads (a multiple of kv_heads)
+                        kv_heads,  # int32: KV heads
+                        log2_page_size,  # int32: log2 of tokens per page
+                        num_splits,  # int32: KV splits per (sequence, KV head)
+                        m_blocks,  # int32: m-blocks per (sequence, KV head)
+                        scale_log2):  # float32: softmax_scale * log2(e)
+        dynamic = cuda.shared.array(0, uint8)
+        full_k = cuda.shared.array(MAX_STAGES, uint64)
+        full_v = cuda.shared.array(MAX_STAGES, uint64)
+        empty = cuda.shared.array(MAX_STAGES, uint64)
+        tid = cuda.threadIdx.x
+        base = (smem_u32(dynamic) + uint32(TILE_ALIGN_BYTES - 1)) & ~uint32(TILE_ALIGN_BYTES - 1)
+        q_smem = base
+        k_smem = base + uint32(q_tile_bytes)
+        v_smem = k_smem + uint32(ring_bytes)
+        full_k_smem = smem_u32(full_k)
+        full_v_smem = smem_u32(full_v)
+        empty_smem = smem_u32(empty)
+
+        # Step 1: which work tile, and which KV tiles it reads.
+        work = cuda.blockIdx.x
+        m_block = work % m_blocks
+        work //= m_blocks
+        split = work % num_splits
+        work //= num_splits
+        kv_head = work % kv_heads
+        batch = work // kv_heads
+        group = q_heads // kv_heads
+        rows_valid = seqlen_q * group
+        kv_len = seqlens_k[batch]
+        m_start = m_block * block_m
+        key_end = kv_len
+        if causal:
+            last_row = min(m_start + block_m, rows_valid) - 1
+            key_end = min(kv_len, kv_len - seqlen_q + last_row // group + 1)
+        n_blocks = (key_end + block_n - 1) >> log2_block_n
+        per_split = (n_blocks + num_splits - 1) // num_splits
+        n_begin = split * per_split
+        tiles = max(0, min(n_begin + per_split, n_blocks) - n_begin)
+
+        # Step 2: the ring's barriers.
+        if tid == 0:
+            for s in range(stages):
+                mbarrier_init(full_k_smem + uint32(s * MBARRIER_BYTES), fill_arrivals)
+                mbarrier_init(full_v_smem + uint32(s * MBARRIER_BYTES), fill_arrivals)
+                mbarrier_init(empty_smem + uint32(s * MBARRIER_BYTES), consumer_threads)
+            fence_mbarrier_init_cluster()
+        cuda.syncthreads()
+
+        # Step 3: producer and consumers run the ring.
+        if tid >= consumer_threads:
+            rank = tid - consumer_threads
+            for k in range(tiles):
+                stage = k % stages
+                barrier = uint32(stage * MBARRIER_BYTES)
+                if k >= stages:
+                    mbarrier_wait_parity(empty_smem + barrier, ((k // stages) - 1) & 1)
+                first_row = (n_begin + k) * block_n
+                offset = uint32(stage * kv_tile_bytes)
+                produce(k_smem + offset, k_map, k_pool, full_k_smem + barrier, page_table, batch,
+                        kv_head, first_row, kv_len, log2_page_size, kv_heads, rank)
+                produce(v_smem + offset, v_map, v_pool, full_v_smem + barrier, page_table, batch,
+                        kv_head, first_row, kv_len, log2_page_size, kv_heads, rank)
+        else:
+            out_row_base = (split * page_table.shape[0] + batch) * seqlen_q * q_heads
+            consume(q_smem, k_smem, v_smem, full_k_smem, full_v_smem, empty_smem, q_address, out,
+                    lse, tid >> 5, tid & 31, m_start, rows_valid, group, batch, kv_head, seqlen_q,
+                    q_heads, kv_len, n_begin, tiles, scale_log2, out_row_base)
+
+    paged_attention.__name__ = paged_attention.__qualname__ = variant.name
+    return paged_attention

@@ -1,0 +1,21 @@
+"""Study ``paged_kv``: paged-KV attention, TMA vs cp.async K/V loads by page size, dtype,
+model shape and phase, next to FlashAttention-3's own rule (fa3_rule.py)."""
+from tma_study.studies.base import Study
+
+_HERE = __name__
+
+STUDY = Study(
+    name="paged_kv",
+    question="In attention over a paged KV cache, when does loading K/V pages with TMA beat a "
+             "cp.async gather, by page size, dtype, model shape and phase, and does "
+             "FlashAttention-3's rule pick the faster one?",
+    raw_files=("attention.csv", "ceilings.csv"),
+    derived_files=("speedup.csv", "decode.csv", "prefill.csv", "fa3_agreement.csv"),
+    figures=("paged_kv_speedup",),
+    tables=("paged_kv_speedup", "paged_kv_decode", "paged_kv_fa3"),
+    kernels=f"{_HERE}.kernels:compile_list",
+    measure=f"{_HERE}.measure:measure",
+    aggregate=f"{_HERE}.aggregate:aggregate",
+    write_tables=f"{_HERE}.tables:write_tables",
+    skip_analysis_without_data=True,   # until results/h200/paged_kv/ is measured and committed
+)

@@ -1,0 +1,151 @@
+"""The paged_kv sweep: every (shape, dtype, phase, page size, load path) to measure.
+
+A configuration pairs a problem shape (query heads / KV heads / head dim), a dtype, a
+phase (decode with 1 or 4 query tokens, or causal prefill), a page size and a load path.
+The TMA path runs only at page sizes its boxes can take (``runner.check_page_size``); the
+cp.async path also at 1 and 8. Each configuration's kernel variant follows from it:
+block_n 64 (32 for e4m3 at head dim 256, which needs the registers), 16 packed query rows
+per consumer warp (4 warps for prefill; decode: as many as its query heads x tokens need),
+``stages`` stages, one producer warp for TMA and ``cp_async_producer_warps`` for cp.async
+(FA3 uses a warpgroup there). Decode splits the KV sequence so the grid has at least
+``decode_min_ctas_per_sm`` CTAs per SM (FA3 splits too); prefill does not split.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+
+from .fa3_rule import fa3_choice
+
+LOAD_PATHS = ("tma", "cp_async")
+ROWS_PER_WARP = 16
+PREFILL_WARPS = 4
+
+
+class GridError(ValueError):
+    """A sweep setting the kernel cannot run; the message names the config key."""
+
+
+@dataclass(frozen=True)
+class Shape:
+    name: str
+    q_heads: int
+    kv_heads: int
+    head_dim: int
+
+    @property
+    def group(self) -> int:
+        return self.q_heads // self.kv_heads
+
+
+@dataclass(frozen=True)
+class Phase:
+    name: str            # "decode" or "prefill"
+    batch: int
+    seqlen_q: int
+    context: int         # tokens in each sequence's cache (query tokens included)
+
+
+@dataclass(frozen=True)
+class SweepConfig:
+    shape: Shape
+    dtype: str
+    phase: Phase
+    page_size: int
+    load_path: str
+    stages: int
+    producer_warps: int
+    min_ctas_per_sm: int
+
+    @property
+    def block_n(self) -> int:
+        return 32 if (self.dtype, self.shape.head_dim) == ("e4m3", 256) else 64
+
+    @property
+    def consumer_warps(self) -> int:
+        if self.phase.name == "prefill":
+            return PREFILL_WARPS
+        rows = self.phase.seqlen_q * self.shape.group
+        return min(PREFILL_WARPS, 1 << max(0, math.ceil(math.log2(math.ceil(rows / ROWS_PER_WARP)))))
+
+    def variant(self):
+        from tma_kernels.paged_kv import Variant
+        return Variant(dtype=self.dtype, head_dim=self.shape.head_dim, load_path=self.load_path,
+                       block_n=self.block_n, consumer_warps=self.consumer_warps, stages=self.stages,
+                       producer_warps=1 if self.load_path == "tma" else self.producer_warps, causal=True)
+
+    def num_splits(self, sm_count: int) -> int:
+        """Decode: KV splits so the grid reaches min_ctas_per_sm x SMs (at most one per tile)."""
+        if self.phase.name == "prefill":
+            return 1
+        block_m = ROWS_PER_WARP * self.consumer_warps
+        m_blocks = math.ceil(self.phase.seqlen_q * self.shape.group / block_m)
+        ctas = self.phase.batch * self.shape.kv_heads * m_blocks
+        tiles = math.ceil(self.phase.context / self.block_n)
+        return max(1, min(tiles, math.ceil(self.min_ctas_per_sm * sm_count / ctas)))
+
+    def fa3(self):
+        return fa3_choice(self.page_size, self.phase.seqlen_q, self.shape.q_heads, self.shape.kv_heads,
+                          self.shape.head_dim, self.dtype, causal=True)
+
+    @property
+    def key(self) -> str:
+        return (f"{self.shape.name}/{self.dtype}/{self.phase.name}-q{self.phase.seqlen_q}"
+                f"-b{self.phase.batch}-ctx{self.phase.context}/page{self.page_size}/{self.load_path}")
+
+    def columns(self, sm_count: int) -> dict:
+        fa3 = self.fa3()
+        return {"shape": self.shape.name, "q_heads": self.shape.q_heads, "kv_heads": self.shape.kv_heads,
+                "head_dim": self.shape.head_dim, "dtype": self.dtype, "phase": self.phase.name,
+                "batch": self.phase.batch, "seqlen_q": self.phase.seqlen_q,
+                "context_tokens": self.phase.context, "page_size": self.page_size,
+                "load_path": self.load_path, "block_n": self.block_n,
+                "consumer_warps": self.consumer_warps, "stages": self.stages,
+                "producer_warps": self.variant().producer_warps,
+                "num_splits": self.num_splits(sm_count), "fa3_load_path": fa3.load_path,
+                "fa3_block_m": fa3.kernel_tile.block_m, "fa3_block_n": fa3.kernel_tile.block_n,
+                "fa3_reason": fa3.reason}
+
+
+def shapes(study: dict) -> list[Shape]:
+    out = []
+    for name, s in study["shapes"].items():
+        if s["q_heads"] % s["kv_heads"]:
+            raise GridError(f"config key 'studies.paged_kv.shapes.{name}': q_heads {s['q_heads']} is not a "
+                            f"multiple of kv_heads {s['kv_heads']}")
+        out.append(Shape(name, s["q_heads"], s["kv_heads"], s["head_dim"]))
+    return out
+
+
+def phases(study: dict) -> list[Phase]:
+    out = []
+    for i, p in enumerate(study["phases"]):
+        if p["context"] < p["seqlen_q"]:
+            raise GridError(f"config key 'studies.paged_kv.phases[{i}]': context {p['context']} < "
+                            f"seqlen_q {p['seqlen_q']} (the cache holds the query tokens)")
+        out.append(Phase(p["name"], p["batch"], p["seqlen_q"], p["context"]))
+    largest_page = max(max(pages) for pages in study["page_sizes"].values())
+    for i, p in enumerate(out):
+        if p.context % largest_page:
+            raise GridError(f"config key 'studies.paged_kv.phases[{i}]': context {p.context} is not a "
+                            f"multiple of the largest page size {largest_page} (timed caches are whole pages)")
+    return out
+
+
+def sweep_configs(study: dict) -> list[SweepConfig]:
+    """Expand the study config, shape-major; keep only page sizes a path can load."""
+    from tma_kernels.paged_kv import VariantError
+    from tma_kernels.paged_kv.runner import check_page_size
+    configs = []
+    for shape, dtype, phase, path in itertools.product(shapes(study), study["dtypes"], phases(study),
+                                                       LOAD_PATHS):
+        for page in study["page_sizes"][path]:
+            config = SweepConfig(shape, dtype, phase, page, path, study["stages"],
+                                 study["cp_async_producer_warps"], study["decode_min_ctas_per_sm"])
+            try:
+                check_page_size(config.variant(), page)
+            except VariantError as error:
+                raise GridError(f"config key 'studies.paged_kv.page_sizes.{path}': {error}") from None
+            configs.append(config)
+    return configs

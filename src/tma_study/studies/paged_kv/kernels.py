@@ -1,0 +1,31 @@
+"""The kernels the compile step builds for this study, with the SASS each must contain:
+every attention variant the configured sweep runs (config/config.yaml, studies.paged_kv)
+and the split combine."""
+from __future__ import annotations
+
+import yaml
+
+from tma_study.config import REPO_ROOT
+
+MMA_SASS = {"bf16": ("HMMA.16816.F32.BF16",), "e4m3": ("F2FP.F16.E4M3.UNPACK_B", "HMMA.16816.F32")}
+PATH_SASS = {"tma": ("UTMALDG.4D",), "cp_async": ("LDGSTS.E.BYPASS.128",)}
+CONSUMER_SASS = ("LDSM.16.M88.4", "LDSM.16.MT88.4", "MUFU.EX2", "SYNCS.PHASECHK")
+CONFIG = REPO_ROOT / "config" / "config.yaml"
+
+
+def compile_list():
+    """[(name, python function, signature, expected SASS prefixes)]."""
+    from tma_kernels.paged_kv import (
+        COMBINE_SIGNATURE,
+        SIGNATURE,
+        combine_splits,
+        make_attention_kernel,
+    )
+
+    from .grid import sweep_configs
+    study = yaml.safe_load(CONFIG.read_text())["studies"]["paged_kv"]
+    variants = sorted({c.variant() for c in sweep_configs(study)}, key=lambda v: v.name)
+    kernels = [(v.name, make_attention_kernel(v), SIGNATURE,
+                MMA_SASS[v.dtype] + PATH_SASS[v.load_path] + CONSUMER_SASS) for v in variants]
+    kernels.append(("combine_splits", combine_splits, COMBINE_SIGNATURE, ("FFMA",)))
+    return kernels

@@ -1,0 +1,328 @@
+"""Measure the paged_kv study on a Hopper GPU.
+
+Writes, atomically into ``out_dir``:
+- ``attention.csv``  one row per configuration (grid.py): time, GB/s of K/V read, TFLOP/s,
+                     FA3's rule choice for the same call
+- ``ceilings.csv``   device-to-device copy, and torch ``scaled_dot_product_attention`` on a
+                     contiguous (unpaged) KV cache for every decode shape (bf16), same run
+- ``provenance.json``
+
+Correct first. Before a configuration is timed, its ``check``:
+1. runs the same kernel variant, page size, shape and phase kind on a reduced problem
+   (ragged lengths with a partial last page, shuffled pages, NaN poison page behind unused
+   page-table entries, fresh random inputs, NaN-poisoned outputs) and compares with the
+   float64 reference (problem.reference; tolerances as in tests/gpu/test_paged_kv_gpu.py);
+2. runs the full-size timed problem with poisoned outputs and requires every output
+   finite, and bit-identical to the other load path's output at the same page size (the
+   two paths fill identical tiles for one consumer).
+The timed problems' pools hold finite random bits (|x| < 2) generated on the device; one
+pool per (shape, dtype, phase) is reinterpreted for every page size (same bytes, pages
+of different sizes, shuffled page table). K/V are read from HBM: nvbench flushes L2
+before every sample, and every timed cache is larger than L2.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from tma_study import gpu as gpu_mod
+from tma_study.config import REPO_ROOT
+from tma_study.harness import atomic, provenance, timing
+
+from .grid import SweepConfig, sweep_configs
+from .problem import Problem, make_inputs, reference
+
+TOLERANCE_OUT = {"bf16": 1e-2, "e4m3": 6e-2}
+TOLERANCE_LSE = 1e-2
+CHECK_MAX_BATCH = 3
+CHECK_DECODE_CONTEXT = 700          # reduced problem: ragged lengths up to this
+CHECK_PREFILL_QUERY = 160
+CHECK_MAX_SPLITS = 3
+FINITE_MASK = {"bf16": 0xBFFFBFFF, "e4m3": 0xBFBFBFBF}   # clear each exponent's top bit: |x| < 2
+COPY_BYTES = 1 << 30
+FILL_THREADS = 256
+
+
+def _fresh_seed() -> int:
+    return int.from_bytes(os.urandom(8), "little")
+
+
+def _fill_kernel():
+    from numba import cuda, uint32, uint64
+
+    @cuda.jit("void(uint32[::1], uint64, uint32)")
+    def fill(words, seed, mask):
+        i = cuda.grid(1)
+        if i < words.size:
+            x = uint64(i) * uint64(0x9E3779B97F4A7C15) + seed
+            x ^= x >> uint64(31)
+            x *= uint64(0xBF58476D1CE4E5B9)
+            x ^= x >> uint64(29)
+            words[i] = uint32(x & uint64(0xFFFFFFFF)) & mask
+    return fill
+
+
+def _check_problem(config: SweepConfig, rng) -> Problem:
+    """A reduced problem of the configuration's kind (same variant and page size)."""
+    p, s = config.phase, config.shape
+    seqlen_q = p.seqlen_q if p.name == "decode" else min(p.seqlen_q, CHECK_PREFILL_QUERY)
+    batch = min(p.batch, CHECK_MAX_BATCH)
+    longest = max(seqlen_q + 1, min(p.context, CHECK_DECODE_CONTEXT if p.name == "decode"
+                                    else 2 * seqlen_q + 37))
+    lens = [longest] + [int(rng.integers(seqlen_q, longest + 1)) for _ in range(batch - 1)]
+    return Problem(batch=batch, seqlen_q=seqlen_q, q_heads=s.q_heads, kv_heads=s.kv_heads,
+                   head_dim=s.head_dim, page_size=config.page_size, seqlens_k=tuple(lens),
+                   dtype=config.dtype, causal=True)
+
+
+def check_against_reference(runner, config: SweepConfig, sm_count: int) -> None:
+    """Step 1 of a configuration's check (raises CorrectnessError)."""
+    from numba import cuda
+    from tma_kernels.paged_kv.runner import DeviceProblem
+    seed = _fresh_seed()
+    rng = np.random.default_rng(seed)
+    problem = _check_problem(config, rng)
+    inputs = make_inputs(problem, rng)
+    splits = min(config.num_splits(sm_count), CHECK_MAX_SPLITS,
+                 math.ceil(max(problem.seqlens_k) / config.block_n))
+    device = DeviceProblem(inputs, max_splits=splits)
+    device.poison_outputs()
+    runner.launch(device, splits)
+    cuda.synchronize()
+    out = device.output(splits)
+    with np.errstate(invalid="ignore"):
+        lse = np.logaddexp2.reduce(device.split_lse(splits), axis=0)
+    expected, expected_lse = reference(inputs)
+    out_error = float(np.max(np.abs(out - expected))) if np.isfinite(out).all() else math.inf
+    lse_error = float(np.max(np.abs(lse - expected_lse))) if np.isfinite(lse).all() else math.inf
+    if out_error > TOLERANCE_OUT[config.dtype] or lse_error > TOLERANCE_LSE:
+        raise timing.CorrectnessError(
+            f"{config.key}: reduced problem {problem} (seed {seed}, splits {splits}): max |O error| "
+            f"{out_error:.3g} (tolerance {TOLERANCE_OUT[config.dtype]}), max |lse error| {lse_error:.3g}")
+
+
+class TimedPools:
+    """The full-size inputs of one (shape, dtype, phase) at a time, allocated on first use."""
+
+    def __init__(self, sm_count: int):
+        self.group = None
+        self.sm_count = sm_count
+        self.fill = _fill_kernel()
+        self.outputs = {}           # (group, page_size) -> output of the first path checked
+        self.devices = {}
+
+    def ensure(self, config: SweepConfig):
+        from numba import cuda
+        group = (config.shape, config.dtype, config.phase)
+        if group == self.group:
+            return
+        self.group = None
+        self.devices, self.outputs, self.raw, self.words = {}, {}, None, None   # free the last group first
+        s, p = config.shape, config.phase
+        element_bytes = 2 if config.dtype == "bf16" else 1
+        token_bytes = s.kv_heads * s.head_dim * element_bytes
+        self.kv_bytes = p.batch * p.context * token_bytes
+        q_bytes = p.batch * p.seqlen_q * s.q_heads * s.head_dim * element_bytes
+        self.words = cuda.device_array((2 * self.kv_bytes + q_bytes) // 4, np.uint32)
+        self.fill[-(-self.words.size // FILL_THREADS), FILL_THREADS](
+            self.words, np.uint64(_fresh_seed() & (2**63 - 1)), np.uint32(FINITE_MASK[config.dtype]))
+        self.raw = self.words.view(np.uint8)
+        self.group = group
+
+    def device_problem(self, config: SweepConfig):
+        """A DeviceProblem over the shared pool bytes with a shuffled page table for this page size."""
+        from numba import cuda
+        from tma_kernels.paged_kv.runner import DeviceProblem
+        self.ensure(config)
+        key = (config.page_size, config.num_splits(self.sm_count))
+        if key in self.devices:
+            return self.devices[key]
+        s, p = config.shape, config.phase
+        pages_per_sequence = p.context // config.page_size
+        num_pages = p.batch * pages_per_sequence
+        order = np.random.default_rng(_fresh_seed()).permutation(num_pages).astype(np.int32)
+        problem = Problem(batch=p.batch, seqlen_q=p.seqlen_q, q_heads=s.q_heads, kv_heads=s.kv_heads,
+                          head_dim=s.head_dim, page_size=config.page_size,
+                          seqlens_k=(p.context,) * p.batch, dtype=config.dtype, causal=True)
+        device = DeviceProblem.__new__(DeviceProblem)
+        pool_shape = (num_pages, config.page_size, s.kv_heads, s.head_dim * problem.element_bytes)
+        device.problem = problem
+        device.k_pool = self.raw[:self.kv_bytes].reshape(pool_shape)
+        device.v_pool = self.raw[self.kv_bytes:2 * self.kv_bytes].reshape(pool_shape)
+        device.q = self.raw[2 * self.kv_bytes:]
+        device.page_table = cuda.to_device(order.reshape(p.batch, pages_per_sequence))
+        device.seqlens_k = cuda.to_device(np.full(p.batch, p.context, np.int32))
+        device.rows = p.batch * p.seqlen_q * s.q_heads
+        device.max_splits = key[1]
+        device.partial = cuda.device_array(key[1] * device.rows * s.head_dim, np.float32)
+        device.lse = cuda.device_array(key[1] * device.rows, np.float32)
+        device.final = cuda.device_array(device.rows * s.head_dim, np.float32)
+        device._maps = {}
+        self.devices[key] = device
+        return device
+
+
+def _attention_case(config: SweepConfig, runner, pools: TimedPools, sm_count: int) -> timing.TimedCase:
+    from numba import cuda
+    splits = config.num_splits(sm_count)
+    state = {}
+
+    def launch(stream):
+        runner.launch(state["device"], splits, stream)
+
+    def check():
+        check_against_reference(runner, config, sm_count)
+        device = state["device"] = pools.device_problem(config)
+        device.poison_outputs()
+        launch(0)
+        cuda.synchronize()
+        out = device.output(splits)
+        if not np.isfinite(out).all():
+            raise timing.CorrectnessError(f"{config.key}: full-size output has "
+                                          f"{int((~np.isfinite(out)).sum())} non-finite values")
+        twin = pools.outputs.setdefault((pools.group, config.page_size), out)
+        if twin is not out and not np.array_equal(twin, out):
+            raise timing.CorrectnessError(f"{config.key}: output differs from the other load path's "
+                                          f"at page size {config.page_size}")
+
+    p, s = config.phase, config.shape
+    problem = Problem(batch=p.batch, seqlen_q=p.seqlen_q, q_heads=s.q_heads, kv_heads=s.kv_heads,
+                      head_dim=s.head_dim, page_size=config.page_size, seqlens_k=(p.context,) * p.batch,
+                      dtype=config.dtype)
+    out_bytes = 4 * p.batch * p.seqlen_q * s.q_heads * s.head_dim
+    return timing.TimedCase(config.key, launch, check, bytes_read=problem.kv_bytes_read(),
+                            bytes_written=out_bytes, label=config.key)
+
+
+def _copy_case():
+    from numba import cuda
+    source = cuda.device_array(COPY_BYTES // 4, np.uint32)
+    destination = cuda.device_array_like(source)
+    fill = _fill_kernel()
+
+    def copy(stream):
+        destination.copy_to_device(source, stream=stream)
+
+    def check():
+        fill[-(-source.size // FILL_THREADS), FILL_THREADS](source, np.uint64(_fresh_seed() >> 1),
+                                                           np.uint32(0xFFFFFFFF))
+        destination.copy_to_device(np.zeros(destination.size, np.uint32))
+        copy(0)
+        cuda.synchronize()
+        if not np.array_equal(destination.copy_to_host(), source.copy_to_host()):
+            raise timing.CorrectnessError("device-to-device copy: destination differs from source")
+
+    return ({"ceiling": "d2d_copy", "bytes_moved": 2 * COPY_BYTES},
+            timing.TimedCase("ceiling/d2d_copy", copy, check, bytes_read=COPY_BYTES,
+                             bytes_written=COPY_BYTES))
+
+
+def _sdpa_cases(configs: list[SweepConfig]):
+    """torch SDPA on a contiguous bf16 KV cache for every decode (shape, phase): [(columns, case)].
+    Non-causal (torch's causal mask is top-left aligned; decode masks at most 3 of the
+    context's keys). Empty when torch is missing."""
+    try:
+        import torch
+        import torch.nn.functional as F
+    except ImportError:
+        return []
+    seen, cases = set(), []
+    for c in configs:
+        if c.phase.name != "decode" or (c.shape, c.phase) in seen:
+            continue
+        seen.add((c.shape, c.phase))
+        s, p = c.shape, c.phase
+        state = {}
+
+        def make(s=s, p=p, state=state):
+            generator = torch.Generator(device="cuda").manual_seed(_fresh_seed() >> 1)
+            state["q"] = torch.randn(p.batch, s.q_heads, p.seqlen_q, s.head_dim, device="cuda",
+                                     dtype=torch.bfloat16, generator=generator)
+            state["k"] = torch.randn(p.batch, s.kv_heads, p.context, s.head_dim, device="cuda",
+                                     dtype=torch.bfloat16, generator=generator)
+            state["v"] = torch.randn_like(state["k"])
+
+        def launch(stream, s=s, state=state):
+            with torch.cuda.stream(torch.cuda.ExternalStream(int(stream))):
+                state["out"] = F.scaled_dot_product_attention(
+                    state["q"], state["k"], state["v"], enable_gqa=s.q_heads != s.kv_heads)
+
+        def check(s=s, p=p, state=state, make=make, launch=launch):
+            make()
+            launch(0)
+            torch.cuda.synchronize()
+            b, h = p.batch - 1, s.q_heads - 1
+            q = state["q"][b, h].double()
+            k = state["k"][b, h // (s.q_heads // s.kv_heads)].double()
+            v = state["v"][b, h // (s.q_heads // s.kv_heads)].double()
+            expected = torch.softmax(q @ k.T / math.sqrt(s.head_dim), dim=-1) @ v
+            error = float((state["out"][b, h].double() - expected).abs().max())
+            if error > TOLERANCE_OUT["bf16"]:
+                raise timing.CorrectnessError(f"torch sdpa {s.name} decode q{p.seqlen_q}: error {error:.3g}")
+
+        element_bytes = 2
+        kv_bytes = 2 * p.batch * p.context * s.kv_heads * s.head_dim * element_bytes
+        columns = {"ceiling": "torch_sdpa_contiguous", "shape": s.name, "q_heads": s.q_heads,
+                   "kv_heads": s.kv_heads, "head_dim": s.head_dim, "dtype": "bf16", "phase": "decode",
+                   "batch": p.batch, "seqlen_q": p.seqlen_q, "context_tokens": p.context,
+                   "bytes_moved": kv_bytes, "torch_version": torch.__version__}
+        cases.append((columns, timing.TimedCase(f"ceiling/sdpa/{s.name}/q{p.seqlen_q}/b{p.batch}"
+                                                f"/ctx{p.context}", launch, check, bytes_read=kv_bytes)))
+    return cases
+
+
+def measure(study: dict, gpu_probe: dict, out_dir: Path) -> None:
+    """Run the whole paged_kv study on this GPU and write its raw data into ``out_dir``."""
+    from tma_kernels import numpy_compat
+    from tma_kernels.paged_kv.runner import AttentionRunner
+
+    from tma_study.harness.progress import Progress
+
+    gpu = gpu_mod.require_hopper(gpu_mod.detect())
+    started = provenance.utc_now()
+    clocks_before = provenance.nvidia_smi_clocks()
+    configs = sweep_configs(study)
+    variants = sorted({c.variant() for c in configs}, key=lambda v: v.name)
+    progress = Progress("paged_kv compile", len(variants))
+    runners = {}
+    for variant in variants:
+        progress.step(variant.name)
+        runners[variant] = AttentionRunner(variant)
+    pools = TimedPools(gpu.sm_count)
+    attention_cases = [_attention_case(c, runners[c.variant()], pools, gpu.sm_count) for c in configs]
+    ceiling_cases = [_copy_case(), *_sdpa_cases(configs)]
+    timings = timing.run([case for _, case in ceiling_cases] + attention_cases, study="paged_kv",
+                         **study["timing"])
+
+    def timed_columns(case, bytes_moved):
+        t = timings[case.key].columns()
+        return {**t, "bytes_moved": bytes_moved, "gbps": bytes_moved / (t["time_us_median"] * 1e3)}
+
+    rows = []
+    for config, case in zip(configs, attention_cases):
+        p, s = config.phase, config.shape
+        flops = Problem(batch=p.batch, seqlen_q=p.seqlen_q, q_heads=s.q_heads, kv_heads=s.kv_heads,
+                        head_dim=s.head_dim, page_size=config.page_size,
+                        seqlens_k=(p.context,) * p.batch, dtype=config.dtype).flops()
+        row = {**config.columns(gpu.sm_count), **timed_columns(case, case.bytes_read), "flops": flops}
+        row["tflops"] = flops / (row["time_us_median"] * 1e6)
+        rows.append(row)
+    ceilings = pd.DataFrame([{**columns, **timed_columns(case, columns["bytes_moved"])}
+                             for columns, case in ceiling_cases])
+    record = provenance.build(
+        study="paged_kv", gpu=gpu.as_dict(), study_config=study, repo=REPO_ROOT, started=started,
+        extra={"nvidia_smi_before": clocks_before, "nvidia_smi_after": provenance.nvidia_smi_clocks(),
+               "timer": "cuda-bench (nvbench) cold samples: L2 flushed before every sample; device events",
+               "configurations": len(configs), "kernel_variants": len(variants),
+               "fa3_source": "Dao-AILab/flash-attention@0251105a2fb19d2957484b7f023cd8c115286ced hopper/",
+               "torch_sdpa_measured": any(c["ceiling"] == "torch_sdpa_contiguous" for c, _ in ceiling_cases),
+               "numpy_row_stack_shim_applied": numpy_compat.SHIM_APPLIED})
+    with atomic.staged_directory(out_dir) as staging:
+        pd.DataFrame(rows).to_csv(staging / "attention.csv", index=False)
+        ceilings.to_csv(staging / "ceilings.csv", index=False)
+        (staging / "provenance.json").write_text(json.dumps(record, indent=2, default=str) + "\n")

@@ -1,0 +1,162 @@
+"""One paged-attention problem on the host: its shape, fresh random inputs in a shuffled
+page pool, and the float64 reference output.
+
+The pool holds every sequence's pages in a random (non-contiguous) order, a few spare
+pages of random data no sequence uses, and one *poison page* of NaNs; page-table
+entries past each sequence's last page point at the poison page, so a kernel that reads
+a page it should not turns its output into NaN. Rows of a sequence's last page past its
+length hold finite random data (the kernel reads and masks them, as FA3's TMA path does).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .numerics import nan_bits, round_to
+
+SPARE_PAGES = 3
+EXTRA_PAGE_TABLE_COLUMNS = 1        # entries past every sequence's pages (poison)
+
+
+class ProblemError(ValueError):
+    """A problem shape the kernel does not take; the message names the field."""
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Shape of one attention call over a paged KV cache (FA3's layouts)."""
+
+    batch: int
+    seqlen_q: int
+    q_heads: int
+    kv_heads: int
+    head_dim: int
+    page_size: int
+    seqlens_k: tuple[int, ...]
+    dtype: str = "bf16"
+    causal: bool = True
+    softmax_scale: float | None = None
+
+    def __post_init__(self):
+        object.__setattr__(self, "seqlens_k", tuple(int(n) for n in self.seqlens_k))
+        if len(self.seqlens_k) != self.batch:
+            raise ProblemError(f"seqlens_k has {len(self.seqlens_k)} entries; batch is {self.batch}")
+        if self.q_heads % self.kv_heads:
+            raise ProblemError(f"q_heads={self.q_heads} is not a multiple of kv_heads={self.kv_heads}")
+        if self.page_size < 1 or self.page_size & (self.page_size - 1):
+            raise ProblemError(f"page_size={self.page_size} is not a power of two")
+        short = [n for n in self.seqlens_k if n < self.seqlen_q]
+        if short:
+            raise ProblemError(f"seqlens_k {short} < seqlen_q={self.seqlen_q}: every cache must hold "
+                               "at least the query tokens (they are its last tokens)")
+
+    @property
+    def group(self) -> int:
+        return self.q_heads // self.kv_heads
+
+    @property
+    def scale(self) -> float:
+        return self.softmax_scale if self.softmax_scale is not None else 1.0 / math.sqrt(self.head_dim)
+
+    @property
+    def pages_per_sequence(self) -> list[int]:
+        return [-(-n // self.page_size) for n in self.seqlens_k]
+
+    @property
+    def element_bytes(self) -> int:
+        return 2 if self.dtype == "bf16" else 1
+
+    def kv_bytes_read(self) -> int:
+        """K and V bytes every sequence's cache holds (what a decode step must read)."""
+        return 2 * sum(self.seqlens_k) * self.kv_heads * self.head_dim * self.element_bytes
+
+    def flops(self) -> int:
+        """2 matmuls x 2 flops per multiply-add over the (causally) visible key range."""
+        visible = 0
+        for n in self.seqlens_k:
+            first = n - self.seqlen_q + 1
+            visible += (self.seqlen_q * first + self.seqlen_q * (self.seqlen_q - 1) // 2
+                        if self.causal else self.seqlen_q * n)
+        return 4 * visible * self.q_heads * self.head_dim
+
+
+@dataclass
+class HostInputs:
+    """Bits the kernel reads and exact float64 values for the reference."""
+
+    problem: Problem
+    q_bits: np.ndarray              # (batch, seqlen_q, q_heads, head_dim) uint16 / uint8
+    k_pool_bits: np.ndarray         # (num_pages, page_size, kv_heads, head_dim)
+    v_pool_bits: np.ndarray
+    page_table: np.ndarray          # int32 (batch, max_pages)
+    seqlens_k: np.ndarray           # int32 (batch,)
+    q: np.ndarray                   # float64 values of q_bits
+    k_pool: np.ndarray              # float64 values of the pools (poison page: NaN)
+    v_pool: np.ndarray
+    poison_page: int
+
+    def keys(self, b: int) -> np.ndarray:
+        """(seqlen_k[b], kv_heads, head_dim) float64 K of sequence b, gathered through its pages."""
+        return self._gather(self.k_pool, b)
+
+    def values(self, b: int) -> np.ndarray:
+        return self._gather(self.v_pool, b)
+
+    def _gather(self, pool, b):
+        n = int(self.seqlens_k[b])
+        tokens = np.arange(n)
+        pages = self.page_table[b, tokens // self.problem.page_size]
+        return pool[pages, tokens % self.problem.page_size]
+
+
+def make_inputs(problem: Problem, rng: np.random.Generator) -> HostInputs:
+    """Fresh random inputs (standard normal, rounded to the dtype) in a shuffled pool."""
+    p = problem
+    pages = p.pages_per_sequence
+    data_pages = sum(pages) + SPARE_PAGES
+    num_pages = data_pages + 1
+    order = rng.permutation(num_pages)
+    poison_page = int(order[-1])
+    max_pages = max(pages) + EXTRA_PAGE_TABLE_COLUMNS
+    page_table = np.full((p.batch, max_pages), poison_page, dtype=np.int32)
+    cursor = 0
+    for b, count in enumerate(pages):
+        page_table[b, :count] = order[cursor:cursor + count]
+        cursor += count
+    q_bits, q = round_to(p.dtype, rng.standard_normal((p.batch, p.seqlen_q, p.q_heads, p.head_dim)))
+    pool_shape = (num_pages, p.page_size, p.kv_heads, p.head_dim)
+    k_bits, k_pool = round_to(p.dtype, rng.standard_normal(pool_shape))
+    v_bits, v_pool = round_to(p.dtype, rng.standard_normal(pool_shape))
+    for bits, values in ((k_bits, k_pool), (v_bits, v_pool)):
+        bits[poison_page] = nan_bits(p.dtype)
+        values[poison_page] = np.nan
+    return HostInputs(p, q_bits, k_bits, v_bits, page_table, np.array(p.seqlens_k, dtype=np.int32),
+                      q, k_pool, v_pool, poison_page)
+
+
+def reference(inputs: HostInputs, causal: bool | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """float64 attention: (out (batch, seqlen_q, q_heads, head_dim), lse_log2 (batch, seqlen_q,
+    q_heads)) where lse_log2 = log2(sum_j exp(scale * q . k_j)). ``causal`` overrides the
+    problem's own (a diagnostic: does the kernel mask?)."""
+    p = inputs.problem
+    causal = p.causal if causal is None else causal
+    out = np.empty((p.batch, p.seqlen_q, p.q_heads, p.head_dim))
+    lse = np.empty((p.batch, p.seqlen_q, p.q_heads))
+    for b in range(p.batch):
+        keys, values = inputs.keys(b), inputs.values(b)          # (n, kv_heads, d)
+        n = keys.shape[0]
+        visible = np.ones((p.seqlen_q, n), dtype=bool)
+        if causal:
+            visible = np.arange(n)[None, :] <= (n - p.seqlen_q + np.arange(p.seqlen_q))[:, None]
+        for h in range(p.q_heads):
+            kv = h // p.group
+            scores = p.scale * inputs.q[b, :, h, :] @ keys[:, kv, :].T        # (seqlen_q, n)
+            scores = np.where(visible, scores, -np.inf)
+            top = scores.max(axis=1, keepdims=True)
+            weights = np.exp(scores - top)
+            total = weights.sum(axis=1, keepdims=True)
+            out[b, :, h, :] = (weights / total) @ values[:, kv, :]
+            lse[b, :, h] = (top[:, 0] + np.log(total[:, 0])) / math.log(2.0)
+    return out, lse

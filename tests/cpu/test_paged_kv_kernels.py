@@ -1,0 +1,95 @@
+"""Paged attention kernels compile for sm_90a with the SASS their names promise, no spills.
+
+- every variant: HMMA (bf16: ``HMMA.16816.F32.BF16``; e4m3: fp8 unpacked to fp16,
+  ``F2FP.F16.E4M3.UNPACK_B`` + ``HMMA.16816.F32``), ``LDSM.16.M88.4`` (Q, K) and
+  ``LDSM.16.MT88.4`` (V), ``MUFU.EX2`` (softmax), mbarrier waits;
+- TMA path: ``UTMALDG.4D`` and no ``LDGSTS``; cp.async path: ``LDGSTS.E.BYPASS.128`` and no
+  ``UTMALDG``;
+- no local memory: the S and O register arrays stay in registers (stack frame 0, no spills;
+  e4m3 at head_dim 256 is the exception, 8 B, see SPILL_ALLOWANCE_BYTES).
+The study's compile step (``tma-study compile paged_kv``) checks every variant of the sweep
+the same way; this test compiles one of each (dtype, head_dim, path) and the decode shape.
+Plus the host-side rules of a variant and of a page size.
+"""
+import functools
+
+import pytest
+from tma_kernels.build import compile_for_sm90a
+from tma_kernels.paged_kv import SIGNATURE, Variant, VariantError, make_attention_kernel
+from tma_kernels.paged_kv.runner import check_page_size
+
+MMA_SASS = {"bf16": ("HMMA.16816.F32.BF16",), "e4m3": ("F2FP.F16.E4M3.UNPACK_B", "HMMA.16816.F32")}
+PATH_SASS = {"tma": ("UTMALDG.4D",), "cp_async": ("LDGSTS.E.BYPASS.128",)}
+PATH_ABSENT = {"tma": "LDGSTS", "cp_async": "UTMALDG"}
+COMMON_SASS = ("LDSM.16.M88.4", "LDSM.16.MT88.4", "MUFU.EX2", "SYNCS.PHASECHK")
+
+# (dtype, head_dim) -> spilled bytes tolerated. e4m3 at head_dim 256 needs more registers
+# than the 255 a thread has (the fp8 -> fp16 unpack of every operand): 8 B at block_n 32
+# (56 B at block_n 64), so that shape runs with block_n 32.
+SPILL_ALLOWANCE_BYTES = {("e4m3", 256): 8}
+BLOCK_N = {("e4m3", 256): 32}
+
+VARIANTS = [
+    Variant(dtype=dtype, head_dim=d, load_path=path, consumer_warps=w,
+            producer_warps=1 if path == "tma" else 4, block_n=BLOCK_N.get((dtype, d), 64))
+    for dtype, d, w in (("bf16", 128, 4), ("bf16", 128, 1), ("bf16", 64, 4), ("bf16", 256, 2),
+                        ("e4m3", 128, 4), ("e4m3", 64, 4), ("e4m3", 256, 1))
+    for path in ("tma", "cp_async")
+]
+
+
+@functools.cache
+def compiled(variant):
+    return compile_for_sm90a(make_attention_kernel(variant), SIGNATURE, name=variant.name)
+
+
+@pytest.mark.parametrize("variant", VARIANTS, ids=lambda v: v.name)
+def test_variant_sass(variant):
+    kernel = compiled(variant)
+    counts = kernel.opcode_counts()
+    expected = MMA_SASS[variant.dtype] + PATH_SASS[variant.load_path] + COMMON_SASS
+    missing = [m for m in expected if not kernel.has_instruction(m)]
+    assert not missing, f"{variant.name}: SASS lacks {missing}"
+    assert not kernel.has_instruction(PATH_ABSENT[variant.load_path]), (
+        f"{variant.name}: SASS has {PATH_ABSENT[variant.load_path]}: the other load path leaked in")
+    if variant.dtype == "bf16":
+        assert not kernel.has_instruction("F2FP.F16.E4M3"), f"{variant.name}: fp8 code in a bf16 kernel"
+    allowance = SPILL_ALLOWANCE_BYTES.get((variant.dtype, variant.head_dim), 0)
+    assert max(kernel.stack_frame_bytes, kernel.spill_store_bytes) <= allowance, (
+        f"{variant.name}: {kernel.stack_frame_bytes} B stack frame, {kernel.spill_store_bytes} B "
+        f"spilled ({kernel.registers} registers): the score/accumulator arrays left registers")
+    assert counts["UTMALDG.4D" if variant.load_path == "tma" else "LDGSTS.E.BYPASS.128"] >= 1
+
+
+@pytest.mark.parametrize("fields, message", [
+    ({"dtype": "fp16"}, "dtype='fp16' is not one of"),
+    ({"head_dim": 96}, "head_dim=96 is not one of"),
+    ({"load_path": "bulk"}, "load_path='bulk'"),
+    ({"dtype": "e4m3", "block_n": 16}, "e4m3 needs block_n >= 32"),
+    ({"head_dim": 256, "block_n": 128, "stages": 4}, "more than the"),
+])
+def test_variant_rejects(fields, message):
+    with pytest.raises(VariantError, match=message):
+        Variant(**fields)
+
+
+def test_shared_memory_budget():
+    v = Variant(dtype="bf16", head_dim=128, block_n=64, consumer_warps=4, stages=2)
+    assert v.dynamic_shared_bytes == 64 * 256 + 2 * 2 * 64 * 256 + 1024
+
+
+@pytest.mark.parametrize("variant, page_size, ok", [
+    (Variant(load_path="tma"), 16, True),        # 16 rows x 128 B: two swizzle atoms
+    (Variant(load_path="tma"), 8, True),         # 8 x 128 B = one atom
+    (Variant(load_path="tma"), 4, False),
+    (Variant(load_path="tma", dtype="e4m3", head_dim=64), 8, False),   # 8 x 64 B
+    (Variant(load_path="tma", dtype="e4m3", head_dim=64), 16, True),
+    (Variant(load_path="cp_async", producer_warps=4), 1, True),
+    (Variant(load_path="cp_async", producer_warps=4), 12, False),      # not a power of two
+])
+def test_page_size_rules(variant, page_size, ok):
+    if ok:
+        check_page_size(variant, page_size)
+    else:
+        with pytest.raises(VariantError, match=f"page_size={page_size}"):
+            check_page_size(variant, page_size)

@@ -1,0 +1,195 @@
+"""GPU: the paged attention kernel equals a float64 reference, both load paths, both dtypes.
+
+Every case makes fresh random inputs (the seed is printed on failure) in a shuffled page
+pool with a NaN *poison page* behind every unused page-table entry
+(``tma_study.studies.paged_kv.problem``), poisons the outputs with NaN, launches, and
+compares with the float64 reference on the same bf16- / e4m3-rounded inputs:
+
+- ``lse`` (log2 of each row's softmax denominator) first: a mismatch there is in
+  S = Q K^T, the mask or the softmax (stage "scores");
+- then O: a mismatch with correct ``lse`` is in P V or the output columns ("pv");
+- NaN left in the output: rows never written, or a read of the poison page ("coverage");
+- on a mismatch of a causal case, whether the output matches the *non-causal* reference
+  (the mask was not applied) is reported too.
+Tolerances (absolute, unit-variance inputs): O 1e-2 bf16, 6e-2 e4m3 (P is rounded to the
+operand type before P V; the CPU warp emulation sees 1e-3 / 1.5e-2), lse 1e-2 (log2 units).
+
+The cases cover GQA (32/8, 64/8, 8/1) and multi-head (32/32, 16/16), decode (1 and 4
+query tokens, packed into M) and causal prefill (130-200 tokens over longer caches),
+ragged cache lengths with a partial last page, page sizes 1, 8 (cp.async only), 16, 32
+(TMA: one box per page, several per tile), 64 (= block_n) and 128, 256 (one box per
+tile), head dims 64, 128, 256, split-KV (3 splits) with the combine kernel, and one
+non-causal variant. ``test_tma_and_cp_async_agree_bitwise``: the two paths fill the same
+shared-memory tiles for the same consumer, so their outputs must be bit-identical; a TMA
+mismatch there with a passing cp.async reference check points at the tensor map, box
+coordinates or swizzle.
+
+``KERNELS`` lists every kernel with its signature for
+tests/cpu/test_gpu_test_kernels_compile.py (15 attention variants + the combine kernel;
+numba compiles each in a few seconds on first use).
+"""
+import functools
+import os
+
+import numpy as np
+import pytest
+from tma_kernels.paged_kv import (
+    COMBINE_SIGNATURE,
+    SIGNATURE,
+    Variant,
+    combine_splits,
+    make_attention_kernel,
+)
+
+from tma_study.studies.paged_kv.problem import Problem, make_inputs, reference
+
+pytestmark = pytest.mark.gpu
+
+TOLERANCE_OUT = {"bf16": 1e-2, "e4m3": 6e-2}
+TOLERANCE_LSE = 1e-2
+
+
+def _variant(dtype, head_dim, path, warps, causal=True):
+    block_n = 32 if (dtype, head_dim) == ("e4m3", 256) else 64   # registers: see the CPU test
+    return Variant(dtype=dtype, head_dim=head_dim, load_path=path, block_n=block_n,
+                   consumer_warps=warps, stages=2, producer_warps=1 if path == "tma" else 4,
+                   causal=causal)
+
+
+VARIANTS = {
+    f"{dtype}_d{d}_{path}_w{w}": _variant(dtype, d, path, w)
+    for dtype in ("bf16", "e4m3")
+    for d, warps in ((128, (4, 1)), (64, (4,)), (256, (2,)))
+    for w in warps
+    for path in ("tma", "cp_async")
+    if not (dtype == "e4m3" and w == 1)
+}
+VARIANTS["bf16_d128_tma_w4_noncausal"] = _variant("bf16", 128, "tma", 4, causal=False)
+
+KERNELS = {v.name: (make_attention_kernel(v), SIGNATURE) for v in VARIANTS.values()}
+KERNELS["combine_splits"] = (combine_splits, COMBINE_SIGNATURE)
+
+
+def _problem(dtype, d, shape, seqlen_q, lens, page, causal=True):
+    q_heads, kv_heads = shape
+    return Problem(batch=len(lens), seqlen_q=seqlen_q, q_heads=q_heads, kv_heads=kv_heads,
+                   head_dim=d, page_size=page, seqlens_k=lens, dtype=dtype, causal=causal)
+
+
+def _cases():
+    """(variant key, problem, num_splits) for every case."""
+    cases = []
+    for dtype in ("bf16", "e4m3"):
+        for path in ("tma", "cp_async"):
+            w4 = f"{dtype}_d128_{path}_w4"
+            pages = (16, 64, 256) if path == "tma" else (1, 8, 16, 64, 256)
+            for page in pages:
+                cases.append((w4, _problem(dtype, 128, (32, 8), 1, (1000, 37, 515), page), 1))
+            cases.append((w4, _problem(dtype, 128, (32, 8), 1, (1000, 37, 515), 32), 3))
+            cases.append((w4, _problem(dtype, 128, (64, 8), 4, (700, 129), 128), 1))
+            cases.append((w4, _problem(dtype, 128, (32, 8), 200, (333, 200), 64), 1))
+            if dtype == "bf16":
+                w1 = f"bf16_d128_{path}_w1"
+                cases.append((w1, _problem(dtype, 128, (32, 32), 1, (257, 64, 1100), 32), 1))
+                cases.append((w1, _problem(dtype, 128, (32, 8), 4, (96, 4000), 16), 2))
+            cases.append((f"{dtype}_d64_{path}_w4", _problem(dtype, 64, (16, 16), 130, (190, 131), 32), 1))
+            cases.append((f"{dtype}_d256_{path}_w2", _problem(dtype, 256, (8, 1), 4, (600, 1025), 128), 1))
+            cases.append((f"{dtype}_d256_{path}_w2", _problem(dtype, 256, (8, 1), 1, (77, 300), 16), 3))
+    cases.append(("bf16_d128_tma_w4_noncausal",
+                  _problem("bf16", 128, (32, 8), 150, (333, 150), 64, causal=False), 1))
+    return cases
+
+
+CASES = _cases()
+
+
+def _case_id(case):
+    key, p, splits = case
+    return (f"{key}-h{p.q_heads}/{p.kv_heads}-q{p.seqlen_q}-page{p.page_size}-b{p.batch}"
+            f"-splits{splits}")
+
+
+@functools.cache
+def _runner(key):
+    from tma_kernels.paged_kv.runner import AttentionRunner
+    return AttentionRunner(VARIANTS[key])
+
+
+def _run(key, problem, splits, seed):
+    from numba import cuda
+    from tma_kernels.paged_kv.runner import DeviceProblem
+    inputs = make_inputs(problem, np.random.default_rng(seed))
+    device = DeviceProblem(inputs, max_splits=splits)
+    device.poison_outputs()
+    _runner(key).launch(device, splits)
+    cuda.synchronize()
+    return inputs, device.output(splits), device.split_lse(splits)
+
+
+def _where(index, shape, names):
+    return ", ".join(f"{n}={i}" for n, i in zip(names, np.unravel_index(index, shape)))
+
+
+def _diagnose(inputs, out, split_lse, dtype, seed, key, splits):
+    """Empty string when the output matches; else what differs, where, and which stage."""
+    p = inputs.problem
+    expected, expected_lse = reference(inputs)
+    with np.errstate(invalid="ignore"):
+        lse = np.logaddexp2.reduce(split_lse, axis=0)
+    problems = []
+    nan_out = np.isnan(out)
+    if nan_out.any():
+        rows = np.argwhere(nan_out.any(axis=-1))
+        problems.append(f"[coverage] {len(rows)} output rows hold NaN (never written, or read the "
+                        f"poison page), first at (batch, token, head) = {tuple(rows[0])}; "
+                        f"lse of that row {lse[tuple(rows[0])]:.4g}")
+    lse_error = np.abs(lse - expected_lse)
+    if not np.all(lse_error <= TOLERANCE_LSE):
+        i = int(np.nanargmax(np.where(np.isnan(lse_error), np.inf, lse_error)))
+        problems.append(f"[scores] lse (log2 softmax denominator) max |error| "
+                        f"{np.nanmax(lse_error):.4g} at {_where(i, lse.shape, ('batch', 'token', 'head'))}: "
+                        f"got {lse.flat[i]:.5g}, expected {expected_lse.flat[i]:.5g} "
+                        f"(S = Q K^T, mask or softmax)")
+    error = np.abs(out - expected)
+    if not np.all(error <= TOLERANCE_OUT[dtype]):
+        i = int(np.argmax(np.where(np.isnan(error), np.inf, error)))
+        where = _where(i, out.shape, ("batch", "token", "head", "dim"))
+        stage = "[pv]" if np.all(lse_error <= TOLERANCE_LSE) else "[after scores]"
+        problems.append(f"{stage} O max |error| {np.nanmax(error):.4g} at {where}: got "
+                        f"{out.flat[i]:.5g}, expected {expected.flat[i]:.5g}; rows over tolerance: "
+                        f"{int(np.any(error > TOLERANCE_OUT[dtype], axis=-1).sum())} of "
+                        f"{p.batch * p.seqlen_q * p.q_heads}")
+        if p.causal:
+            unmasked, _ = reference(inputs, causal=False)
+            if np.nanmax(np.abs(out - unmasked)) <= TOLERANCE_OUT[dtype]:
+                problems.append("[mask] the output matches the NON-causal reference: no mask applied")
+    if not problems:
+        return ""
+    return (f"{key}, splits={splits}, {p}, seed={seed}:\n  " + "\n  ".join(problems))
+
+
+@pytest.mark.parametrize("case", CASES, ids=[_case_id(c) for c in CASES])
+def test_matches_float64_reference(case):
+    key, problem, splits = case
+    seed = int.from_bytes(os.urandom(4), "little")
+    inputs, out, split_lse = _run(key, problem, splits, seed)
+    message = _diagnose(inputs, out, split_lse, problem.dtype, seed, key, splits)
+    assert not message, message
+
+
+PAIRED = [c for c in CASES if "_tma_" in c[0] and "noncausal" not in c[0]]
+
+
+@pytest.mark.parametrize("case", PAIRED, ids=[_case_id(c) for c in PAIRED])
+def test_tma_and_cp_async_agree_bitwise(case):
+    key, problem, splits = case
+    seed = int.from_bytes(os.urandom(4), "little")
+    _, tma_out, _ = _run(key, problem, splits, seed)
+    _, gather_out, _ = _run(key.replace("_tma_", "_cp_async_"), problem, splits, seed)
+    differs = ~((tma_out == gather_out) | (np.isnan(tma_out) & np.isnan(gather_out)))
+    if differs.any():
+        first = tuple(np.argwhere(differs)[0])
+        pytest.fail(f"{key} vs cp_async, seed={seed}: {int(differs.sum())} of {differs.size} output "
+                    f"values differ, first at (batch, token, head, dim) = {first}: tma "
+                    f"{tma_out[first]:.6g}, cp_async {gather_out[first]:.6g} (same tiles must give "
+                    "the same bits: suspect the tensor map, box coordinates or swizzle)")
