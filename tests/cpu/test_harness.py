@@ -181,6 +181,7 @@ def write_nvbench(path: Path, benchmarks: dict[str, list[dict]]) -> Path:
 def test_parse_results_converts_to_microseconds_and_megahertz(tmp_path):
     path = write_nvbench(tmp_path / "nvbench.json", {"crossover": [nvbench_state("k1")]})
     columns = parse_results(path, "crossover")["k1"].columns()
+    assert columns.pop("timing_status") == "ok"
     assert columns == pytest.approx({
         "time_us_median": 1000.0, "time_us_q1": 950.0, "time_us_q3": 1100.0, "time_us_iqr": 150.0,
         "time_us_min": 900.0, "time_us_max": 1200.0, "time_relative_stdev": 0.004,
@@ -270,3 +271,13 @@ def test_gpu_lock_serialises_measurements(tmp_path):
     acquired = float(out.strip().splitlines()[-1])
     assert acquired >= released
     assert "waiting for the GPU: first" in out
+
+
+def test_a_case_without_surviving_samples_is_recorded_as_not_measured():
+    """All samples throttled away: NaN times and the reason, not a crash that loses the run."""
+    import math
+
+    from tma_study.harness.timing import Timing
+    columns = Timing("k", {"nv/cold/sample_size": 0, "nv/cold/walltime": 0.5}).columns()
+    assert math.isnan(columns["time_us_median"]) and columns["samples"] == 0
+    assert columns["timing_status"].startswith("not measured")

@@ -63,7 +63,16 @@ class Timing:
             raise KeyError(f"cuda-bench wrote no {tag!r} for {self.key!r}; "
                            f"it wrote: {sorted(self.summary)}") from None
 
+    NO_SAMPLE = ("not measured: no valid cold sample within the timeout (nvbench discards samples "
+                 "taken while the GPU throttles)")
+
     def columns(self) -> dict:
+        """Time columns; NaN times and ``timing_status`` saying why when no sample survived."""
+        if "nv/cold/time/gpu/median" not in self.summary and float(self.summary.get("nv/cold/sample_size", 0)) == 0:
+            nan = float("nan")
+            return {"time_us_median": nan, "time_us_q1": nan, "time_us_q3": nan, "time_us_iqr": nan,
+                    "time_us_min": nan, "time_us_max": nan, "time_relative_stdev": nan, "samples": 0,
+                    "sm_clock_mhz_mean": nan, "timing_status": self.NO_SAMPLE}
         us = 1e6
         q1, q3 = self._get("nv/cold/time/gpu/q1") * us, self._get("nv/cold/time/gpu/q3") * us
         return {
@@ -76,6 +85,7 @@ class Timing:
             "time_relative_stdev": self._get("nv/cold/time/gpu/stdev/relative"),
             "samples": int(self._get("nv/cold/sample_size")),
             "sm_clock_mhz_mean": self._get("nv/cold/sm_clock_rate/mean") / 1e6,
+            "timing_status": "ok",
         }
 
 

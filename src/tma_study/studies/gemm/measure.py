@@ -238,7 +238,8 @@ def measure(study: dict, gpu_probe: dict, out_dir: Path, build_dir: Path = BUILD
             records.append(columns)
             continue
         t = timings[case.key].columns()
-        records.append({**columns, "status": MEASURED, **t, **checks[case.key],
+        status = MEASURED if t["timing_status"] == "ok" else t["timing_status"]
+        records.append({**columns, "status": status, **t, **checks[case.key],
                         "tflops": columns["flop"] / (t["time_us_median"] * 1e-6) / 1e12})
     other = [a for a in variants_mod.ARCHES if a != arch]
     for a in other:
