@@ -16,4 +16,6 @@ STUDY = Study(
     measure=f"{_HERE}.measure:measure",
     aggregate=f"{_HERE}.aggregate:aggregate",
     write_tables=f"{_HERE}.tables:write_tables",
+    rules=f"{_HERE}.rules:rules_of_thumb",
+    macros=f"{_HERE}.macros:macros",
 )

@@ -1,0 +1,34 @@
+"""The dsm study's numbers for the paper's text (entry point ``macros``)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from tma_study.macros import camel, number
+
+SIZE_WORDS = {2: "two", 4: "four", 8: "eight", 16: "sixteen"}
+
+
+def macros(derived_dir: Path, provenance: dict) -> dict[str, str]:
+    derived_dir = Path(derived_dir)
+    out = {}
+    latency = pd.read_csv(derived_dir / "latency.csv")
+    remote = latency[(latency.path == "ld.shared::cluster") & (latency.target.astype(str) != "0")]
+    local = latency[latency.target.astype(str) == "local_lds"]
+    if len(remote) and len(local):
+        out[camel("dsm", "remote latency min cycles")] = number(remote.cycles_per_hop_median.min())
+        out[camel("dsm", "remote latency max cycles")] = number(remote.cycles_per_hop_median.max())
+        out[camel("dsm", "local latency cycles")] = number(local.cycles_per_hop_median.median())
+    bandwidth = pd.read_csv(derived_dir / "bandwidth.csv")
+    for r in bandwidth[bandwidth.path == "remote"].itertuples():
+        out[camel("dsm", "read gbps cluster", SIZE_WORDS[int(r.cluster_size)])] = number(r.gbps)
+        out[camel("dsm", "read bytes per cycle cluster", SIZE_WORDS[int(r.cluster_size)])] = number(
+            r.bytes_per_sm_cycle, 1)
+    winners = pd.read_csv(derived_dir / "winners.csv")
+    largest = winners[winners.cluster_size == winners.cluster_size.max()]
+    if len(largest):
+        out[camel("dsm", "multicast gbps largest cluster")] = number(largest.multicast_gbps.max())
+        out[camel("dsm", "pull gbps largest cluster")] = number(largest.dsm_pull_gbps.max())
+    out[camel("dsm", "configurations")] = number(provenance.get("configurations", float("nan")))
+    return out

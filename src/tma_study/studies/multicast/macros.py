@@ -1,0 +1,35 @@
+"""The multicast study's numbers for the paper's text (entry point ``macros``).
+
+Names: ``multicast<What><Where>``, e.g. ``multicastMaxSpeedupOnedHbm``; no digits in names.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from tma_study.macros import camel, number, ratio
+
+PATTERNS = {"1d": "oned", "2d": "twod"}
+SETS = {"hbm": "hbm", "l2": "ltwo"}
+
+
+def macros(derived_dir: Path, provenance: dict) -> dict[str, str]:
+    derived_dir = Path(derived_dir)
+    out = {}
+    break_even = pd.read_csv(derived_dir / "break_even.csv")
+    for (pattern, ws), rows in break_even.groupby(["pattern", "working_set"]):
+        out[camel("multicast", "max speedup", PATTERNS[pattern], SETS[ws])] = ratio(rows.max_speedup.max())
+        out[camel("multicast", "min speedup", PATTERNS[pattern], SETS[ws])] = ratio(rows.min_speedup.min())
+    scheduling = pd.read_csv(derived_dir / "scheduling.csv")
+    by_size = scheduling[scheduling.pattern == "1d"].groupby("cluster_size").scheduling_factor.median()
+    if len(by_size):
+        out[camel("multicast", "scheduling factor largest cluster")] = ratio(by_size.iloc[-1])
+        out[camel("multicast", "largest cluster")] = str(int(by_size.index[-1]))
+    traffic = pd.read_csv(derived_dir / "traffic.csv")
+    if "l2_read_bytes_per_unique_byte" in traffic:
+        largest = traffic[traffic.cluster_size == traffic.cluster_size.max()].set_index("variant")
+        out[camel("multicast", "ltwo reads own copies")] = ratio(largest.l2_read_bytes_per_unique_byte["no_cluster"])
+        out[camel("multicast", "ltwo reads multicast")] = ratio(largest.l2_read_bytes_per_unique_byte["multicast"])
+    out[camel("multicast", "configurations")] = number(provenance.get("configurations", float("nan")))
+    return out

@@ -1,0 +1,69 @@
+"""The multicast study's rules of thumb (entry point ``rules``), computed from derived data."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from tma_study.report.tables import human_bytes
+
+LEVEL_NAMES = {"hbm": "HBM", "l2": "L2"}
+
+
+def _pattern_rule(break_even: pd.DataFrame, pattern: str, situation: str, figure: str) -> dict | None:
+    rows = break_even[break_even.pattern == pattern]
+    if rows.empty:
+        return None
+    wins = rows[rows.break_even_tile_bytes.notna() & (rows.max_speedup > 1.0)]
+    shapes = ", ".join(sorted({f"{r.cluster_x}x{r.cluster_y}" for r in rows.itertuples()}))
+    if wins.empty:
+        rule = ("do not expect bandwidth from multicast: let each CTA load its own copy (the copies hit "
+                "L2); use multicast where L2 read bandwidth, not delivery, is the limit")
+    else:
+        best = wins.loc[wins.max_speedup.idxmax()]
+        rule = (f"multicast pays from {human_bytes(best.break_even_tile_bytes)} tiles at cluster "
+                f"{best.cluster_x}x{best.cluster_y} ({LEVEL_NAMES[best.working_set]})")
+    evidence = (f"multicast / best own-copy speed {rows.min_speedup.min():.2f} .. {rows.max_speedup.max():.2f} over "
+                f"clusters {shapes}, tiles {human_bytes(rows.smallest_tile_bytes.min())} .. "
+                f"{human_bytes(rows.largest_tile_bytes.max())}, HBM and L2")
+    return {"situation": situation, "rule": rule, "evidence": evidence, "figure": figure}
+
+
+def _traffic_rule(traffic: pd.DataFrame) -> dict | None:
+    if "l2_read_bytes_per_unique_byte" not in traffic:
+        return None
+    largest = traffic.cluster_size.max()
+    at = traffic[traffic.cluster_size == largest].set_index("variant")
+    if not {"multicast", "no_cluster"} <= set(at.index):
+        return None
+    return {"situation": "what multicast saves",
+            "rule": "L2 reads (each tile leaves L2 once), not crossbar delivery: count on it to relieve L2, "
+                    "not to feed SMs faster",
+            "evidence": (f"cluster {largest}: L2 bytes read per operand byte {at.l2_read_bytes_per_unique_byte['multicast']:.2f} "
+                         f"(multicast) vs {at.l2_read_bytes_per_unique_byte['no_cluster']:.2f} (own copies); crossbar "
+                         f"delivers {at.xbar_bytes_per_unique_byte['multicast']:.0f}x either way"),
+            "figure": "multicast_traffic"}
+
+
+def _scheduling_rule(scheduling: pd.DataFrame) -> dict | None:
+    rows = scheduling[scheduling.pattern == "1d"]
+    if rows.empty:
+        return None
+    by_size = rows.groupby("cluster_size").scheduling_factor.median()
+    small, large = by_size.index.min(), by_size.index.max()
+    return {"situation": "choosing a cluster size",
+            "rule": f"keep clusters at {small} unless the kernel needs more: larger cluster launches cost time by "
+                    "themselves (fewer co-resident CTAs)",
+            "evidence": (f"same kernel, cluster launch / plain launch time (median over tiles): "
+                         f"{by_size[small]:.2f} at {small}, {by_size[large]:.2f} at {large}"),
+            "figure": "multicast_scaling"}
+
+
+def rules_of_thumb(derived_dir: Path, provenance: dict) -> list[dict]:
+    derived_dir = Path(derived_dir)
+    break_even = pd.read_csv(derived_dir / "break_even.csv")
+    rows = [_pattern_rule(break_even, "1d", "a tile every CTA of a cluster needs (broadcast)", "multicast_scaling"),
+            _pattern_rule(break_even, "2d", "GEMM-like A/B sharing across a cluster", "multicast_2d"),
+            _traffic_rule(pd.read_csv(derived_dir / "traffic.csv")),
+            _scheduling_rule(pd.read_csv(derived_dir / "scheduling.csv"))]
+    return [row for row in rows if row is not None]
