@@ -176,7 +176,12 @@ def link(objects: list[Path], output: Path) -> None:
     """One shared library of every variant object of one architecture (cudart linked statically)."""
     output = Path(output)
     output.parent.mkdir(parents=True, exist_ok=True)
-    command = [str(find_tool("nvcc", "NVCC")), "-shared", "-cudart=static", *map(str, objects), "-o", str(output)]
+    nvcc = find_tool("nvcc", "NVCC")
+    # PyPI's CUDA wheels keep libcudart_static.a and libcudadevrt.a in <toolkit>/lib, where their
+    # nvcc does not look by itself; a system toolkit's lib64 is on nvcc's own search path.
+    wheel_lib = Path(nvcc).resolve().parent.parent / "lib"
+    search = [f"-L{wheel_lib}"] if (wheel_lib / "libcudart_static.a").exists() else []
+    command = [str(nvcc), "-shared", "-cudart=static", *search, *map(str, objects), "-o", str(output)]
     subprocess.run(command, check=True)
 
 
