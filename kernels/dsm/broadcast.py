@@ -18,8 +18,7 @@ checksums hold.
     leader empty[s] counts consumer_warps * n arrivals; a peer's full[s] counts 1.
 
 ``dsm_push``  the leader copies each tile into every peer with a bulk shared::cta ->
-    shared::cluster copy completing on the peer's full[s] (``complete_tx``), as CUTLASS-free
-    code would without multicast.
+    shared::cluster copy completing on the peer's full[s] (``complete_tx``).
     every producer    wait own empty[s] -> arm own full[s] with the tile bytes; the leader's
                       also issues the TMA tile
     leader relay      lane p waits full[s], copies the stage to peer p's stage (completing

@@ -13,7 +13,6 @@ the checksum output is poisoned before each check.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +21,7 @@ import pandas as pd
 from tma_study import gpu as gpu_mod
 from tma_study.config import REPO_ROOT
 from tma_study.harness import atomic, provenance, timing
+from tma_study.harness.buffers import ChecksumOutputs, fresh_rng, poison
 from tma_study.harness.stats import summarize
 
 from . import reference
@@ -33,10 +33,6 @@ READ_CEILING_CTAS_PER_SM = (2, 4, 8)
 READ_CEILING_THREADS = 256
 LATENCY_THREADS = {"tma_tile": 32, "bulk_copy": 32, "cp_async": 128, "plain_loads": 128}  # one producer each
 L2_FLUSH_FACTOR = 2                # flush by writing this many L2 sizes of scratch
-
-
-def _fresh_rng() -> np.random.Generator:
-    return np.random.default_rng(int.from_bytes(os.urandom(8), "little"))
 
 
 class WorkingSet:
@@ -57,7 +53,7 @@ class WorkingSet:
         """New random contents whenever a new group of configurations starts."""
         if generation == self.generation:
             return
-        words = np.frombuffer(_fresh_rng().bytes(self.nbytes), dtype=np.uint32)
+        words = np.frombuffer(fresh_rng().bytes(self.nbytes), dtype=np.uint32)
         self.device.copy_to_device(words)
         self.sums = reference.vector_sums(words)
         self._expected.clear()
@@ -111,27 +107,6 @@ def _checked(name: str, got: int, want: int) -> None:
         raise timing.CorrectnessError(f"{name}: checksum {got:#018x}, expected {want:#018x}")
 
 
-class ChecksumOutputs:
-    """One device buffer for every configuration's per-thread checksums (a view each).
-
-    Each check poisons its view before it launches, so sharing the memory hides nothing;
-    it keeps a sweep of many configurations from holding an allocation per configuration.
-    """
-
-    def __init__(self):
-        self.buffer = None
-
-    def view(self, size: int):
-        from numba import cuda
-        if self.buffer is None or self.buffer.size < size:
-            self.buffer = cuda.device_array(size, np.uint64)
-        return self.buffer[:size]
-
-
-def _poison(out) -> None:
-    out.copy_to_device(_fresh_rng().integers(0, 2**63, size=out.size, dtype=np.uint64))
-
-
 def _stream_case(config: StreamConfig, kernel, ws: WorkingSet, sm_count: int,
                  outputs: ChecksumOutputs | None = None) -> timing.TimedCase:
     from tma_kernels.crossover.ring import dynamic_shared_bytes
@@ -151,7 +126,7 @@ def _stream_case(config: StreamConfig, kernel, ws: WorkingSet, sm_count: int,
 
     def check():
         ws.ensure_fresh((config.mechanism, config.working_set))
-        _poison(out)
+        poison(out)
         launch(0)
         from numba import cuda
         cuda.synchronize()
@@ -177,7 +152,7 @@ def _ceiling_cases(read_kernel, working_sets: dict, sm_count: int) -> list[tuple
 
     def check_copy():
         hbm.ensure_fresh(("ceiling", "copy"))
-        copy_dst.copy_to_device(_fresh_rng().integers(0, 2**32, size=copy_dst.size, dtype=np.uint32))
+        copy_dst.copy_to_device(fresh_rng().integers(0, 2**32, size=copy_dst.size, dtype=np.uint32))
         copy(0)
         cuda.synchronize()
         if not np.array_equal(copy_dst.copy_to_host(), hbm.device.copy_to_host()):
@@ -198,7 +173,7 @@ def _ceiling_cases(read_kernel, working_sets: dict, sm_count: int) -> list[tuple
 
             def check(launch=launch, out=out, ws=ws, ctas=ctas):
                 ws.ensure_fresh(("ceiling", ws.name))
-                _poison(out)
+                poison(out)
                 launch(0)
                 cuda.synchronize()
                 _checked(f"read_stream/{ws.name}/c{ctas}", reference.total_of(out.copy_to_host()), ws.expected(None))
@@ -222,7 +197,7 @@ def _measure_latency(study: dict, kernels: dict, gpu: gpu_mod.GpuInfo) -> pd.Dat
     nbytes, hops = settings["hbm_bytes"], settings["hops"]
     scratch = cuda.device_array(L2_FLUSH_FACTOR * gpu.l2_bytes // ELEMENT_BYTES, np.uint32)
     result = cuda.device_array(3, np.uint64)
-    rng = _fresh_rng()
+    rng = fresh_rng()
     rows = []
     progress = Progress("crossover latency", len(study["bytes_per_transfer"]) * len(kernels))
     for size in study["bytes_per_transfer"]:

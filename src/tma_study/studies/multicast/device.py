@@ -5,21 +5,17 @@ Imported only by the measure step and the GPU tests (it imports numba.cuda).
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 import numpy as np
 
 from tma_kernels import launch as launch_mod
+from tma_study.harness.buffers import ChecksumOutputs, fresh_rng, poison  # noqa: F401  re-exported
 
 from . import reference
 
 ELEMENT_BYTES = 4
 ROW_ELEMENTS = 64                       # kernels/multicast/ring.py: 256-byte tensor rows
-
-
-def fresh_rng() -> np.random.Generator:
-    return np.random.default_rng(int.from_bytes(os.urandom(8), "little"))
 
 
 class Operand:
@@ -109,20 +105,3 @@ def launcher(kernel, grid: Grid, clustered: bool, threads: int, dynamic_shared_b
         def launch(stream):
             kernel[grid.ctas, threads, stream, dynamic_shared_bytes](*args)
     return launch
-
-
-class ChecksumOutputs:
-    """One device buffer reused for every configuration's per-thread checksums."""
-
-    def __init__(self):
-        self.buffer = None
-
-    def view(self, size: int):
-        from numba import cuda
-        if self.buffer is None or self.buffer.size < size:
-            self.buffer = cuda.device_array(size, np.uint64)
-        return self.buffer[:size]
-
-
-def poison(out) -> None:
-    out.copy_to_device(fresh_rng().integers(0, 2**63, size=out.size, dtype=np.uint64))
