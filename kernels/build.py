@@ -111,16 +111,22 @@ def _nvidia_wheel_roots():
     return list(nvidia.__path__)
 
 
-def compile_for_sm90a(pyfunc, signature: str, name: str | None = None) -> CompiledKernel:
+def compile_for_sm90a(pyfunc, signature: str, name: str | None = None,
+                      launch_bounds=None) -> CompiledKernel:
     """Compile kernel ``pyfunc`` (a Python function or a ``cuda.jit`` dispatcher)
     for ``signature`` (e.g. ``"void(uint32[:], uint64)"``) down to SASS.
 
-    ``name`` labels the result (default: the function's name). Raises
-    :class:`CudaToolError` with ptxas's stderr when the PTX does not assemble.
+    ``name`` labels the result (default: the function's name). ``launch_bounds`` (as
+    ``cuda.jit``'s: max threads, min CTAs per SM) defaults to the function's own
+    ``launch_bounds`` attribute, so a kernel that sets one compiles here as on the GPU.
+    Raises :class:`CudaToolError` with ptxas's stderr when the PTX does not assemble.
     """
     pyfunc = getattr(pyfunc, "py_func", pyfunc)
+    if launch_bounds is None:
+        launch_bounds = getattr(pyfunc, "launch_bounds", None)
     ptx, _ = cuda.compile(
-        pyfunc, signature, device=False, cc=SM90A_CC, output="ptx", abi="numba"
+        pyfunc, signature, device=False, cc=SM90A_CC, output="ptx", abi="numba",
+        launch_bounds=launch_bounds,
     )
     entry = _ENTRY.search(ptx).group(1)
     with tempfile.TemporaryDirectory(prefix="sm90a_") as scratch:

@@ -41,6 +41,16 @@ MMA_K_BYTES = 32                   # one mma k-step: 16 bf16 or 32 e4m3 of each 
 SWIZZLE_MASK = {128: 7, 64: 3}     # row_bytes -> bits 7.. XORed into bits 4..
 SWIZZLE_MODE = {128: "128B", 64: "64B"}
 MAX_DYNAMIC_SHARED_BYTES = 232_448 - 128   # sm_90 opt-in limit less the static mbarriers
+MIN_CTAS_PER_SM = (1, 2, 3, 4)
+
+# sm_90 residency limits (CUDA's cuda_occupancy.h, cudaOccMaxBlocksPerSMRegsLimit and friends)
+SM90_REGISTERS_PER_SM = 65_536
+SM90_SUB_PARTITIONS = 4            # registers are allocated per sub-partition: 16384 each
+SM90_REGISTER_UNIT = 256           # per-warp allocation granularity
+SM90_SHARED_BYTES_PER_SM = 233_472
+SM90_SHARED_BYTES_RESERVED_PER_CTA = 1024
+SM90_MAX_WARPS_PER_SM = 64
+SM90_MAX_CTAS_PER_SM = 32
 
 
 class VariantError(ValueError):
@@ -59,6 +69,11 @@ class Variant:
     stages: tiles in flight in the K and V rings.
     producer_warps: warps issuing loads (TMA: lane 0 of warp 0 issues; cp.async: all lanes).
     causal: mask keys after each query's position (bottom-right aligned, as FlashAttention).
+    min_ctas_per_sm: CTAs that must fit on one SM at once; above 1 the kernel is compiled
+        with launch bounds ``(threads, min_ctas_per_sm)`` (CUDA's ``__launch_bounds__``, as
+        FA3 does), so ptxas caps registers to fit. Without it, a 5-warp cp.async decode CTA
+        at 176 registers (e4m3) fits once per SM, as registers are allocated per sub-partition
+        (:func:`resident_ctas_per_sm`), while the split-KV grid assumes 2.
     """
 
     dtype: str = BF16
@@ -69,6 +84,7 @@ class Variant:
     stages: int = 2
     producer_warps: int = 1
     causal: bool = True
+    min_ctas_per_sm: int = 1
 
     def __post_init__(self):
         _require("dtype", self.dtype, tuple(ELEMENT_BYTES))
@@ -78,6 +94,7 @@ class Variant:
         _require("consumer_warps", self.consumer_warps, CONSUMER_WARP_COUNTS)
         _require("stages", self.stages, STAGE_COUNTS)
         _require("producer_warps", self.producer_warps, PRODUCER_WARP_COUNTS)
+        _require("min_ctas_per_sm", self.min_ctas_per_sm, MIN_CTAS_PER_SM)
         if self.dtype == E4M3 and self.block_n < 32:
             raise VariantError(f"block_n={self.block_n}: e4m3 needs block_n >= 32 (one mma k-step "
                                "of P.V covers 32 tokens)")
@@ -142,10 +159,33 @@ class Variant:
         return self.q_tile_bytes + 2 * self.stages * self.kv_tile_bytes + TILE_ALIGN_BYTES
 
     @property
+    def launch_bounds(self) -> tuple[int, int] | None:
+        """``(max threads, min CTAs per SM)`` for ``cuda.jit``/``cuda.compile``; None at 1 CTA."""
+        return (self.threads, self.min_ctas_per_sm) if self.min_ctas_per_sm > 1 else None
+
+    @property
     def name(self) -> str:
         return (f"paged_attention_{self.load_path}_{self.dtype}_d{self.head_dim}_n{self.block_n}"
                 f"_w{self.consumer_warps}_s{self.stages}_p{self.producer_warps}"
-                + ("_causal" if self.causal else ""))
+                + ("_causal" if self.causal else "")
+                + (f"_m{self.min_ctas_per_sm}" if self.min_ctas_per_sm > 1 else ""))
+
+
+def resident_ctas_per_sm(registers: int, threads: int, shared_bytes: int) -> int:
+    """CTAs of a kernel that fit on one sm_90 SM at once (CUDA's occupancy rule).
+
+    ``registers`` per thread (ptxas -v), ``threads`` per CTA, ``shared_bytes`` (dynamic +
+    static) per CTA. Registers go to warps in units of 256 *per sub-partition* (16384
+    registers each), so a warp count that is not a multiple of 4 can waste a quarter of the
+    file: 5 warps at 176 registers (5632 per warp) fit 2 per sub-partition, 8 per SM, so
+    one 5-warp CTA, where 168 registers (5376) fit 3, 12 per SM, two CTAs.
+    """
+    warps = -(-threads // 32)
+    per_warp = -(-registers * 32 // SM90_REGISTER_UNIT) * SM90_REGISTER_UNIT
+    warps_by_registers = (SM90_REGISTERS_PER_SM // SM90_SUB_PARTITIONS // per_warp) * SM90_SUB_PARTITIONS
+    by_registers = warps_by_registers // warps
+    by_shared = SM90_SHARED_BYTES_PER_SM // (shared_bytes + SM90_SHARED_BYTES_RESERVED_PER_CTA)
+    return min(by_registers, by_shared, SM90_MAX_WARPS_PER_SM // warps, SM90_MAX_CTAS_PER_SM)
 
 
 def _require(field: str, value, allowed) -> None:

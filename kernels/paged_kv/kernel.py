@@ -149,4 +149,5 @@ def make_attention_kernel(variant: Variant):
                     q_heads, kv_len, n_begin, tiles, scale_log2, out_row_base)
 
     paged_attention.__name__ = paged_attention.__qualname__ = variant.name
+    paged_attention.launch_bounds = variant.launch_bounds   # read by compile_for_sm90a
     return paged_attention

@@ -104,7 +104,8 @@ class AttentionRunner:
         from .combine import COMBINE_SIGNATURE, combine_splits
         from .kernel import SIGNATURE, make_attention_kernel
         self.variant = variant
-        self.kernel = cuda.jit(SIGNATURE)(make_attention_kernel(variant))
+        self.kernel = cuda.jit(SIGNATURE, launch_bounds=variant.launch_bounds)(
+            make_attention_kernel(variant))
         launch.set_max_dynamic_shared_bytes(self.kernel, variant.dynamic_shared_bytes)
         self.combine = cuda.jit(COMBINE_SIGNATURE)(combine_splits)
 
