@@ -77,6 +77,6 @@ def only_the_reference(study: str, labels: list[str]) -> list[dict] | None:
     nothing to compare, a table repeating the reference's own numbers would say nothing."""
     if len(labels) > 1:
         return None
-    return [{"quantity": f"other runs of {study}", labels[0]: "none present beside this run (the reference); "
-             f"results/<label>/{study}/ of another GPU or a repeat is compared here when it exists",
+    # Short: a LaTeX column does not wrap; the caption says where other runs come from.
+    return [{"quantity": f"other runs of {study}", labels[0]: "none present beside this run",
              "moved": "nothing to compare"}]
