@@ -14,19 +14,43 @@
 # the CTA's own shared memory (`ld.shared`, and through the cluster window) and from another
 # CTA's (`ld.shared::cluster`), by cluster size. Right: read bandwidth when every CTA streams
 # its neighbour's shared memory with 128-bit loads (best over CTAs per SM and threads), with
-# the local `LDS.128` rate for scale. Not shown: contention patterns other than the
-# neighbour ring (e.g. all CTAs reading one CTA, which the DSM pull broadcast does).
+# the local `LDS.128` rate for scale. Other runs found beside this one under `results/` are
+# drawn as black-edged markers over the bars (left) and thin dashed lines (right). Not shown:
+# contention patterns other than the neighbour ring (e.g. all CTAs reading one CTA, which the
+# DSM pull broadcast does).
 
 # %%
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from tma_study.report.figures import finish, inputs
+from tma_study.report.figures import (
+    RUN_STYLES,
+    finish,
+    inputs,
+    other_runs,
+    overlay_marker_style,
+    overlay_style,
+    runs_legend,
+)
 
 derived, provenance, pdf = inputs("dsm", globals().get("snakemake"))
+runs = other_runs("dsm", globals().get("snakemake"), derived.parent.parent.name)
 latency = pd.read_csv(derived / "latency.csv")
 bandwidth = pd.read_csv(derived / "bandwidth.csv")
+others = [(pd.read_csv(folder / "latency.csv"), pd.read_csv(folder / "bandwidth.csv")) for _, folder, _ in runs]
+REMOTE_STYLE = {"color": "#1f77b4", "marker": "o", "label": "neighbour, ld.shared::cluster.v4"}
+
+
+def cycles(latency, target, sizes):
+    """Median cycles per dependent load per cluster size (NaN: not measured); 'last': CTA n-1."""
+    values = []
+    for n in sizes:
+        rows = latency[latency.cluster_size == n]
+        want = str(n - 1) if target == "last" else target
+        match = rows[rows.target.astype(str) == want]
+        values.append(float(match.cycles_per_hop_median.iloc[0]) if len(match) else np.nan)
+    return values
 
 # %%
 fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.6))
@@ -34,31 +58,40 @@ sizes = sorted(latency.cluster_size.unique())
 targets = [("local_lds", "own, ld.shared"), ("0", "own, ld.shared::cluster"), ("1", "CTA 1"), ("last", "CTA n-1")]
 width = 0.8 / len(targets)
 for i, (target, label) in enumerate(targets):
-    values = []
-    for n in sizes:
-        rows = latency[latency.cluster_size == n]
-        want = str(n - 1) if target == "last" else target
-        match = rows[rows.target.astype(str) == want]
-        values.append(float(match.cycles_per_hop_median.iloc[0]) if len(match) else np.nan)
-    left.bar(np.arange(len(sizes)) + i * width, values, width, label=label)
+    positions = np.arange(len(sizes)) + i * width
+    bars = left.bar(positions, cycles(latency, target, sizes), width, label=label)
+    for index, (their_latency, _) in enumerate(others):
+        left.plot(positions, cycles(their_latency, target, sizes),
+                  **overlay_marker_style(bars.patches[0].get_facecolor(), index))
 left.set_xticks(np.arange(len(sizes)) + width * (len(targets) - 1) / 2)
 left.set_xticklabels([str(n) for n in sizes])
 left.set_xlabel("CTAs per cluster")
 left.set_ylabel("SM cycles per dependent load")
-left.legend(fontsize=7)
+if runs:  # headroom above the bars for the runs legend beside the targets legend
+    left.set_ylim(top=1.5 * np.nanmax([bar.get_height() for bar in left.patches]))
+    runs_legend(left, derived.parent.parent.name, runs, markers=True, loc="upper right")
+left.legend(fontsize=7, loc="upper left" if runs else "best")
 left.grid(alpha=0.3, axis="y")
 
 remote = bandwidth[bandwidth.path == "remote"].sort_values("cluster_size")
-right.plot(remote.cluster_size, remote.gbps / 1e3, marker="o", label="neighbour, ld.shared::cluster.v4")
+right.plot(remote.cluster_size, remote.gbps / 1e3, **REMOTE_STYLE)
 local = bandwidth[bandwidth.path == "local"]
 if len(local):
     right.axhline(float(local.gbps.max()) / 1e3, color="#7f7f7f", linestyle=":", label="own, LDS.128")
+for index, (_, their_bandwidth) in enumerate(others):
+    theirs = their_bandwidth[their_bandwidth.path == "remote"].sort_values("cluster_size")
+    right.plot(theirs.cluster_size, theirs.gbps / 1e3, **overlay_style(REMOTE_STYLE, index))
+    theirs = their_bandwidth[their_bandwidth.path == "local"]
+    if len(theirs):
+        right.axhline(float(theirs.gbps.max()) / 1e3, color="#7f7f7f", linewidth=0.8,
+                      **RUN_STYLES[index % len(RUN_STYLES)])
 right.set_xscale("log", base=2)
 right.set_xticks(list(remote.cluster_size))
 right.set_xticklabels([str(n) for n in remote.cluster_size])
 right.set_yscale("log")
 right.set_xlabel("CTAs per cluster")
 right.set_ylabel("aggregate TB/s")
-right.legend(fontsize=7)
+runs_legend(right, derived.parent.parent.name, runs, loc="center left")
+right.legend(fontsize=7, loc="center right" if runs else "best")
 right.grid(alpha=0.3, which="both")
 finish(fig, provenance, pdf)

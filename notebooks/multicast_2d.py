@@ -12,20 +12,46 @@
 #
 # Speedup of TMA multicast over each alternative (time of the alternative / time of
 # multicast, each at its own best ring) by cluster shape and tile size (A tile; the B tile is
-# as large). Above 1: multicast is faster. The shaded band is the 1 % tie tolerance. Not
-# shown: a tensor-core consumer; the GEMM study measures real CUTLASS mainloops.
+# as large). Above 1: multicast is faster. The shaded band is the 1 % tie tolerance. Other
+# runs of the sweep found beside this one under `results/` are drawn as black-edged markers
+# over the bars, filled in the bars' colours, one marker shape per run. Not shown: a tensor-core
+# consumer; the GEMM study measures real CUTLASS mainloops.
 
 # %%
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from tma_study.report.figures import finish, inputs
+from tma_study.report.figures import (
+    finish,
+    inputs,
+    other_runs,
+    overlay_marker_style,
+    runs_legend,
+)
 from tma_study.report.tables import human_bytes
 
 derived, provenance, pdf = inputs("multicast", globals().get("snakemake"))
-speedup = pd.read_csv(derived / "speedup.csv")
-speedup = speedup[speedup.pattern == "2d"]
+runs = other_runs("multicast", globals().get("snakemake"), derived.parent.parent.name)
+
+
+def two_dimensional(folder):
+    speedup = pd.read_csv(folder / "speedup.csv")
+    return speedup[speedup.pattern == "2d"]
+
+
+def speedups(frame, ws, tile, shapes):
+    """Multicast's speedup over the better alternative per cluster shape (NaN: not measured)."""
+    values = []
+    for x, y in shapes:
+        match = frame[(frame.working_set == ws) & (frame.cluster_x == x) & (frame.cluster_y == y)
+                      & (frame.tile_bytes == tile)]
+        values.append(float(match.speedup_over_best_alternative.iloc[0]) if len(match) else np.nan)
+    return values
+
+
+speedup = two_dimensional(derived)
+others = [two_dimensional(folder) for _, folder, _ in runs]
 
 # %%
 sets = [w for w in ("hbm", "l2") if w in set(speedup.working_set)]
@@ -35,12 +61,11 @@ fig, axes = plt.subplots(1, len(sets), figsize=(5.5 * len(sets), 3.4), squeeze=F
 width = 0.8 / len(tiles)
 for ax, ws in zip(axes[0], sets):
     for i, tile in enumerate(tiles):
-        values = []
-        for x, y in shapes:
-            match = speedup[(speedup.working_set == ws) & (speedup.cluster_x == x) & (speedup.cluster_y == y)
-                            & (speedup.tile_bytes == tile)]
-            values.append(float(match.speedup_over_best_alternative.iloc[0]) if len(match) else np.nan)
-        ax.bar(np.arange(len(shapes)) + i * width, values, width, label=f"tile {human_bytes(tile)}")
+        positions = np.arange(len(shapes)) + i * width
+        bars = ax.bar(positions, speedups(speedup, ws, tile, shapes), width, label=f"tile {human_bytes(tile)}")
+        for index, other in enumerate(others):
+            ax.plot(positions, speedups(other, ws, tile, shapes),
+                    **overlay_marker_style(bars.patches[0].get_facecolor(), index))
     ax.axhspan(0.99, 1.01, color="#dddddd", zorder=0)
     ax.axhline(1.0, color="black", linewidth=0.8)
     ax.set_xticks(np.arange(len(shapes)) + width * (len(tiles) - 1) / 2)
@@ -50,4 +75,5 @@ for ax, ws in zip(axes[0], sets):
     ax.grid(alpha=0.3, axis="y")
 axes[0][0].set_ylabel("multicast speedup over the better alternative")
 axes[0][0].legend(fontsize=8)
+runs_legend(axes[0][-1], derived.parent.parent.name, runs, markers=True, loc="lower left")
 finish(fig, provenance, pdf)

@@ -15,19 +15,36 @@
 # size and operand location. `no_cluster`: each CTA loads its own copy with TMA (the copies
 # after the first hit L2); `cluster`: the same binary under a cluster launch (what scheduling
 # alone costs); `multicast`: one slice per CTA, delivered to all. The grey line is the
-# cluster-size-1 baseline. Not shown: a consumer doing real work (the consumers here only
-# checksum), and clusters whose CTAs read different data.
+# cluster-size-1 baseline. Other runs of the sweep found beside this one under `results/`
+# (another GPU, a repeat) are overlaid as thin dashed lines in the same colours. Not shown: a
+# consumer doing real work (the consumers here only checksum), and clusters whose CTAs read
+# different data.
 
 # %%
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from tma_study.report.figures import finish, inputs
+from tma_study.report.figures import (
+    RUN_STYLES,
+    finish,
+    inputs,
+    other_runs,
+    overlay_style,
+    runs_legend,
+)
 from tma_study.report.tables import human_bytes
 
 derived, provenance, pdf = inputs("multicast", globals().get("snakemake"))
-best = pd.read_csv(derived / "best.csv")
-best = best[best.pattern == "1d"]
+runs = other_runs("multicast", globals().get("snakemake"), derived.parent.parent.name)
+
+
+def one_dimensional(folder):
+    best = pd.read_csv(folder / "best.csv")
+    return best[best.pattern == "1d"]
+
+
+best = one_dimensional(derived)
+others = [one_dimensional(folder) for _, folder, _ in runs]
 STYLE = {"no_cluster": {"color": "#7f7f7f", "marker": "o", "label": "own copy, no cluster"},
          "cluster": {"color": "#ff7f0e", "marker": "s", "label": "own copy, cluster launch"},
          "multicast": {"color": "#1f77b4", "marker": "^", "label": "TMA multicast"}}
@@ -44,8 +61,17 @@ for row, ws in zip(axes, sets):
         for variant, style in STYLE.items():
             line = rows[(rows.variant == variant) & (rows.cluster_y > 1)].sort_values("cluster_y")
             ax.plot(line.cluster_y, line.delivered_gbps / 1e3, **style)
+            for index, other in enumerate(others):
+                line = other[(other.working_set == ws) & (other.tile_bytes == tile) & (other.variant == variant)
+                             & (other.cluster_y > 1)].sort_values("cluster_y")
+                ax.plot(line.cluster_y, line.delivered_gbps / 1e3, **overlay_style(style, index))
         if len(baseline):
             ax.axhline(float(baseline.iloc[0]) / 1e3, color="#bbbbbb", linestyle=":", label="cluster size 1")
+        for index, other in enumerate(others):
+            theirs = other[(other.working_set == ws) & (other.tile_bytes == tile) & (other.cluster_y == 1)]
+            if len(theirs):
+                ax.axhline(float(theirs.delivered_gbps.iloc[0]) / 1e3, color="#bbbbbb", linewidth=0.8,
+                           **RUN_STYLES[index % len(RUN_STYLES)])
         ax.set_xscale("log", base=2)
         ax.set_xticks([2, 4, 8, 16])
         ax.set_xticklabels(["2", "4", "8", "16"])
@@ -55,4 +81,5 @@ for row, ws in zip(axes, sets):
 for ax in axes[-1]:
     ax.set_xlabel("CTAs per cluster")
 axes[0][0].legend(fontsize=7)
+runs_legend(axes[-1][-1], derived.parent.parent.name, runs, loc="lower left")
 finish(fig, provenance, pdf)

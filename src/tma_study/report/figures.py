@@ -80,13 +80,31 @@ def overlay_style(style: dict, run_index: int) -> dict:
     return {**base, **OVERLAY, **RUN_STYLES[run_index % len(RUN_STYLES)]}
 
 
-def runs_legend(ax, this_run: str, runs: list[tuple[str, Path, dict]]) -> None:
-    """A second legend naming the runs by line style (only when other runs are overlaid)."""
+RUN_MARKERS = ("D", "X", "P")     # other runs over bars: one marker shape per run
+OVERLAY_MARKER = {"linestyle": "none", "markersize": 5, "markeredgecolor": "black", "markeredgewidth": 0.8}
+
+
+def overlay_marker_style(color, run_index: int) -> dict:
+    """Another run's value drawn over a bar of this run: filled with the bar's colour, edged in
+    black (so it shows inside its own bar too), one marker shape per run."""
+    return {**OVERLAY_MARKER, "markerfacecolor": color, "marker": RUN_MARKERS[run_index % len(RUN_MARKERS)]}
+
+
+def runs_legend(ax, this_run: str, runs: list[tuple[str, Path, dict]], markers: bool = False,
+                **where) -> None:
+    """A second legend naming the runs by line style, or by marker over bars when ``markers``
+    (only when other runs are overlaid); ``where``: matplotlib legend placement (loc=...)."""
     if not runs:
         return
     from matplotlib.lines import Line2D
-    handles = [Line2D([], [], color="black", linewidth=1.5, label=f"{this_run} (this run)")]
-    handles += [Line2D([], [], color="black", **{**OVERLAY, **RUN_STYLES[i % len(RUN_STYLES)]},
-                       label=run_label(label, provenance)) for i, (label, _, provenance) in enumerate(runs)]
-    legend = ax.legend(handles=handles, fontsize=7, loc="upper left", title="runs", title_fontsize=7)
+    from matplotlib.patches import Patch
+    if markers:
+        handles = [Patch(color="#999999", label=f"{this_run} (this run): bars")]
+        handles += [Line2D([], [], **overlay_marker_style("white", i), label=run_label(label, provenance))
+                    for i, (label, _, provenance) in enumerate(runs)]
+    else:
+        handles = [Line2D([], [], color="black", linewidth=1.5, label=f"{this_run} (this run)")]
+        handles += [Line2D([], [], color="black", **{**OVERLAY, **RUN_STYLES[i % len(RUN_STYLES)]},
+                           label=run_label(label, provenance)) for i, (label, _, provenance) in enumerate(runs)]
+    legend = ax.legend(handles=handles, fontsize=7, title="runs", title_fontsize=7, **{"loc": "upper left", **where})
     ax.add_artist(legend)

@@ -18,4 +18,5 @@ STUDY = Study(
     write_tables=f"{_HERE}.tables:write_tables",
     rules=f"{_HERE}.rules:rules_of_thumb",
     macros=f"{_HERE}.macros:macros",
+    compare=f"{_HERE}.compare:compare_runs",
 )

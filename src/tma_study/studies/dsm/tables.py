@@ -21,16 +21,24 @@ def winners_table(winners: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def latency_target_label(target) -> str:
+    """Whose shared memory a latency.csv row's dependent loads read, and with which instruction."""
+    if str(target) == "local_lds":
+        return "own smem, ld.shared"
+    return "own smem, ld.shared::cluster" if str(target) == "0" else f"CTA {target}, ld.shared::cluster"
+
+
+def bandwidth_path_label(path: str) -> str:
+    return "own smem, LDS.128" if path == "local" else "neighbour's smem, 128-bit ld.shared::cluster"
+
+
 def primitives_table(latency: pd.DataFrame, bandwidth: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for r in latency.itertuples():
-        where = "own smem, ld.shared" if r.target == "local_lds" else (
-            "own smem, ld.shared::cluster" if str(r.target) == "0" else f"CTA {r.target}, ld.shared::cluster")
-        rows.append({"measure": "latency", "cluster": r.cluster_size, "what": where,
+        rows.append({"measure": "latency", "cluster": r.cluster_size, "what": latency_target_label(r.target),
                      "value": f"{r.cycles_per_hop_median:.0f} cycles ({r.ns_per_hop_median:.0f} ns)"})
     for r in bandwidth.itertuples():
-        what = "own smem, LDS.128" if r.path == "local" else "neighbour's smem, 128-bit ld.shared::cluster"
-        rows.append({"measure": "bandwidth", "cluster": r.cluster_size, "what": what,
+        rows.append({"measure": "bandwidth", "cluster": r.cluster_size, "what": bandwidth_path_label(r.path),
                      "value": f"{r.gbps:.0f} GB/s ({r.bytes_per_sm_cycle:.1f} B/cycle per SM, "
                               f"{r.grid_ctas / r.busy_sms:.0f} CTAs/SM x {r.threads_per_cta} threads)"})
     return pd.DataFrame(rows)

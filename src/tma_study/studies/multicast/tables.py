@@ -15,7 +15,8 @@ def _shape(r) -> str:
     return f"{r.cluster_x}x{r.cluster_y}"
 
 
-def _break_even(r) -> str:
+def break_even_verdict(r) -> str:
+    """Where multicast stops losing to the better alternative, in words (a break_even.csv row)."""
     if r.multicast_never_loses:
         return f"never slower (from {human_bytes(r.smallest_tile_bytes)})"
     if r.multicast_always_loses or pd.isna(r.break_even_tile_bytes):
@@ -31,7 +32,7 @@ def summary_table(break_even: pd.DataFrame, scheduling: pd.DataFrame, pattern: s
         at = sched[sched.tile_bytes == r.tile_of_max_speedup].iloc[0]
         rows.append({
             "operand in": r.working_set, "cluster": _shape(r),
-            "multicast vs best alternative": _break_even(r),
+            "multicast vs best alternative": break_even_verdict(r),
             "speedup range": f"{r.min_speedup:.2f} .. {r.max_speedup:.2f}",
             "best at tile": human_bytes(r.tile_of_max_speedup),
             "cluster launch alone (time x)": f"{at.scheduling_factor:.2f}",
