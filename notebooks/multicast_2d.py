@@ -57,7 +57,7 @@ others = [two_dimensional(folder) for _, folder, _ in runs]
 sets = [w for w in ("hbm", "l2") if w in set(speedup.working_set)]
 shapes = sorted({(x, y) for x, y in zip(speedup.cluster_x, speedup.cluster_y)}, key=lambda s: (s[0] * s[1], s))
 tiles = sorted(speedup.tile_bytes.unique())
-fig, axes = plt.subplots(1, len(sets), figsize=(5.5 * len(sets), 3.4), squeeze=False, sharey=True)
+fig, axes = plt.subplots(1, len(sets), figsize=(5.5 * len(sets), 3.9), squeeze=False, sharey=True)
 width = 0.8 / len(tiles)
 for ax, ws in zip(axes[0], sets):
     for i, tile in enumerate(tiles):
@@ -73,7 +73,7 @@ for ax, ws in zip(axes[0], sets):
     ax.set_xlabel("cluster shape (x: B shared, y: A shared)")
     ax.set_title(f"operands in {ws.upper()}")
     ax.grid(alpha=0.3, axis="y")
-axes[0][0].set_ylabel("multicast speedup over the better alternative")
-axes[0][0].legend(fontsize=8)
+axes[0][0].set_ylabel("multicast speedup\n(vs the better own-copy variant)")
+axes[0][0].legend(fontsize=8, loc="lower left")
 runs_legend(axes[0][-1], derived.parent.parent.name, runs, markers=True, loc="lower left")
 finish(fig, provenance, pdf)
