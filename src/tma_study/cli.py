@@ -93,7 +93,7 @@ def main(argv=None) -> int:
         compile_study(study, args.out)
     elif args.command == "measure":
         config = config_mod.load(args.config, discover())
-        gpu_mod.require_hopper(gpu_mod.detect())
+        gpu_mod.require_architecture(gpu_mod.detect(), study.architectures, f"study {study.name}")
         from .harness.gpu_lock import exclusive_gpu
         with exclusive_gpu(f"measure {study.name}"):
             study.entry("measure")(config["studies"][study.name], config.get("gpu_probe", {}), args.out)

@@ -85,6 +85,28 @@ def detect(device_ordinal: int = 0) -> GpuInfo | None:
     )
 
 
+ARCHITECTURE_NAMES = {9: "Hopper (compute capability 9.0: H100, H200)",
+                      10: "Blackwell (compute capability 10.0: B200)"}
+
+
+def require_architecture(info: GpuInfo | None, majors=(HOPPER_MAJOR,), what: str = "the measure tier") -> GpuInfo:
+    """Return ``info`` if its compute-capability major is one of ``majors``, else raise
+    GpuRequirementError naming ``what`` needs which GPUs."""
+    if majors == (HOPPER_MAJOR,):
+        return require_hopper(info)
+    needs = (" or ".join(ARCHITECTURE_NAMES.get(m, f"compute capability {m}.x") for m in majors)
+             + " with a CUDA 13 driver (>= 580)")
+    if info is None:
+        raise GpuRequirementError(
+            f"measure=true but no CUDA GPU is visible here: {what} needs {needs}. Without a GPU, run "
+            "the main job without measure=true: it regenerates every figure and table from the "
+            "committed reference data in results/h200/.")
+    if info.compute_capability[0] not in majors:
+        cc = ".".join(map(str, info.compute_capability))
+        raise GpuRequirementError(f"{what} needs {needs}; this GPU is {info.name} (compute capability {cc}).")
+    return info
+
+
 def require_hopper(info: GpuInfo | None) -> GpuInfo:
     """Return ``info`` if it can measure, else raise GpuRequirementError saying what is needed."""
     if info is None:

@@ -18,14 +18,15 @@ class MissingDataError(FileNotFoundError):
     """Analysis asked for raw data that is neither committed nor measured here."""
 
 
-def results_label(config: dict, detect=gpu_mod.detect) -> str:
+def results_label(config: dict, detect=gpu_mod.detect, majors=(gpu_mod.HOPPER_MAJOR,)) -> str:
     """results/<label>/: the reference data, or a new measurement's own folder.
 
-    Raises GpuRequirementError (before any work) when measure=true cannot run here.
+    ``majors``: the compute-capability majors some requested study can measure on. Raises
+    GpuRequirementError (before any work) when measure=true cannot run here.
     """
     if not config["measure"]:
         return config["reference_gpu"]
-    info = gpu_mod.require_hopper(detect())
+    info = gpu_mod.require_architecture(detect(), tuple(majors))
     label = config.get("results_label") or info.slug
     if label == config["reference_gpu"] and not config.get("overwrite_reference", False):
         label += RERUN_SUFFIX  # never replace the committed reference unless asked
@@ -105,6 +106,13 @@ class Layout:
         outputs += [f"paper/tables/rules_of_thumb.{ext}" for ext in TABLE_FORMATS]
         outputs += ["paper/generated/macros.tex", "paper/generated/studies.tex", "paper/generated/claims.tex"]
         return outputs + [f for name in self.studies for f in self.comparison_files(name)]
+
+    def measurable_on(self, major: int) -> tuple[Layout, list[str]]:
+        """This layout minus the studies that cannot measure on a GPU of this compute-capability
+        major (e.g. the Hopper-only studies on a B200), and their names."""
+        skipped = [name for name, study in self.studies.items() if major not in study.architectures]
+        kept = {name: study for name, study in self.studies.items() if name not in skipped}
+        return Layout(kept, self.label, self.root), skipped
 
     def without_absent_optional_studies(self) -> tuple[Layout, list[str]]:
         """This layout minus the studies that allow it and have no raw data at all, and their names."""

@@ -51,3 +51,26 @@ def test_layout_names_every_output_and_missing_raw_file(tmp_path):
     assert layout.repeat_files("crossover") == []
     with pytest.raises(MissingDataError, match="results/h200/crossover/stream.csv"):
         layout.check_raw_data_present()
+
+
+def test_a_blackwell_gpu_measures_the_studies_that_support_it():
+    """On a B200 the same command measures gemm (SM100 variants) and leaves out Hopper-only studies."""
+    studies = discover()
+    b200 = lambda: gpu("NVIDIA B200", major=10)  # noqa: E731
+    label = results_label(config(studies={"crossover": {}, "gemm": {}}), detect=b200, majors=(9, 10))
+    assert label == "b200"
+    layout, skipped = Layout({n: studies[n] for n in ("crossover", "gemm")}, label).measurable_on(10)
+    assert list(layout.studies) == ["gemm"] and skipped == ["crossover"]
+
+
+def test_a_gpu_no_requested_study_supports_stops_and_names_the_architectures():
+    with pytest.raises(GpuRequirementError, match="Blackwell .* this GPU is NVIDIA A100"):
+        results_label(config(), detect=lambda: gpu("NVIDIA A100", major=8), majors=(9, 10))
+
+
+def test_the_measure_command_refuses_a_study_on_the_wrong_architecture(monkeypatch):
+    from tma_study import cli
+    from tma_study import gpu as gpu_mod
+    monkeypatch.setattr(gpu_mod, "detect", lambda: gpu("NVIDIA B200", major=10))
+    with pytest.raises(GpuRequirementError, match="NVIDIA B200 .*needs an NVIDIA Hopper GPU"):
+        cli.main(["measure", "crossover", "--out", "/tmp/never-written"])

@@ -14,10 +14,15 @@ from tma_study.studies import discover
 KNOWN_STUDIES = discover()
 try:
     config_mod.validate(config_mod.coerce_command_line(config), KNOWN_STUDIES)
-    LAYOUT = Layout(
-        {name: KNOWN_STUDIES[name] for name in config["studies"]}, results_label(config)
-    )
-    if not config["measure"]:
+    _requested = {name: KNOWN_STUDIES[name] for name in config["studies"]}
+    _majors = sorted({m for study in _requested.values() for m in study.architectures})
+    LAYOUT = Layout(_requested, results_label(config, majors=_majors))
+    if config["measure"]:
+        LAYOUT, _skipped = LAYOUT.measurable_on(gpu_mod.detect().compute_capability[0])
+        for _name in _skipped:
+            print(f"note: study {_name} cannot measure on this GPU: not measured or analysed in this run",
+                  file=sys.stderr)
+    else:
         LAYOUT, _skipped = LAYOUT.without_absent_optional_studies()
         for _name in _skipped:
             print(f"note: study {_name} has no data in {LAYOUT.results}/{_name}/ yet: not analysed "

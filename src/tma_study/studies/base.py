@@ -32,6 +32,9 @@ class Study:
     # holds no data, instead of failing: for studies whose data may not be committed yet.
     skip_analysis_without_data: bool = False
 
+    # Compute-capability majors whose GPUs the measure step runs on (9: Hopper, 10: Blackwell).
+    architectures: tuple[int, ...] = (9,)
+
     def entry(self, which: str):
         """Import and return the function behind entry point ``which`` (e.g. "measure")."""
         if getattr(self, which) is None:

@@ -22,5 +22,6 @@ STUDY = Study(
     measure=f"{_HERE}.measure:measure",
     aggregate=f"{_HERE}.aggregate:aggregate",
     write_tables=f"{_HERE}.tables:write_tables",
+    architectures=(9, 10),             # SM90 variants on Hopper, SM100 variants on a B200
     skip_analysis_without_data=True,   # the H200 reference is measured by the lead; until then, skip
 )
