@@ -8,9 +8,16 @@ checksum of :mod:`tma_kernels.multicast.consume`. A cluster barrier before exit 
 buffer alive while its neighbour reads it. Persistent grid: as many clusters as fit.
 """
 from numba import cuda, uint32, uint64
-
 from tma_kernels.multicast.consume import make_consume
-from tma_kernels.ptx import cluster_ctarank, cluster_nctarank, cluster_sync, ld_shared_cluster_v4_u32, ld_shared_v4_u32, mapa_shared, smem_u32
+from tma_kernels.ptx import (
+    cluster_ctarank,
+    cluster_nctarank,
+    cluster_sync,
+    ld_shared_cluster_v4_u32,
+    ld_shared_v4_u32,
+    mapa_shared,
+    smem_u32,
+)
 
 BUFFER_BYTES = 32768
 BUFFER_WORDS = BUFFER_BYTES // 4

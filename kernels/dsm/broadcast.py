@@ -32,15 +32,36 @@ Both: barrier init published by ``fence.mbarrier_init.release.cluster`` + cluste
 a cluster barrier before exit.
 """
 from numba import cuda, int32, int64, uint32, uint64
-
 from tma_kernels.multicast.consume import make_consume
-from tma_kernels.multicast.ring import LOG2_ROW_BYTES, MBARRIER_BYTES, RING_ALIGN_BYTES, WARP
-from tma_kernels.ptx import (bulk_commit_group, bulk_copy_to_peer, bulk_wait_group_read0, cluster_sync,
-                             fence_mbarrier_init_cluster, ld_shared_cluster_v4_u32, ld_shared_v4_u32,
-                             mapa_shared, mbarrier_arrive, mbarrier_arrive_cluster, mbarrier_arrive_expect_tx,
-                             mbarrier_arrive_remote, mbarrier_init, mbarrier_wait_parity,
-                             mbarrier_wait_parity_acquire_cluster, smem_u32, tma_load_2d)
-from tma_kernels.ptx import cluster_ctarank, cluster_nctarank, clusterid_x, nclusterid_x
+from tma_kernels.multicast.ring import (
+    LOG2_ROW_BYTES,
+    MBARRIER_BYTES,
+    RING_ALIGN_BYTES,
+    WARP,
+)
+from tma_kernels.ptx import (
+    bulk_commit_group,
+    bulk_copy_to_peer,
+    bulk_wait_group_read0,
+    cluster_ctarank,
+    cluster_nctarank,
+    cluster_sync,
+    clusterid_x,
+    fence_mbarrier_init_cluster,
+    ld_shared_cluster_v4_u32,
+    ld_shared_v4_u32,
+    mapa_shared,
+    mbarrier_arrive,
+    mbarrier_arrive_cluster,
+    mbarrier_arrive_expect_tx,
+    mbarrier_arrive_remote,
+    mbarrier_init,
+    mbarrier_wait_parity,
+    mbarrier_wait_parity_acquire_cluster,
+    nclusterid_x,
+    smem_u32,
+    tma_load_2d,
+)
 
 MAX_STAGES = 8
 LEADER = 0

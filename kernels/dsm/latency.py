@@ -10,8 +10,14 @@ times them with ``clock64`` (SM cycles). ``target < 0`` chases its own chain wit
 is written out so the host can check the chain was followed.
 """
 from numba import cuda, uint32, uint64
-
-from tma_kernels.ptx import clock64, cluster_ctarank, cluster_sync, ld_shared_cluster_u32, mapa_shared, smem_u32
+from tma_kernels.ptx import (
+    clock64,
+    cluster_ctarank,
+    cluster_sync,
+    ld_shared_cluster_u32,
+    mapa_shared,
+    smem_u32,
+)
 
 CHAIN_WORDS = 4096                  # 16 KiB per CTA
 WORD_BYTES = 4

@@ -1,7 +1,17 @@
 """Kernels of the ``multicast`` study: a cluster ring where every CTA of a cluster needs the
 same tiles, loaded with TMA per CTA or with TMA multicast (see :mod:`.ring`)."""
-from .ring import (MAX_CLUSTER_SIZE, MAX_STAGES, RELEASES, ROW_BYTES, ROW_ELEMENTS, SIGNATURE,
-                   dynamic_shared_bytes, make_cluster_stream, sharers, threads_per_cta)
+from .ring import (
+    MAX_CLUSTER_SIZE,
+    MAX_STAGES,
+    RELEASES,
+    ROW_BYTES,
+    ROW_ELEMENTS,
+    SIGNATURE,
+    dynamic_shared_bytes,
+    make_cluster_stream,
+    sharers,
+    threads_per_cta,
+)
 
 VARIANT_KERNEL = {"no_cluster": False, "cluster": False, "multicast": True}   # variant -> multicast build
 

@@ -31,11 +31,20 @@ Two kernels from one source (``multicast`` is fixed at build time):
   before exit keeps a CTA alive while peers may still multicast into it or arrive on it.
 """
 from numba import cuda, int32, int64, uint16, uint32, uint64
-
-from tma_kernels.ptx import (cluster_sync, fence_mbarrier_init_cluster, ld_shared_v4_u32,
-                             mbarrier_arrive, mbarrier_arrive_expect_tx, mbarrier_arrive_remote,
-                             mbarrier_init, mbarrier_wait_parity, named_barrier_sync, smem_u32,
-                             tma_load_2d, tma_load_2d_multicast)
+from tma_kernels.ptx import (
+    cluster_sync,
+    fence_mbarrier_init_cluster,
+    ld_shared_v4_u32,
+    mbarrier_arrive,
+    mbarrier_arrive_expect_tx,
+    mbarrier_arrive_remote,
+    mbarrier_init,
+    mbarrier_wait_parity,
+    named_barrier_sync,
+    smem_u32,
+    tma_load_2d,
+    tma_load_2d_multicast,
+)
 
 from .consume import make_consume
 

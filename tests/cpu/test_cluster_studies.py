@@ -11,10 +11,15 @@ from tma_study.config import REPO_ROOT
 from tma_study.harness import provenance
 from tma_study.studies import discover
 from tma_study.studies.dsm import aggregate as dsm_aggregate
-from tma_study.studies.dsm.grid import BroadcastConfig, broadcast_configs
+from tma_study.studies.dsm.grid import broadcast_configs
 from tma_study.studies.multicast import aggregate as mc_aggregate
 from tma_study.studies.multicast import reference
-from tma_study.studies.multicast.grid import ClusterConfig, cluster_configs, fits, slices_whole
+from tma_study.studies.multicast.grid import (
+    ClusterConfig,
+    cluster_configs,
+    fits,
+    slices_whole,
+)
 
 H200_SMEM_PER_SM = 233472
 

@@ -21,9 +21,15 @@ import functools
 
 import numpy as np
 import pytest
-
-from tma_kernels.dsm import bandwidth, broadcast, latency, make_broadcast, make_neighbour_read
+from tma_kernels.dsm import (
+    bandwidth,
+    broadcast,
+    latency,
+    make_broadcast,
+    make_neighbour_read,
+)
 from tma_kernels.multicast import SIGNATURE, cluster_stream
+
 from tma_study import gpu as gpu_mod
 from tma_study.harness.timing import CorrectnessError
 from tma_study.studies.dsm import measure as dsm_measure

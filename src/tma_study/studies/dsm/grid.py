@@ -9,8 +9,14 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from tma_study.studies.multicast.grid import (MAX_SHARED_PER_CTA_BYTES, RESERVED_SHARED_PER_CTA_BYTES,
-                                              RING_ALIGN_BYTES, ROW_BYTES, STATIC_SHARED_BYTES, WARP)
+from tma_study.studies.multicast.grid import (
+    MAX_SHARED_PER_CTA_BYTES,
+    RESERVED_SHARED_PER_CTA_BYTES,
+    RING_ALIGN_BYTES,
+    ROW_BYTES,
+    STATIC_SHARED_BYTES,
+    WARP,
+)
 
 VARIANTS = ("multicast", "dsm_pull", "dsm_push")
 

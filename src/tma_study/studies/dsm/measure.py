@@ -32,7 +32,6 @@ MULTICAST_RELEASE = "warp"       # as the DSM rings release: once per consumer w
 
 def compile_kernels() -> dict:
     from numba import cuda
-
     from tma_kernels.dsm import broadcast, make_broadcast
     from tma_kernels.multicast import SIGNATURE, cluster_stream
     kernels = {v: cuda.jit(broadcast.SIGNATURE)(make_broadcast(v)) for v in broadcast.VARIANTS}
@@ -95,8 +94,8 @@ class NeighbourReadCase:
     def __init__(self, kernel, remote: bool, cluster_size: int, ctas_per_sm: int, threads: int, passes: int,
                  sm_count: int):
         from numba import cuda
-
         from tma_kernels.dsm.bandwidth import BUFFER_BYTES
+
         from tma_study.studies.multicast.device import launcher, persistent_grid
         self.remote, self.cluster_size, self.passes, self.threads = remote, cluster_size, passes, threads
         self.ctas_per_sm = ctas_per_sm
@@ -109,8 +108,8 @@ class NeighbourReadCase:
 
     def check(self) -> None:
         from numba import cuda
-
         from tma_kernels.dsm.bandwidth import BUFFER_BYTES
+
         from tma_study.studies.multicast.device import fresh_rng, poison
         words = fresh_rng().integers(0, 2**32, size=self.blocks.size, dtype=np.uint32)
         self.blocks.copy_to_device(words)
@@ -138,9 +137,9 @@ class NeighbourReadCase:
 def measure_latency(settings: dict) -> pd.DataFrame:
     """clock64 chases through CTA ``target``'s shared memory, per cluster size."""
     from numba import cuda
-
     from tma_kernels import launch
     from tma_kernels.dsm import latency
+
     from tma_study.studies.crossover.reference import chase_chain, follow
     from tma_study.studies.multicast.device import fresh_rng
     kernel = cuda.jit(latency.SIGNATURE)(latency.chase)
@@ -177,9 +176,9 @@ def measure_latency(settings: dict) -> pd.DataFrame:
 def measure(study: dict, gpu_probe: dict, out_dir: Path) -> None:
     """Run the whole dsm study on this GPU and write its raw data into ``out_dir``."""
     from numba import cuda
-
     from tma_kernels import numpy_compat  # before the first numba compile
     from tma_kernels.dsm import bandwidth
+
     from tma_study.studies.multicast.device import ChecksumOutputs, Operand
     gpu = gpu_mod.require_hopper(gpu_mod.detect())
     started = provenance.utc_now()

@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-
 from tma_kernels import launch as launch_mod
+
 from tma_study.harness.buffers import ChecksumOutputs, fresh_rng, poison  # noqa: F401  re-exported
 
 from . import reference

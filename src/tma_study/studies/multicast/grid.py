@@ -14,7 +14,7 @@ of 256-byte rows, and ``ctas_per_sm`` CTAs fit the SM's shared memory.
 from __future__ import annotations
 
 import itertools
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 VARIANTS = ("no_cluster", "cluster", "multicast")
 ROW_BYTES = 256                        # kernels/multicast/ring.py
@@ -100,14 +100,15 @@ def _shapes(study: dict, pattern: str) -> list[tuple[int, int]]:
     return [tuple(shape) for shape in study["cluster_shapes_2d"]]
 
 
-def _ctas_choices(requested, make, smem_per_sm_bytes):
-    """The requested CTAs per SM that fit; where none does, the most that fit (a ring too big for
-    two CTAs per SM still runs, with one)."""
-    fitting = [c for c in requested if fits(make(c), smem_per_sm_bytes)]
+def _ctas_choices(requested, base: ClusterConfig, smem_per_sm_bytes) -> list[ClusterConfig]:
+    """``base`` at each requested CTAs-per-SM count that fits; where none does, at the most that
+    fit (a ring too big for two CTAs per SM still runs, with one)."""
+    fitting = [replace(base, ctas_per_sm=c) for c in requested]
+    fitting = [c for c in fitting if fits(c, smem_per_sm_bytes)]
     if fitting:
         return fitting
-    fallback = [c for c in range(max(requested) - 1, 0, -1) if fits(make(c), smem_per_sm_bytes)]
-    return fallback[:1]
+    fallback = [replace(base, ctas_per_sm=c) for c in range(max(requested) - 1, 0, -1)]
+    return [c for c in fallback if fits(c, smem_per_sm_bytes)][:1]
 
 
 def cluster_configs(study: dict, smem_per_sm_bytes: int, patterns=("1d", "2d")) -> list[ClusterConfig]:
@@ -123,11 +124,8 @@ def cluster_configs(study: dict, smem_per_sm_bytes: int, patterns=("1d", "2d")) 
                 for variant, tile, stages, consumers, release in itertools.product(
                         variants, study[tiles_key[pattern]], study["stages"], study["consumer_threads"],
                         study["releases"]):
-                    def make(ctas):
-                        return ClusterConfig(pattern, variant, cluster_x, cluster_y, tile, stages, ctas, consumers,
-                                             name, ws["bytes"], ws["unique_bytes_per_launch"], release)
-                    for ctas in _ctas_choices(study["ctas_per_sm"], make, smem_per_sm_bytes):
-                        config = make(ctas)
-                        if slices_whole(config):
-                            configs.append(config)
+                    base = ClusterConfig(pattern, variant, cluster_x, cluster_y, tile, stages, 1, consumers,
+                                         name, ws["bytes"], ws["unique_bytes_per_launch"], release)
+                    configs += [c for c in _ctas_choices(study["ctas_per_sm"], base, smem_per_sm_bytes)
+                                if slices_whole(c)]
     return configs

@@ -30,7 +30,6 @@ from .traffic import run_under_ncu
 def compile_kernels(releases=("warp", "cta")) -> dict:
     """{(multicast, release): compiled dispatcher} for the builds of the ring."""
     from numba import cuda
-
     from tma_kernels.multicast import SIGNATURE, cluster_stream
     return {(multicast, release): cuda.jit(SIGNATURE)(cluster_stream(multicast, release))
             for multicast in (False, True) for release in releases}
