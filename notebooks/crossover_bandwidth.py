@@ -24,15 +24,13 @@ import pandas as pd
 from tma_study.report.figures import (
     MECHANISM_STYLE,
     finish,
-    inputs,
-    other_runs,
+    inputs_and_runs,
     overlay_style,
     runs_legend,
     size_axis,
 )
 
-derived, provenance, pdf = inputs("crossover", globals().get("snakemake"))
-runs = other_runs("crossover", globals().get("snakemake"), derived.parent.parent.name)
+derived, provenance, pdf, runs = inputs_and_runs("crossover", globals().get("snakemake"))
 
 
 def best_of_all_rings(folder):

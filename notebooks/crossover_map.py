@@ -24,13 +24,12 @@ import pandas as pd
 from matplotlib.colors import TwoSlopeNorm
 from matplotlib.patches import Rectangle
 
-from tma_study.report.figures import finish, inputs, other_runs
+from tma_study.report.figures import finish, inputs_and_runs
 from tma_study.report.tables import human_bytes
 
 MOVED = 0.05     # outline a cell when another run's ratio differs by more than this (relative)
 
-derived, provenance, pdf = inputs("crossover", globals().get("snakemake"))
-runs = other_runs("crossover", globals().get("snakemake"), derived.parent.parent.name)
+derived, provenance, pdf, runs = inputs_and_runs("crossover", globals().get("snakemake"))
 
 
 def per_ring(folder):

@@ -25,15 +25,13 @@ import pandas as pd
 
 from tma_study.report.figures import (
     finish,
-    inputs,
-    other_runs,
+    inputs_and_runs,
     overlay_style,
     runs_legend,
     size_axis,
 )
 
-derived, provenance, pdf = inputs("dsm", globals().get("snakemake"))
-runs = other_runs("dsm", globals().get("snakemake"), derived.parent.parent.name)
+derived, provenance, pdf, runs = inputs_and_runs("dsm", globals().get("snakemake"))
 best = pd.read_csv(derived / "best.csv")
 others = [pd.read_csv(folder / "best.csv") for _, folder, _ in runs]
 STYLE = {"multicast": {"color": "#1f77b4", "marker": "^", "label": "TMA multicast"},

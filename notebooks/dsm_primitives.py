@@ -27,15 +27,13 @@ import pandas as pd
 from tma_study.report.figures import (
     RUN_STYLES,
     finish,
-    inputs,
-    other_runs,
+    inputs_and_runs,
     overlay_marker_style,
     overlay_style,
     runs_legend,
 )
 
-derived, provenance, pdf = inputs("dsm", globals().get("snakemake"))
-runs = other_runs("dsm", globals().get("snakemake"), derived.parent.parent.name)
+derived, provenance, pdf, runs = inputs_and_runs("dsm", globals().get("snakemake"))
 latency = pd.read_csv(derived / "latency.csv")
 bandwidth = pd.read_csv(derived / "bandwidth.csv")
 others = [(pd.read_csv(folder / "latency.csv"), pd.read_csv(folder / "bandwidth.csv")) for _, folder, _ in runs]

@@ -24,15 +24,13 @@ import pandas as pd
 
 from tma_study.report.figures import (
     finish,
-    inputs,
-    other_runs,
+    inputs_and_runs,
     overlay_marker_style,
     runs_legend,
 )
 from tma_study.report.tables import human_bytes
 
-derived, provenance, pdf = inputs("multicast", globals().get("snakemake"))
-runs = other_runs("multicast", globals().get("snakemake"), derived.parent.parent.name)
+derived, provenance, pdf, runs = inputs_and_runs("multicast", globals().get("snakemake"))
 
 
 def two_dimensional(folder):

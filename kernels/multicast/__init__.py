@@ -1,25 +1,12 @@
 """Kernels of the ``multicast`` study: a cluster ring where every CTA of a cluster needs the
-same tiles, loaded with TMA per CTA or with TMA multicast (see :mod:`.ring`)."""
-from .ring import (
-    MAX_CLUSTER_SIZE,
-    MAX_STAGES,
-    RELEASES,
-    ROW_BYTES,
-    ROW_ELEMENTS,
-    SIGNATURE,
-    dynamic_shared_bytes,
-    make_cluster_stream,
-    sharers,
-    threads_per_cta,
-)
+same tiles, loaded with TMA per CTA or with TMA multicast (see :mod:`.ring`).
+
+Launch geometry (threads = consumers + one producer warp; dynamic shared memory = stages x
+stage bytes + alignment slack) is computed on the host by
+:class:`tma_study.studies.multicast.grid.ClusterConfig`.
+"""
+from .ring import MAX_STAGES, RELEASES, ROW_BYTES, ROW_ELEMENTS, SIGNATURE, cluster_stream
 
 VARIANT_KERNEL = {"no_cluster": False, "cluster": False, "multicast": True}   # variant -> multicast build
 
-
-def cluster_stream(multicast: bool, release: str = "warp"):
-    """The Python kernel function for one build (compile it with SIGNATURE)."""
-    return make_cluster_stream(multicast, release)
-
-
-__all__ = ["MAX_CLUSTER_SIZE", "MAX_STAGES", "RELEASES", "ROW_BYTES", "ROW_ELEMENTS", "SIGNATURE", "VARIANT_KERNEL",
-           "cluster_stream", "dynamic_shared_bytes", "sharers", "threads_per_cta"]
+__all__ = ["MAX_STAGES", "RELEASES", "ROW_BYTES", "ROW_ELEMENTS", "SIGNATURE", "VARIANT_KERNEL", "cluster_stream"]

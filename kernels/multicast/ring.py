@@ -49,7 +49,6 @@ from tma_kernels.ptx import (
 from .consume import make_consume
 
 MAX_STAGES = 8
-MAX_CLUSTER_SIZE = 16
 RING_ALIGN_BYTES = 128
 MBARRIER_BYTES = 8
 ROW_BYTES = 256                  # operands are 2-D tensors of uint32, 64 per row
@@ -66,24 +65,10 @@ SIGNATURE = ("void(uint64, uint64, int64, int64, int64, int32, int32, int32, int
 consume_local = make_consume(ld_shared_v4_u32)
 
 
-def dynamic_shared_bytes(stages: int, stage_bytes: int) -> int:
-    return stages * stage_bytes + RING_ALIGN_BYTES
-
-
-def threads_per_cta(consumer_threads: int) -> int:
-    """Consumers plus one producer warp (lane 0 issues the copies)."""
-    return consumer_threads + WARP
-
-
-def sharers(cluster_x: int, cluster_y: int, has_b: bool) -> int:
-    """CTAs whose copies land in a CTA's stage (itself included) under multicast."""
-    return cluster_y + (cluster_x - 1 if has_b else 0)
-
-
 RELEASES = ("warp", "cta")
 
 
-def make_cluster_stream(multicast: bool, release: str = "warp"):
+def cluster_stream(multicast: bool, release: str = "warp"):
     """The Python kernel function (compile with SIGNATURE); both choices fixed at build time.
 
     ``release`` is how consumers hand a stage back: ``"warp"``: each consumer warp arrives on

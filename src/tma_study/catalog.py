@@ -18,7 +18,7 @@ import jsonschema
 import pandas as pd
 import yaml
 
-from tma_study.config import REPO_ROOT, SCHEMA_DIR
+from tma_study.config import REPO_ROOT, SCHEMA_DIR, key_path, leaf_errors
 from tma_study.harness.atomic import atomic_write_text
 from tma_study.report.tables import latex_escape, to_markdown
 
@@ -47,22 +47,6 @@ def _schema() -> dict:
 def allowed_mechanisms() -> tuple[str, ...]:
     """The mechanism names the schema allows (the schema is the one list)."""
     return tuple(_schema()["$defs"]["entry"]["properties"]["mechanism"]["enum"])
-
-
-def _key_path(path) -> str:
-    key = ""
-    for part in path:
-        key += f"[{part}]" if isinstance(part, int) else (f".{part}" if key else str(part))
-    return key
-
-
-def _leaf_errors(error):
-    """The most specific errors under an if/then, allOf or $ref chain."""
-    if error.context:
-        for sub in error.context:
-            yield from _leaf_errors(sub)
-    else:
-        yield error
 
 
 def _unexpected_keys(error: jsonschema.ValidationError) -> list[str]:
@@ -96,8 +80,8 @@ def _where(document: dict, path: list) -> str:
     if len(path) >= 2 and path[0] == "entries" and isinstance(path[1], int):
         entry = document["entries"][path[1]]
         name = entry.get("id") if isinstance(entry, dict) and isinstance(entry.get("id"), str) else f"#{path[1]}"
-        return f"entry '{name}': key '{_key_path(path[2:]) or '<entry>'}'"
-    return f"key '{_key_path(path) or '<file>'}'"
+        return f"entry '{name}': key '{key_path(path[2:]) or '<entry>'}'"
+    return f"key '{key_path(path) or '<file>'}'"
 
 
 def _fill_citation_defaults(document: dict) -> None:
@@ -142,7 +126,7 @@ def validate_document(document, path: Path) -> list[str]:
     validator = jsonschema.Draft202012Validator(_schema())
     messages = []
     for error in validator.iter_errors(document):
-        for leaf in _leaf_errors(error):
+        for leaf in leaf_errors(error):
             messages.append(f"{path}: {_where(document, _error_path(leaf))}: {_describe(leaf)}")
     if messages:
         return sorted(set(messages))

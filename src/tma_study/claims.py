@@ -34,7 +34,7 @@ import jsonschema
 import pandas as pd
 import yaml
 
-from .config import REPO_ROOT, SCHEMA_DIR
+from .config import REPO_ROOT, SCHEMA_DIR, key_path
 from .harness.atomic import atomic_write_text
 
 CLAIMS_DIR = REPO_ROOT / "config" / "claims"
@@ -83,7 +83,7 @@ class Outcome:
 # ---------------------------------------------------------------------------- loading, validation
 
 def _key_path(path) -> str:
-    return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path).lstrip(".") or "<file>"
+    return key_path(path) or "<file>"
 
 
 def _schema_messages(data, source: str) -> list[str]:

@@ -23,11 +23,14 @@ class ConfigError(ValueError):
     """The config is invalid; the message names every offending key."""
 
 
-def _key_path(prefix: str, path) -> str:
+def key_path(path, prefix: str = "") -> str:
+    """'studies.crossover.bytes_per_transfer[2]' for a JSON-schema error path ('' at the root).
+
+    Shared by every file the project validates (config, catalog, claims)."""
     key = prefix
     for part in path:
         key += f"[{part}]" if isinstance(part, int) else (f".{part}" if key else str(part))
-    return key or "<config>"
+    return key
 
 
 def _describe(error: jsonschema.ValidationError) -> str:
@@ -41,11 +44,11 @@ def _describe(error: jsonschema.ValidationError) -> str:
     return error.message
 
 
-def _leaf_errors(error):
-    """The most specific errors under an allOf/anyOf/$ref chain."""
+def leaf_errors(error):
+    """The most specific errors under an allOf/anyOf/if-then/$ref chain."""
     if error.context:
         for sub in error.context:
-            yield from _leaf_errors(sub)
+            yield from leaf_errors(sub)
     else:
         yield error
 
@@ -63,8 +66,8 @@ def validate_against(instance, schema_path: Path, key_prefix: str = "") -> list[
     validator = jsonschema.Draft202012Validator(schema, registry=_schema_registry(schema_path.parent))
     messages = []
     for error in sorted(validator.iter_errors(instance), key=lambda e: list(map(str, e.absolute_path))):
-        for leaf in _leaf_errors(error):  # absolute_path includes the parents' path
-            messages.append(f"config key '{_key_path(key_prefix, leaf.absolute_path)}': {_describe(leaf)}")
+        for leaf in leaf_errors(error):  # absolute_path includes the parents' path
+            messages.append(f"config key '{key_path(leaf.absolute_path, key_prefix) or '<config>'}': {_describe(leaf)}")
     return sorted(set(messages))
 
 

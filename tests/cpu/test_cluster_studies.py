@@ -11,7 +11,7 @@ from tma_study.config import REPO_ROOT
 from tma_study.harness import provenance
 from tma_study.studies import discover
 from tma_study.studies.dsm import aggregate as dsm_aggregate
-from tma_study.studies.dsm.grid import broadcast_configs
+from tma_study.studies.dsm.grid import BroadcastConfig, broadcast_configs
 from tma_study.studies.multicast import aggregate as mc_aggregate
 from tma_study.studies.multicast import reference
 from tma_study.studies.multicast.grid import (
@@ -153,3 +153,15 @@ def test_runner_stated_commit_wins_over_a_stale_git(monkeypatch, tmp_path):
     assert state["commit"] == "abc123" and "stated by the runner" in state["commit_source"]
     monkeypatch.delenv(provenance.SOURCE_COMMIT_VARIABLE)
     assert provenance.git_state(tmp_path)["commit"] is None     # no .git, nothing stated
+
+
+def test_host_launch_geometry_matches_the_kernels():
+    """grid.py restates the kernels' layout constants (it must not import numba): keep them equal."""
+    from tma_kernels.dsm import broadcast
+    from tma_kernels.multicast import ring
+    from tma_study.studies.multicast import grid as mc_grid
+    assert (mc_grid.ROW_BYTES, mc_grid.RING_ALIGN_BYTES, mc_grid.WARP) == (ring.ROW_BYTES, ring.RING_ALIGN_BYTES,
+                                                                            ring.WARP)
+    assert mc_grid.STATIC_SHARED_BYTES == 2 * ring.MAX_STAGES * ring.MBARRIER_BYTES
+    pull = BroadcastConfig("dsm_pull", 4, 16384, 2, 1, 256, "hbm", 2**28, 2**28)
+    assert pull.threads_per_cta == broadcast.threads_per_cta(256)

@@ -148,14 +148,15 @@ def test_publish_refuses_a_folder_without_provenance(tmp_path, old_results):
     assert tree(old_results) == before
 
 
-def test_publish_copies_every_file_of_a_finished_measurement(tmp_path, old_results):
+def test_publish_copies_every_data_file_of_a_finished_measurement(tmp_path, old_results):
     staged = tmp_path / "staged"
     staged.mkdir()
     (staged / "stream.csv").write_text("new")
     (staged / "provenance.json").write_text("{}")
+    (staged / ".snakemake_timestamp").write_text("")      # Snakemake's directory() marker
     publish_directory(staged, old_results)
     assert tree(old_results) == {"provenance.json": b"{}", "stream.csv": b"new"}
-    assert tree(staged) == {"provenance.json": b"{}", "stream.csv": b"new"}
+    assert ".snakemake_timestamp" in tree(staged)
 
 
 # ------------------------------------------------------------------ parse_results

@@ -76,11 +76,15 @@ def staged_directory(final_dir: Path) -> Iterator[Path]:
 
 
 def publish_directory(staged: Path, destination: Path) -> None:
-    """Copy every file of a finished staged measurement into ``destination``, atomically."""
+    """Copy every data file of a finished staged measurement into ``destination``, atomically.
+
+    Hidden files are left behind: Snakemake marks a ``directory()`` output with a
+    ``.snakemake_timestamp`` file, which is bookkeeping, not measured data.
+    """
     staged = Path(staged)
     if not (staged / "provenance.json").exists():
         raise FileNotFoundError(f"{staged} holds no provenance.json: the measurement did not finish")
     with staged_directory(destination) as target:
         for path in staged.iterdir():
-            if path.is_file():
+            if path.is_file() and not path.name.startswith("."):
                 shutil.copy2(path, target / path.name)

@@ -70,6 +70,12 @@ def other_runs(study: str, snakemake=None, label: str = DEFAULT_GPU) -> list[tup
             for folder in folders]
 
 
+def inputs_and_runs(study: str, snakemake=None) -> tuple[Path, dict, Path, list[tuple[str, Path, dict]]]:
+    """:func:`inputs` plus :func:`other_runs`: every other run of ``study`` to overlay."""
+    derived, provenance, pdf = inputs(study, snakemake)
+    return derived, provenance, pdf, other_runs(study, snakemake, derived.parent.parent.name)
+
+
 def run_label(label: str, provenance: dict) -> str:
     return f"{label} ({provenance.get('gpu', {}).get('name', 'unknown GPU')})"
 

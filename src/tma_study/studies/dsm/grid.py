@@ -9,14 +9,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from tma_study.studies.multicast.grid import (
-    MAX_SHARED_PER_CTA_BYTES,
-    RESERVED_SHARED_PER_CTA_BYTES,
-    RING_ALIGN_BYTES,
-    ROW_BYTES,
-    STATIC_SHARED_BYTES,
-    WARP,
-)
+from tma_study.studies.multicast.grid import MAX_BOX_ROWS, RING_ALIGN_BYTES, ROW_BYTES, WARP, shared_memory_fits
 
 VARIANTS = ("multicast", "dsm_pull", "dsm_push")
 
@@ -57,11 +50,12 @@ class BroadcastConfig:
 
 
 def fits(config: BroadcastConfig, smem_per_sm_bytes: int) -> bool:
-    per_cta = config.dynamic_shared_bytes + STATIC_SHARED_BYTES
+    """Shared memory fits, the tile is at most one TMA box (256 rows), and a multicast slice is
+    a whole number of rows."""
     rows = config.tile_bytes // ROW_BYTES
     whole_slices = config.variant != "multicast" or rows % config.cluster_size == 0
-    return (per_cta <= MAX_SHARED_PER_CTA_BYTES and whole_slices and rows <= 256
-            and config.ctas_per_sm * (per_cta + RESERVED_SHARED_PER_CTA_BYTES) <= smem_per_sm_bytes)
+    return (whole_slices and rows <= MAX_BOX_ROWS
+            and shared_memory_fits(config.dynamic_shared_bytes, config.ctas_per_sm, smem_per_sm_bytes))
 
 
 def broadcast_configs(study: dict, smem_per_sm_bytes: int) -> list[BroadcastConfig]:

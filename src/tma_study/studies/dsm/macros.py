@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from tma_study.macros import camel, number
+from tma_study.macros import camel, number, size
 
 SIZE_WORDS = {2: "two", 4: "four", 8: "eight", 16: "sixteen"}
 
@@ -30,5 +30,9 @@ def macros(derived_dir: Path, provenance: dict) -> dict[str, str]:
     if len(largest):
         out[camel("dsm", "multicast gbps largest cluster")] = number(largest.multicast_gbps.max())
         out[camel("dsm", "pull gbps largest cluster")] = number(largest.dsm_pull_gbps.max())
+    beaten = winners[winners.winner != "multicast"]
+    out[camel("dsm", "when multicast loses")] = (
+        f"only with clusters of at most {int(beaten.cluster_size.max())} CTAs and tiles of at most "
+        f"{size(beaten.tile_bytes.max())}" if len(beaten) else "at no cluster size or tile size")
     out[camel("dsm", "configurations")] = number(provenance.get("configurations", float("nan")))
     return out

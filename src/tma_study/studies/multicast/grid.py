@@ -77,11 +77,16 @@ class ClusterConfig:
                 "threads_per_cta": self.threads_per_cta, "dynamic_shared_bytes": self.dynamic_shared_bytes}
 
 
+def shared_memory_fits(dynamic_shared_bytes: int, ctas_per_sm: int, smem_per_sm_bytes: int) -> bool:
+    """A CTA's shared memory (dynamic + the static mbarriers) fits the per-CTA limit, and
+    ``ctas_per_sm`` of them (each with the driver's reserved 1 KiB) fit the SM."""
+    per_cta = dynamic_shared_bytes + STATIC_SHARED_BYTES
+    return (per_cta <= MAX_SHARED_PER_CTA_BYTES
+            and ctas_per_sm * (per_cta + RESERVED_SHARED_PER_CTA_BYTES) <= smem_per_sm_bytes)
+
+
 def fits(config: ClusterConfig, smem_per_sm_bytes: int) -> bool:
-    per_cta = config.dynamic_shared_bytes + STATIC_SHARED_BYTES
-    if per_cta > MAX_SHARED_PER_CTA_BYTES:
-        return False
-    return config.ctas_per_sm * (per_cta + RESERVED_SHARED_PER_CTA_BYTES) <= smem_per_sm_bytes
+    return shared_memory_fits(config.dynamic_shared_bytes, config.ctas_per_sm, smem_per_sm_bytes)
 
 
 def slices_whole(config: ClusterConfig) -> bool:
