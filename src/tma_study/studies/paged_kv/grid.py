@@ -6,9 +6,14 @@ The TMA path runs only at page sizes its boxes can take (``runner.check_page_siz
 cp.async path also at 1 and 8. Each configuration's kernel variant follows from it:
 block_n 64 (32 for e4m3 at head dim 256, which needs the registers), 16 packed query rows
 per consumer warp (4 warps for prefill; decode: as many as its query heads x tokens need),
-``stages`` stages, one producer warp for TMA and ``cp_async_producer_warps`` for cp.async
+each of the phase kind's ``stages`` counts that fits in shared memory (decode sweeps 2 and 4:
+a path is compared at its best; the analysis keeps the faster per path), one producer warp for TMA and ``cp_async_producer_warps`` for cp.async
 (FA3 uses a warpgroup there). Decode splits the KV sequence so the grid has at least
 ``decode_min_ctas_per_sm`` CTAs per SM (FA3 splits too); prefill does not split.
+
+A phase normally runs with every shape and every page size of its path (the page-size
+sweep); a phase may narrow that with ``shapes`` (names) and ``page_sizes`` (both paths, at
+the sizes each path can take): the batch/context scaling points run one shape at one page size.
 """
 from __future__ import annotations
 
@@ -92,7 +97,8 @@ class SweepConfig:
     @property
     def key(self) -> str:
         return (f"{self.shape.name}/{self.dtype}/{self.phase.name}-q{self.phase.seqlen_q}"
-                f"-b{self.phase.batch}-ctx{self.phase.context}/page{self.page_size}/{self.load_path}")
+                f"-b{self.phase.batch}-ctx{self.phase.context}/page{self.page_size}/{self.load_path}"
+                f"/s{self.stages}")
 
     def columns(self, sm_count: int) -> dict:
         fa3 = self.fa3()
@@ -119,18 +125,41 @@ def shapes(study: dict) -> list[Shape]:
 
 
 def phases(study: dict) -> list[Phase]:
-    out = []
+    return [phase for phase, _, _ in _phase_plans(study)]
+
+
+def _phase_plans(study: dict) -> list[tuple[Phase, list[Shape], dict[str, list[int]]]]:
+    """[(phase, its shapes, its page sizes by load path)], every phase checked."""
+    all_shapes = {s.name: s for s in shapes(study)}
+    plans = []
     for i, p in enumerate(study["phases"]):
+        key = f"config key 'studies.paged_kv.phases[{i}]"
         if p["context"] < p["seqlen_q"]:
-            raise GridError(f"config key 'studies.paged_kv.phases[{i}]': context {p['context']} < "
-                            f"seqlen_q {p['seqlen_q']} (the cache holds the query tokens)")
-        out.append(Phase(p["name"], p["batch"], p["seqlen_q"], p["context"]))
-    largest_page = max(max(pages) for pages in study["page_sizes"].values())
-    for i, p in enumerate(out):
-        if p.context % largest_page:
-            raise GridError(f"config key 'studies.paged_kv.phases[{i}]': context {p.context} is not a "
-                            f"multiple of the largest page size {largest_page} (timed caches are whole pages)")
-    return out
+            raise GridError(f"{key}': context {p['context']} < seqlen_q {p['seqlen_q']} "
+                            "(the cache holds the query tokens)")
+        unknown = [name for name in p.get("shapes", ()) if name not in all_shapes]
+        if unknown:
+            raise GridError(f"{key}.shapes': {unknown} not among studies.paged_kv.shapes "
+                            f"{sorted(all_shapes)}")
+        phase_shapes = [all_shapes[name] for name in p["shapes"]] if "shapes" in p else list(all_shapes.values())
+        if "page_sizes" in p:
+            pages = {path: [size for size in p["page_sizes"] if size in study["page_sizes"][path]]
+                     for path in LOAD_PATHS}
+            stray = sorted(set(p["page_sizes"]) - set(pages["tma"]) - set(pages["cp_async"]))
+            if stray:
+                raise GridError(f"{key}.page_sizes': {stray} not in studies.paged_kv.page_sizes of "
+                                "any load path")
+        else:
+            pages = {path: list(study["page_sizes"][path]) for path in LOAD_PATHS}
+        largest_page = max(max(sizes, default=1) for sizes in pages.values())
+        if p["context"] % largest_page:
+            raise GridError(f"{key}': context {p['context']} is not a multiple of the largest page "
+                            f"size {largest_page} (timed caches are whole pages)")
+        phase = Phase(p["name"], p["batch"], p["seqlen_q"], p["context"])
+        if any(phase == earlier for earlier, _, _ in plans):
+            raise GridError(f"{key}': {phase} is listed twice")
+        plans.append((phase, phase_shapes, pages))
+    return plans
 
 
 def sweep_configs(study: dict) -> list[SweepConfig]:
@@ -138,13 +167,23 @@ def sweep_configs(study: dict) -> list[SweepConfig]:
     from tma_kernels.paged_kv import VariantError
     from tma_kernels.paged_kv.runner import check_page_size
     configs = []
-    for shape, dtype, phase, path in itertools.product(shapes(study), study["dtypes"], phases(study),
-                                                       LOAD_PATHS):
-        for page in study["page_sizes"][path]:
-            config = SweepConfig(shape, dtype, phase, page, path, study["stages"],
+    plans = _phase_plans(study)
+    for shape, dtype, (phase, phase_shapes, pages), path in itertools.product(
+            shapes(study), study["dtypes"], plans, LOAD_PATHS):
+        if shape not in phase_shapes:
+            continue
+        for page, stages in itertools.product(pages[path], study["stages"][phase.name]):
+            config = SweepConfig(shape, dtype, phase, page, path, stages,
                                  study["cp_async_producer_warps"], study["decode_min_ctas_per_sm"])
             try:
-                check_page_size(config.variant(), page)
+                variant = config.variant()
+            except VariantError:
+                if stages == min(study["stages"][phase.name]):
+                    raise GridError(f"config key 'studies.paged_kv.stages.{phase.name}': {shape.name} "
+                                    f"{dtype} does not fit at {stages} stages") from None
+                continue        # a deeper ring that does not fit in shared memory
+            try:
+                check_page_size(variant, page)
             except VariantError as error:
                 raise GridError(f"config key 'studies.paged_kv.page_sizes.{path}': {error}") from None
             configs.append(config)

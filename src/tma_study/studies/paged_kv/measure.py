@@ -46,6 +46,40 @@ CHECK_MAX_SPLITS = 3
 FINITE_MASK = {"bf16": 0xBFFFBFFF, "e4m3": 0xBFBFBFBF}   # clear each exponent's top bit: |x| < 2
 COPY_BYTES = 1 << 30
 FILL_THREADS = 256
+BOUNDED_SPILL_BYTES = 256           # per thread, for a launch-bounded decode kernel (to L1)
+
+
+def resident_ctas(runner) -> int:
+    """CTAs of the runner's compiled kernel that fit on one SM (CUDA's occupancy rule)."""
+    from tma_kernels.paged_kv.geometry import resident_ctas_per_sm
+    v = runner.variant
+    return resident_ctas_per_sm(runner.kernel.get_regs_per_thread(), v.threads,
+                                v.dynamic_shared_bytes + runner.kernel.get_shared_mem_per_block())
+
+
+def fit_residency(runner, target_ctas_per_sm: int):
+    """The decode split grid assumes ``target_ctas_per_sm`` resident CTAs. When the kernel as
+    compiled fits fewer (registers: e4m3 cp.async decode at 176 per thread fits one 5-warp
+    CTA), rebuild it with launch bounds ``(threads, target)`` as FA3 compiles its kernels,
+    and keep that build if it fits more CTAs and adds at most BOUNDED_SPILL_BYTES of local
+    memory per thread (spills); otherwise keep the unbounded one. Only variants that miss the target change."""
+    import dataclasses
+
+    from tma_kernels.paged_kv.runner import AttentionRunner
+    if resident_ctas(runner) >= target_ctas_per_sm:
+        return runner
+    bounded = AttentionRunner(dataclasses.replace(runner.variant, min_ctas_per_sm=target_ctas_per_sm))
+    better = resident_ctas(bounded) > resident_ctas(runner)
+    spilled = bounded.kernel.get_local_mem_per_thread() - runner.kernel.get_local_mem_per_thread()
+    return bounded if better and spilled <= BOUNDED_SPILL_BYTES else runner
+
+
+def kernel_columns(runner) -> dict:
+    """What the compiled kernel is: registers, spills, residency and launch bounds."""
+    return {"kernel": runner.variant.name, "registers": runner.kernel.get_regs_per_thread(),
+            "local_bytes_per_thread": runner.kernel.get_local_mem_per_thread(),
+            "resident_ctas_per_sm": resident_ctas(runner),
+            "launch_min_ctas_per_sm": runner.variant.min_ctas_per_sm}
 
 
 def _fresh_seed() -> int:
@@ -288,11 +322,14 @@ def measure(study: dict, gpu_probe: dict, out_dir: Path) -> None:
     clocks_before = provenance.nvidia_smi_clocks()
     configs = sweep_configs(study)
     variants = sorted({c.variant() for c in configs}, key=lambda v: v.name)
+    decode_variants = {c.variant() for c in configs if c.phase.name == "decode"}
     progress = Progress("paged_kv compile", len(variants))
     runners = {}
     for variant in variants:
         progress.step(variant.name)
         runners[variant] = AttentionRunner(variant)
+        if variant in decode_variants:
+            runners[variant] = fit_residency(runners[variant], study["decode_min_ctas_per_sm"])
     pools = TimedPools(gpu.sm_count)
     attention_cases = [_attention_case(c, runners[c.variant()], pools, gpu.sm_count) for c in configs]
     ceiling_cases = [_copy_case(), *_sdpa_cases(configs)]
@@ -309,7 +346,8 @@ def measure(study: dict, gpu_probe: dict, out_dir: Path) -> None:
         flops = Problem(batch=p.batch, seqlen_q=p.seqlen_q, q_heads=s.q_heads, kv_heads=s.kv_heads,
                         head_dim=s.head_dim, page_size=config.page_size,
                         seqlens_k=(p.context,) * p.batch, dtype=config.dtype).flops()
-        row = {**config.columns(gpu.sm_count), **timed_columns(case, case.bytes_read), "flops": flops}
+        row = {**config.columns(gpu.sm_count), **kernel_columns(runners[config.variant()]),
+               **timed_columns(case, case.bytes_read), "flops": flops}
         row["tflops"] = flops / (row["time_us_median"] * 1e6)
         rows.append(row)
     ceilings = pd.DataFrame([{**columns, **timed_columns(case, columns["bytes_moved"])}
