@@ -94,18 +94,29 @@ class DeviceProblem:
             buffer.copy_to_device(np.full(buffer.size, np.nan, dtype=np.float32))
 
 
+def compile_attention(variant: Variant, cache: bool = True):
+    """``variant``'s attention kernel compiled for this GPU; with ``cache``, through numba's
+    on-disk cache (tma_study.harness.parallel_compile fills it from worker processes)."""
+    from numba import cuda
+
+    from ..jit_cache import jit_cached
+    from .kernel import SIGNATURE, make_attention_kernel
+    if cache:
+        return jit_cached(SIGNATURE, repr(variant), launch_bounds=variant.launch_bounds)(
+            make_attention_kernel(variant))
+    return cuda.jit(SIGNATURE, launch_bounds=variant.launch_bounds)(make_attention_kernel(variant))
+
+
 class AttentionRunner:
     """One compiled variant (and the combine kernel), launched on DeviceProblems."""
 
-    def __init__(self, variant: Variant):
+    def __init__(self, variant: Variant, cache: bool = False):
         from numba import cuda
         from tma_kernels import launch
 
         from .combine import COMBINE_SIGNATURE, combine_splits
-        from .kernel import SIGNATURE, make_attention_kernel
         self.variant = variant
-        self.kernel = cuda.jit(SIGNATURE, launch_bounds=variant.launch_bounds)(
-            make_attention_kernel(variant))
+        self.kernel = compile_attention(variant, cache)
         launch.set_max_dynamic_shared_bytes(self.kernel, variant.dynamic_shared_bytes)
         self.combine = cuda.jit(COMBINE_SIGNATURE)(combine_splits)
 

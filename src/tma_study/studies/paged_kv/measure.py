@@ -22,6 +22,7 @@ before every sample, and every timed cache is larger than L2.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -32,7 +33,7 @@ import pandas as pd
 
 from tma_study import gpu as gpu_mod
 from tma_study.config import REPO_ROOT
-from tma_study.harness import atomic, provenance, timing
+from tma_study.harness import atomic, parallel_compile, provenance, timing
 
 from .grid import SweepConfig, sweep_configs
 from .problem import Problem, make_inputs, reference
@@ -63,12 +64,11 @@ def fit_residency(runner, target_ctas_per_sm: int):
     CTA), rebuild it with launch bounds ``(threads, target)`` as FA3 compiles its kernels,
     and keep that build if it fits more CTAs and adds at most BOUNDED_SPILL_BYTES of local
     memory per thread (spills); otherwise keep the unbounded one. Only variants that miss the target change."""
-    import dataclasses
-
     from tma_kernels.paged_kv.runner import AttentionRunner
     if resident_ctas(runner) >= target_ctas_per_sm:
         return runner
-    bounded = AttentionRunner(dataclasses.replace(runner.variant, min_ctas_per_sm=target_ctas_per_sm))
+    bounded = AttentionRunner(dataclasses.replace(runner.variant, min_ctas_per_sm=target_ctas_per_sm),
+                              cache=True)
     better = resident_ctas(bounded) > resident_ctas(runner)
     spilled = bounded.kernel.get_local_mem_per_thread() - runner.kernel.get_local_mem_per_thread()
     return bounded if better and spilled <= BOUNDED_SPILL_BYTES else runner
@@ -323,13 +323,18 @@ def measure(study: dict, gpu_probe: dict, out_dir: Path) -> None:
     configs = sweep_configs(study)
     variants = sorted({c.variant() for c in configs}, key=lambda v: v.name)
     decode_variants = {c.variant() for c in configs if c.phase.name == "decode"}
-    progress = Progress("paged_kv compile", len(variants))
+    target = study["decode_min_ctas_per_sm"]
+    cache = parallel_compile.cache_dir()
+    bounded = [dataclasses.replace(v, min_ctas_per_sm=target) for v in sorted(decode_variants, key=lambda v: v.name)]
+    parallel_compile.warm("tma_kernels.paged_kv.runner:compile_attention", variants + bounded, cache,
+                          progress=Progress("paged_kv compile (parallel)", len(variants) + len(bounded)))
+    progress = Progress("paged_kv load", len(variants))
     runners = {}
     for variant in variants:
         progress.step(variant.name)
-        runners[variant] = AttentionRunner(variant)
+        runners[variant] = AttentionRunner(variant, cache=True)
         if variant in decode_variants:
-            runners[variant] = fit_residency(runners[variant], study["decode_min_ctas_per_sm"])
+            runners[variant] = fit_residency(runners[variant], target)
     pools = TimedPools(gpu.sm_count)
     attention_cases = [_attention_case(c, runners[c.variant()], pools, gpu.sm_count) for c in configs]
     ceiling_cases = [_copy_case(), *_sdpa_cases(configs)]
