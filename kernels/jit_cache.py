@@ -14,11 +14,9 @@ from __future__ import annotations
 import hashlib
 
 
-def jit_cached(signature: str, key: str, **options):
-    """Like ``cuda.jit(signature, cache=True, **options)``, with the cache entry named by
-    ``key`` instead of a pickle of the function's closure."""
+def keyed_cache(py_func, key: str):
+    """numba's CUDA cache for ``py_func``, its entries named by ``key`` (not the closure)."""
     import numba_cuda
-    from numba import cuda
     from numba.cuda.dispatcher import CUDACache
 
     class KeyedCache(CUDACache):
@@ -27,16 +25,20 @@ def jit_cached(signature: str, key: str, **options):
             return (sig, codegen.magic_tuple(), numba_cuda.__version__,
                     (code, hashlib.sha256(key.encode()).hexdigest()))
 
+    return KeyedCache(py_func)
+
+
+def jit_cached(signature: str, key: str, **options):
+    """Like ``cuda.jit(signature, cache=True, **options)``, with the cache entry named by
+    ``key`` instead of a pickle of the function's closure."""
+    from numba import cuda
+    from numba.cuda.core import sigutils
+
     def decorate(pyfunc):
         dispatcher = cuda.jit(**options)(pyfunc)        # lazy: nothing compiled yet
-        dispatcher._cache = KeyedCache(dispatcher.py_func)
-        dispatcher.compile(cuda_signature(signature))
+        dispatcher._cache = keyed_cache(dispatcher.py_func, key)
+        argtypes, _ = sigutils.normalize_signature(signature)
+        dispatcher.compile(argtypes)
         dispatcher.disable_compile()
         return dispatcher
     return decorate
-
-
-def cuda_signature(signature: str):
-    from numba.cuda.core import sigutils
-    argtypes, _ = sigutils.normalize_signature(signature)
-    return argtypes

@@ -97,8 +97,13 @@ def numba_stream(cuda_bench_stream):
 
 def run(cases: list[TimedCase], *, study: str, max_noise: float = DEFAULT_MAX_NOISE,
         min_time_s: float = DEFAULT_MIN_TIME_S, timeout_s: float = DEFAULT_TIMEOUT_S,
-        min_samples: int = DEFAULT_MIN_SAMPLES, device: int = 0) -> dict[str, Timing]:
-    """Check, then time, every case; returns {key: Timing}. Raises CorrectnessError on a mismatch."""
+        min_samples: int = DEFAULT_MIN_SAMPLES, device: int = 0,
+        throttle_threshold_percent: float | None = None) -> dict[str, Timing]:
+    """Check, then time, every case; returns {key: Timing}. Raises CorrectnessError on a mismatch.
+
+    ``throttle_threshold_percent``: nvbench discards samples taken while the SM clock is below
+    this percent of the default clock (None: nvbench's default, 75). A GEMM at full power runs
+    below it for whole seconds, so the gemm study lowers it and reports each row's mean clock."""
     from cuda import bench
 
     by_key = {c.key: c for c in cases}
@@ -139,7 +144,9 @@ def run(cases: list[TimedCase], *, study: str, max_noise: float = DEFAULT_MAX_NO
             "cuda-bench", "--quiet", "--json", str(json_path), "--devices", str(device),
             "--min-samples", str(min_samples), "--min-time", str(min_time_s),
             "--max-noise", str(100 * max_noise),  # nvbench takes percent
-            "--timeout", str(timeout_s)])
+            "--timeout", str(timeout_s),
+            *([] if throttle_threshold_percent is None
+              else ["--throttle-threshold", str(throttle_threshold_percent)])])
         keep = os.environ.get("TMA_STUDY_KEEP_NVBENCH_JSON")  # debugging aid: keep nvbench's own output
         if keep:
             shutil.copytree(tmp, keep, dirs_exist_ok=True)

@@ -28,8 +28,8 @@ def _not_measured(frame: pd.DataFrame) -> bool:
 def bar_table(bar: pd.DataFrame) -> pd.DataFrame:
     r = bar.iloc[0]
     if r.status != "measured":
-        return pd.DataFrame([{"shape": r["shape"], "dtype": r.dtype, "result": r.status}])
-    return pd.DataFrame([{"shape": r["shape"], "dtype": r.dtype, "best SM90 TMA variant": r.variant,
+        return pd.DataFrame([{"shape": r["shape"], "dtype": r["dtype"], "result": r.status}])
+    return pd.DataFrame([{"shape": r["shape"], "dtype": r["dtype"], "best SM90 TMA variant": r.variant,
                           "TFLOP/s": f"{r.tflops:.1f}", "cuBLAS TFLOP/s": f"{r.cublas_tflops:.1f}",
                           "% of cuBLAS": f"{100 * r.fraction_of_cublas:.1f}",
                           f"bar >= {100 * BAR_FRACTION:.0f} %": "met" if r.passes else "NOT met"}])
@@ -66,8 +66,8 @@ def rules_table(rules: pd.DataFrame) -> pd.DataFrame:
             rows.append({"rule": r.rule, "result": r.status})
             continue
         rows.append({"rule": f"{r.rule} ({r.crossover_working_set}: TMA from {r.crossover_bytes:.0f} B)",
-                     "result": f"right {r.predicted_right}, wrong {r.predicted_wrong}, ties {r.ties} of "
-                               f"{r.comparisons} ({100 * r.fraction_right_of_decided:.0f} % of decided)"})
+                     "result": f"right {r.predicted_right:.0f}, wrong {r.predicted_wrong:.0f}, ties {r.ties:.0f} "
+                               f"of {r.comparisons:.0f} ({100 * r.fraction_right_of_decided:.0f} % of decided)"})
     return pd.DataFrame(rows)
 
 
@@ -84,8 +84,8 @@ def run_table(provenance: dict) -> pd.DataFrame:
             ("not measured", "; ".join(f"{a}: {why}" for a, why in (provenance.get("not_measured_arches") or {}).items())
              or "nothing"),
             ("configurations timed", str(provenance.get("configurations"))),
-            ("GPU time of the whole study (estimate before the run)",
-             f"{int(seconds // 60)} min {int(seconds % 60)} s ({provenance.get('estimated_gpu_seconds')} s)"),
+            ("measurement, start to finish", f"{int(seconds // 60)} min {int(seconds % 60)} s"),
+            ("estimate printed before the run", f"{provenance.get('estimated_gpu_seconds')} s"),
             ("cuBLAS anchor", str(provenance.get("cublas"))),
             ("nvidia-cutlass / torch / cuda-bench",
              " / ".join(str(packages.get(p)) for p in ("nvidia-cutlass", "torch", "cuda-bench"))),
