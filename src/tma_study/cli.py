@@ -1,6 +1,7 @@
 """Command line the Snakemake rules call (also usable by hand).
 
-    tma-study compile   STUDY --out DIR            numba -> PTX -> cubin -> SASS + resources.csv (no GPU)
+    tma-study compile   STUDY --out DIR [--workers N]                      (CPU) numba -> PTX -> cubin -> SASS,
+                        resources.csv; fails when an expected instruction is missing
     tma-study measure   STUDY --out DIR [--config config/config.yaml]      (Hopper GPU)
                         (--config takes a whole pipeline config, YAML or JSON)
     tma-study aggregate STUDY --raw DIR --out DIR [--repeat DIR]           (CPU)
@@ -44,6 +45,9 @@ def main(argv=None) -> int:
         p.add_argument("study")
         p.add_argument("--out", type=Path, required=True)
         p.add_argument("--config", type=Path, default=DEFAULT_CONFIG)
+        if name == "compile":
+            p.add_argument("--workers", type=int, default=1,
+                           help="compile in this many processes (no GPU needed; default 1)")
         if name == "aggregate":
             p.add_argument("--raw", type=Path, required=True)
             p.add_argument("--repeat", type=Path, default=None,
@@ -90,7 +94,9 @@ def main(argv=None) -> int:
         write_kernel_table(study, args.resources, args.out)
     elif args.command == "compile":
         from .compile_report import compile_study
-        compile_study(study, args.out)
+        if args.workers < 1:
+            parser.error(f"--workers {args.workers}: give at least 1")
+        compile_study(study, args.out, workers=args.workers)
     elif args.command == "measure":
         config = config_mod.load(args.config, discover())
         gpu_mod.require_architecture(gpu_mod.detect(), study.architectures, f"study {study.name}")

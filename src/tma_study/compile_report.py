@@ -7,6 +7,8 @@ to measure would not be the one running.
 """
 from __future__ import annotations
 
+import concurrent.futures
+import multiprocessing
 from pathlib import Path
 
 import pandas as pd
@@ -19,28 +21,56 @@ class SassCheckError(AssertionError):
     """A kernel compiled without an instruction its study relies on."""
 
 
-def compile_study(study, out_dir: Path) -> pd.DataFrame:
+def _compile_kernel(study_name: str, index: int) -> dict:
+    """Compile kernel ``index`` of a study's compile list (in a worker process: the list
+    holds closures, so each worker builds it again and takes its own entry)."""
     from tma_kernels.build import compile_for_sm90a
 
+    from tma_study.studies import discover
+    name, function, signature, expected = discover()[study_name].entry("kernels")()[index]
+    compiled = compile_for_sm90a(function, signature, name=name)
+    counts = compiled.opcode_counts()
+    return {"name": name, "ptx": compiled.ptx, "sass": compiled.sass, "counts": counts,
+            "expected": expected, "registers": compiled.registers,
+            "shared_bytes_static": compiled.shared_bytes_static,
+            "stack_frame_bytes": compiled.stack_frame_bytes,
+            "spill_store_bytes": compiled.spill_store_bytes,
+            "spill_load_bytes": compiled.spill_load_bytes}
+
+
+def _compiled_kernels(study, workers: int):
+    """Every compiled kernel of the study, in the compile list's order."""
+    count = len(study.entry("kernels")())
+    if workers <= 1 or count <= 1:
+        yield from (_compile_kernel(study.name, i) for i in range(count))
+        return
+    context = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(min(workers, count), mp_context=context) as pool:
+        yield from pool.map(_compile_kernel, [study.name] * count, range(count))
+
+
+def compile_study(study, out_dir: Path, workers: int = 1) -> pd.DataFrame:
+    """Compile every kernel of ``study`` (``workers`` processes), check its SASS, write the
+    PTX, SASS and resources.csv into ``out_dir``."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     rows, problems = [], []
-    for name, function, signature, expected in study.entry("kernels")():
-        compiled = compile_for_sm90a(function, signature, name=name)
-        atomic_write_text(out_dir / f"{name}.ptx", compiled.ptx)
-        atomic_write_text(out_dir / f"{name}.sass", compiled.sass)
-        counts = compiled.opcode_counts()
-        found = {prefix: sum(n for op, n in counts.items() if op.startswith(prefix)) for prefix in expected}
+    for compiled in _compiled_kernels(study, workers):
+        name, counts = compiled["name"], compiled["counts"]
+        atomic_write_text(out_dir / f"{name}.ptx", compiled["ptx"])
+        atomic_write_text(out_dir / f"{name}.sass", compiled["sass"])
+        found = {prefix: sum(n for op, n in counts.items() if op.startswith(prefix))
+                 for prefix in compiled["expected"]}
         problems += [f"{name}: no {prefix} in its SASS" for prefix, n in found.items() if n == 0]
-        rows.append({"kernel": name, "registers": compiled.registers,
-                     "shared_bytes_static": compiled.shared_bytes_static,
-                     "stack_frame_bytes": compiled.stack_frame_bytes,
-                     "spill_store_bytes": compiled.spill_store_bytes,
-                     "spill_load_bytes": compiled.spill_load_bytes,
+        rows.append({"kernel": name, "registers": compiled["registers"],
+                     "shared_bytes_static": compiled["shared_bytes_static"],
+                     "stack_frame_bytes": compiled["stack_frame_bytes"],
+                     "spill_store_bytes": compiled["spill_store_bytes"],
+                     "spill_load_bytes": compiled["spill_load_bytes"],
                      "sass_instructions": sum(counts.values()),
                      "expected_sass": " ".join(f"{p}x{n}" for p, n in found.items())})
-        print(f"compiled {name}: {compiled.registers} registers, "
-              f"{compiled.spill_store_bytes} B spilled, {rows[-1]['expected_sass']}", flush=True)
+        print(f"compiled {name}: {compiled['registers']} registers, "
+              f"{compiled['spill_store_bytes']} B spilled, {rows[-1]['expected_sass']}", flush=True)
     if problems:
         raise SassCheckError("; ".join(problems))
     frame = pd.DataFrame(rows)

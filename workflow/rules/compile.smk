@@ -7,11 +7,13 @@ rule compile:
         resources="build/compile/{study}/resources.csv",
     log:
         "logs/compile/{study}.log",
+    threads: 64  # compile processes; Snakemake scales this down to the cores it is given (-c)
     params:
         python=PYTHON,
         outdir=lambda wildcards: f"build/compile/{wildcards.study}",
     shell:
-        "{params.python} -m tma_study compile {wildcards.study} --out {params.outdir} > {log} 2>&1"
+        "{params.python} -m tma_study compile {wildcards.study} --out {params.outdir} "
+        "--workers {threads} > {log} 2>&1"
 
 
 rule kernel_table:
