@@ -70,17 +70,16 @@ def best_stages(attention: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
                                 *KERNEL_COLUMNS],
              "attention.csv")
     stage_counts = sorted(int(s) for s in attention.stages.unique())
-    best_rows, tuning_rows = [], []
+    chosen_rows, statuses, tuning_rows = [], [], []
     for key, cell in attention.groupby(CELL, sort=True):
         timed = cell[cell.time_us_median.notna()]
         if timed.empty:
-            chosen = cell.sort_values("stages").iloc[0].copy()
-            chosen["status"] = _not_measured_reason(cell)
+            chosen, status = cell.sort_values("stages").iloc[0], _not_measured_reason(cell)
         else:
-            chosen = timed.loc[timed.time_us_median.idxmin()].copy()
-            chosen["status"] = MEASURED
-        best_rows.append(chosen)
-        tuning = {**dict(zip(CELL, key)), "status": chosen["status"],
+            chosen, status = timed.loc[timed.time_us_median.idxmin()], MEASURED
+        chosen_rows.append(chosen.name)
+        statuses.append(status)
+        tuning = {**dict(zip(CELL, key)), "status": status,
                   "stages_swept": " ".join(str(int(s)) for s in sorted(cell.stages)),
                   "stages_chosen": int(chosen.stages) if len(timed) else None}
         for count in stage_counts:
@@ -89,7 +88,7 @@ def best_stages(attention: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
             tuning[f"resident_ctas_per_sm_s{count}"] = at.resident_ctas_per_sm.iloc[0] if len(at) else None
         tuning.update({column: chosen[column] for column in KERNEL_COLUMNS})
         tuning_rows.append(tuning)
-    best = pd.DataFrame(best_rows).reset_index(drop=True)
+    best = attention.loc[chosen_rows].assign(status=statuses).reset_index(drop=True)
     pages = best.groupby(POINT).page_size.nunique().rename("page_sizes_at_point")
     best = best.join(pages, on=POINT)
     tuning = _integers(pd.DataFrame(tuning_rows), ["stages_chosen", *(
