@@ -1,7 +1,9 @@
 """The paged_kv study without a GPU: config validation, the sweep grid, and the analysis
 (aggregate -> tables -> figure) on synthetic raw data shaped like measure.py's output."""
 import copy
+import itertools
 import json
+import math
 import runpy
 from pathlib import Path
 from types import SimpleNamespace
@@ -81,25 +83,49 @@ def test_grid_size_and_kernel_choices(study_config):
     assert prefill_256.fa3().uses_tma
 
 
+NOT_TIMED = "not measured: no valid cold sample within the timeout (synthetic)"
+# a cell with no timed stage count (both NaN): it must say "not measured", not vanish
+# (shape, dtype, phase, batch, query tokens, context, page, path)
+UNTIMED_CELL = ("llama3_8b", "e4m3", "decode", 1, 1, 8192, 64, "cp_async")
+# a cell whose 2-stage row was not timed: its slower 4-stage row must be chosen
+HALF_TIMED_CELL = ("mha_16x64", "bf16", "decode", 32, 4, 8192, 128, "tma")
+
+
+def synthetic_time(c) -> float:
+    """TMA is 20 % faster from page 64 and 10 % slower below; 4 K/V stages cost 30 % except for
+    e4m3 cp.async decode, where they save 10 %: the winners and chosen stages are known."""
+    base = 500.0 if c.phase.name == "decode" else 2000.0
+    path = 0.8 if c.load_path == "tma" and c.page_size >= 64 else 1.1 if c.load_path == "tma" else 1.0
+    deeper = 0.9 if (c.load_path, c.dtype, c.phase.name) == ("cp_async", "e4m3", "decode") else 1.3
+    return base * path * (deeper if c.stages == 4 else 1.0)
+
+
+def cell_of(c) -> tuple:
+    return (c.shape.name, c.dtype, c.phase.name, c.phase.batch, c.phase.seqlen_q, c.phase.context, c.page_size,
+            c.load_path)
+
+
 def synthetic_raw(folder: Path, study_config) -> Path:
-    """attention.csv / ceilings.csv / provenance.json as measure.py writes them; TMA is 20 %
-    faster from page 64 and 10 % slower below, so the winners are known."""
+    """attention.csv / ceilings.csv / provenance.json with the columns measure.py writes."""
     folder.mkdir(parents=True)
     rows = []
     for c in sweep_configs(study_config):
-        base = 500.0 if c.phase.name == "decode" else 2000.0
-        time = base * (0.8 if c.load_path == "tma" and c.page_size >= 64 else
-                       1.1 if c.load_path == "tma" else 1.0)
+        time = synthetic_time(c)
+        if cell_of(c) == UNTIMED_CELL or (cell_of(c) == HALF_TIMED_CELL and c.stages == 2):
+            time = float("nan")
         kv = 2 * c.phase.batch * c.phase.context * c.shape.kv_heads * c.shape.head_dim * (
             2 if c.dtype == "bf16" else 1)
-        rows.append({**c.columns(SM_COUNT), "time_us_median": time, "time_us_q1": 0.99 * time,
-                     "time_us_q3": 1.01 * time, "bytes_moved": kv, "gbps": kv / (time * 1e3),
-                     "flops": 1e12, "tflops": 1e12 / (time * 1e6)})
+        rows.append({**c.columns(SM_COUNT), "kernel": c.variant().name, "registers": 168,
+                     "local_bytes_per_thread": 0, "resident_ctas_per_sm": 2 if c.stages == 2 else 1,
+                     "launch_min_ctas_per_sm": 1, "time_us_median": time, "time_us_q1": 0.99 * time,
+                     "time_us_q3": 1.01 * time, "timing_status": NOT_TIMED if math.isnan(time) else "ok",
+                     "bytes_moved": kv, "gbps": kv / (time * 1e3), "flops": 1e12, "tflops": 1e12 / (time * 1e6)})
     pd.DataFrame(rows).to_csv(folder / "attention.csv", index=False)
     ceilings = [{"ceiling": "d2d_copy", "bytes_moved": 2**31, "gbps": COPY_GBPS, "time_us_median": 537.0}]
     for shape in study_config["shapes"]:
-        ceilings.append({"ceiling": "torch_sdpa_contiguous", "shape": shape, "seqlen_q": 1, "batch": 32,
-                         "context_tokens": 8192, "gbps": 3000.0, "time_us_median": 100.0})
+        for batch in (32, 128):
+            ceilings.append({"ceiling": "torch_sdpa_contiguous", "shape": shape, "seqlen_q": 1, "batch": batch,
+                             "context_tokens": 8192, "gbps": 3000.0, "time_us_median": 100.0})
     pd.DataFrame(ceilings).to_csv(folder / "ceilings.csv", index=False)
     (folder / "provenance.json").write_text(json.dumps({
         "gpu": {"name": "synthetic test data", "sm_count": SM_COUNT}, "finished_utc": "2026-01-01T00:00:00",
@@ -116,10 +142,14 @@ def analysed(tmp_path, study_config):
 
 def test_aggregate_finds_the_known_winners(analysed):
     speedup = pd.read_csv(analysed / "derived" / "speedup.csv")
-    both = speedup.dropna(subset=["tma_speedup"])
+    half_timed = cell_rows(speedup.assign(load_path="tma"), HALF_TIMED_CELL).index
+    both = speedup.dropna(subset=["tma_speedup"]).drop(half_timed)
     assert set(both[both.page_size >= 64].measured_winner) == {"tma"}
     assert set(both[both.page_size < 64].measured_winner) == {"cp_async"}
-    assert np.allclose(both[both.page_size >= 64].tma_speedup, 1.25)
+    e4m3_decode = (both.dtype == "e4m3") & (both.phase == "decode")
+    assert np.allclose(both[(both.page_size >= 64) & ~e4m3_decode].tma_speedup, 1.25)
+    # only the 4-stage TMA row was timed there (1.3 x 0.8 of the cp.async time)
+    assert speedup.loc[half_timed, "measured_winner"].tolist() == ["cp_async"]
     only = speedup[speedup.page_size < 16]
     assert set(only.measured_winner) == {"cp_async (only path)"} and only.fa3_agrees.all()
     # FA3 picks TMA only for prefill at pages that are multiples of its kBlockN: agrees there
@@ -127,25 +157,114 @@ def test_aggregate_finds_the_known_winners(analysed):
     assert len(picked) and (picked.phase == "prefill").all() and picked.fa3_agrees.all()
 
 
+def cell_rows(frame: pd.DataFrame, cell: tuple) -> pd.DataFrame:
+    shape, dtype, phase, batch, seqlen_q, context, page, path = cell
+    return frame[(frame["shape"] == shape) & (frame.dtype == dtype) & (frame.phase == phase)
+                 & (frame.batch == batch) & (frame.seqlen_q == seqlen_q) & (frame.context_tokens == context)
+                 & (frame.page_size == page) & (frame.load_path == path)]
+
+
+def test_each_path_runs_at_its_best_stage_count(analysed):
+    tuning = pd.read_csv(analysed / "derived" / "tuning.csv")
+    measured = tuning[tuning.status == "measured"].drop(cell_rows(tuning, HALF_TIMED_CELL).index)
+    deeper_wins = (measured.load_path == "cp_async") & (measured.dtype == "e4m3") & (measured.phase == "decode")
+    assert set(measured[deeper_wins].stages_chosen) == {4}
+    assert set(measured[~deeper_wins].stages_chosen) == {2}
+    assert set(measured[deeper_wins].kernel.str.contains("_s4_")) == {True}
+    assert set(tuning[tuning.phase == "decode"].stages_swept) == {"2 4", "2"}   # bf16 head dim 256: 2 only
+    (half,) = cell_rows(tuning, HALF_TIMED_CELL).itertuples()
+    assert half.status == "measured" and half.stages_chosen == 4 and pd.isna(half.time_us_s2)
+    assert half.resident_ctas_per_sm == 1
+    speedup = pd.read_csv(analysed / "derived" / "speedup.csv")
+    e4m3 = speedup[(speedup.dtype == "e4m3") & (speedup.phase == "decode") & (speedup.page_size >= 64)
+                   & speedup.tma_speedup.notna()]
+    assert np.allclose(e4m3.tma_speedup, 0.9 / 0.8) and set(e4m3.cp_async_stages) == {4}
+    assert set(e4m3.tma_stages) == {2}
+
+
+def test_a_cell_without_a_timed_row_says_not_measured(analysed):
+    derived = analysed / "derived"
+    (untimed,) = cell_rows(pd.read_csv(derived / "tuning.csv"), UNTIMED_CELL).itertuples()
+    assert untimed.status.startswith("not measured: no valid cold sample") and pd.isna(untimed.stages_chosen)
+    speedup = pd.read_csv(derived / "speedup.csv")
+    (row,) = cell_rows(speedup.assign(load_path="cp_async"), UNTIMED_CELL).itertuples()
+    assert row.measured_winner == "not measured: cp_async" and pd.isna(row.fa3_agrees)
+    assert pd.isna(row.tma_speedup) and row.tma_stages == 2
+    agreement = pd.read_csv(derived / "fa3_agreement.csv").set_index(["dtype", "phase"])
+    assert agreement.not_measured.to_dict() == {("bf16", "decode"): 0, ("bf16", "prefill"): 0,
+                                                ("e4m3", "decode"): 1, ("e4m3", "prefill"): 0}
+    scaling = pd.read_csv(derived / "scaling.csv")
+    (missing,) = cell_rows(scaling[scaling.series == "decode_batch"], UNTIMED_CELL).itertuples()
+    assert missing.status.startswith("not measured") and pd.isna(missing.stages) and pd.isna(missing.gbps)
+
+
 def test_decode_fraction_of_copy_and_bar(analysed):
     decode = pd.read_csv(analysed / "derived" / "decode.csv")
-    row = decode[(decode["shape"] == "llama3_8b") & (decode.dtype == "bf16") & (decode.seqlen_q == 1)].iloc[0]
-    assert row.best_load_path == "tma" and row.d2d_copy_gbps == COPY_GBPS
+    row = decode[(decode["shape"] == "llama3_8b") & (decode.dtype == "bf16") & (decode.seqlen_q == 1)
+                 & (decode.batch == 32) & (decode.context_tokens == 8192)].iloc[0]
+    assert row.best_load_path == "tma" and row.best_stages == 2 and row.d2d_copy_gbps == COPY_GBPS
     assert row.fraction_of_d2d_copy == pytest.approx(row.best_gbps / COPY_GBPS)
     assert row.bar_applies and row.torch_sdpa_gbps == 3000.0
+    scaling_points = decode[(decode["shape"] == "llama3_8b") & (decode.seqlen_q == 1)]
+    assert sorted(set(zip(scaling_points.batch, scaling_points.context_tokens))) == [
+        (1, 8192), (8, 8192), (32, 1024), (32, 8192), (32, 32768), (128, 8192)]
 
 
-def test_tables_and_figure(analysed, monkeypatch):
+def test_scaling_series(analysed):
+    scaling = pd.read_csv(analysed / "derived" / "scaling.csv")
+    assert set(scaling["shape"]) == {"llama3_8b"} and set(scaling.page_size) == {64}
+    for dtype, path in itertools.product(("bf16", "e4m3"), ("tma", "cp_async")):
+        mine = scaling[(scaling.dtype == dtype) & (scaling.load_path == path)]
+        batch = mine[mine.series == "decode_batch"]
+        assert sorted(batch.batch) == [1, 8, 32, 128] and set(batch.context_tokens) == {8192}
+        context = mine[mine.series == "decode_context"]
+        assert sorted(context.context_tokens) == [1024, 8192, 32768] and set(context.batch) == {32}
+        prefill = mine[mine.series == "prefill"]
+        assert sorted(zip(prefill.batch, prefill.seqlen_q, prefill.context_tokens)) == [
+            (1, 4096, 16384), (2, 2048, 4096), (4, 1024, 8192), (8, 512, 1024)]
+        assert prefill.tflops.notna().all() and prefill.torch_sdpa_gbps.isna().all()
+    decode = scaling[scaling.phase == "decode"]
+    assert (decode.d2d_copy_gbps == COPY_GBPS).all()
+    sdpa = decode.dropna(subset=["torch_sdpa_gbps"])
+    assert set(zip(sdpa.batch, sdpa.context_tokens)) == {(32, 8192), (128, 8192)}
+    tma = decode[(decode.load_path == "tma") & (decode.status == "measured")]
+    assert np.allclose(tma.fraction_of_d2d_copy, tma.gbps / COPY_GBPS) and set(tma.stages) == {2}
+    speedup = pd.read_csv(analysed / "derived" / "speedup.csv")
+    scaling_points = speedup[~speedup.page_sweep]
+    assert set(scaling_points.page_size) == {64} and len(scaling_points) == 2 * 8
+    assert speedup[speedup.page_sweep].page_size.nunique() == 7
+
+
+def render(analysed, monkeypatch, name: str):
+    drawn = []
+    monkeypatch.setattr(figures, "finish", lambda fig, provenance, pdf: drawn.append(fig))
+    snakemake = SimpleNamespace(params=SimpleNamespace(derived=str(analysed / "derived")),
+                                input=SimpleNamespace(provenance=str(analysed / "raw" / "provenance.json")),
+                                output=SimpleNamespace(pdf=str(analysed / f"{name}.pdf")))
+    runpy.run_path(str(REPO / "notebooks" / f"{name}.py"), init_globals={"snakemake": snakemake})
+    (fig,) = drawn
+    return fig
+
+
+def test_tables_and_figures(analysed, monkeypatch):
     tables = analysed / "tables"
     write_tables(analysed / "derived", json.loads((analysed / "raw" / "provenance.json").read_text()), tables)
     for name in STUDY.tables:
         assert (tables / f"{name}.md").read_text().count("|") > 10
         assert "synthetic test data" in (tables / f"{name}.tex").read_text()
-    drawn = []
-    monkeypatch.setattr(figures, "finish", lambda fig, provenance, pdf: drawn.append(fig))
-    snakemake = SimpleNamespace(params=SimpleNamespace(derived=str(analysed / "derived")),
-                                input=SimpleNamespace(provenance=str(analysed / "raw" / "provenance.json")),
-                                output=SimpleNamespace(pdf=str(analysed / "f.pdf")))
-    runpy.run_path(str(REPO / "notebooks" / "paged_kv_speedup.py"), init_globals={"snakemake": snakemake})
-    (fig,) = drawn
+    scaling = (tables / "paged_kv_scaling.md").read_text()
+    assert "not measured" in scaling and "TFLOP/s (2 st.)" in scaling and "GB/s (4 st.)" in scaling
+    stages = (tables / "paged_kv_stages.md").read_text()
+    assert "| decode q1 | llama3_8b | e4m3 | cp_async |" in stages and "median time 4/2 stages" in stages
+    # the speedup figure: only the page-size sweep's three points, not the scaling points
+    fig = render(analysed, monkeypatch, "paged_kv_speedup")
     assert len(fig.axes) == 3 and all(ax.lines for ax in fig.axes)
+    assert all(len(line.get_xdata()) > 1 for ax in fig.axes for line in ax.lines[:1])
+    fig = render(analysed, monkeypatch, "paged_kv_scaling")
+    by_batch, by_context, prefill, key = fig.axes
+    assert "context 8192" in by_batch.get_title() and "batch 32" in by_context.get_title()
+    xs = {tuple(line.get_xdata()) for line in by_batch.lines if len(line.get_xdata()) > 1}
+    assert (1, 8, 32, 128) in xs
+    assert {tuple(line.get_xdata()) for line in by_context.lines if len(line.get_xdata()) > 1} >= {
+        (1024, 8192, 32768)}
+    assert len(prefill.patches) == 4 * 4 and key.get_legend() is not None

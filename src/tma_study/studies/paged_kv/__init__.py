@@ -10,9 +10,10 @@ STUDY = Study(
              "cp.async gather, by page size, dtype, model shape and phase, and does "
              "FlashAttention-3's rule pick the faster one?",
     raw_files=("attention.csv", "ceilings.csv"),
-    derived_files=("speedup.csv", "decode.csv", "prefill.csv", "fa3_agreement.csv"),
-    figures=("paged_kv_speedup",),
-    tables=("paged_kv_speedup", "paged_kv_decode", "paged_kv_fa3"),
+    derived_files=("tuning.csv", "speedup.csv", "decode.csv", "prefill.csv", "scaling.csv",
+                   "fa3_agreement.csv"),
+    figures=("paged_kv_speedup", "paged_kv_scaling"),
+    tables=("paged_kv_speedup", "paged_kv_decode", "paged_kv_fa3", "paged_kv_scaling", "paged_kv_stages"),
     kernels=f"{_HERE}.kernels:compile_list",
     measure=f"{_HERE}.measure:measure",
     aggregate=f"{_HERE}.aggregate:aggregate",

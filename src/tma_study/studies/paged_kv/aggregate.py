@@ -1,14 +1,27 @@
 """Derived tables of the paged_kv study, from attention.csv and ceilings.csv.
 
-- ``speedup.csv``: per (shape, dtype, phase point, page size): the TMA and cp.async times
-  where both ran, TMA's speedup (cp.async time / TMA time), the measured winner (a tie
-  when the two medians are within each other's interquartile spread), FA3's choice for
-  the same call and whether they agree.
+attention.csv holds one row per (point, page size, load path, K/V ring stages). Every
+comparison below uses each path at its own best stage count (the lowest median time among
+the stage counts measured for that cell), as measurement.md asks ("each mechanism gets its
+best configuration from a sweep of its own knobs"). A cell with no timed row (every sample
+discarded: NaN times) is kept, marked "not measured", and never wins.
+
+- ``tuning.csv``: per (point, page size, load path): the stage counts swept, the time and
+  resident CTAs per SM at each, the chosen count, and the chosen kernel (name, registers,
+  local bytes per thread, resident CTAs, launch bounds).
+- ``speedup.csv``: per (point, page size): the TMA and cp.async times at their best stages
+  where both ran, TMA's speedup (cp.async time / TMA time), the measured winner (a tie when
+  the two medians are within each other's interquartile spread), FA3's choice for the same
+  call and whether they agree; ``page_sweep`` marks points measured at more than one page
+  size (the page-size sweep, as opposed to the one-page batch/context scaling points).
 - ``decode.csv``: per decode point, the better path's K/V read rate as a fraction of the
   same run's device-to-device copy rate (read + write bytes per second), next to torch
   SDPA on a contiguous cache, and whether it meets the issue's bar (>= 70 % at contexts
   >= 8K with batch >= 32).
-- ``prefill.csv``: TFLOP/s of each path per prefill configuration.
+- ``prefill.csv``: TFLOP/s of each path (best stages) per prefill configuration.
+- ``scaling.csv``: the batch/context scaling series at the scaling points' shape and page
+  size: decode K/V GB/s of each path vs batch (at a fixed context) and vs context (at a
+  fixed batch), with the copy rate and torch SDPA; prefill TFLOP/s per prefill point.
 - ``fa3_agreement.csv``: per (dtype, phase): configurations, agreements, disagreements.
 """
 from __future__ import annotations
@@ -21,70 +34,197 @@ from tma_study.harness.atomic import atomic_write_text
 
 POINT = ["shape", "q_heads", "kv_heads", "head_dim", "dtype", "phase", "batch", "seqlen_q",
          "context_tokens"]
+CELL = POINT + ["page_size", "load_path"]
+KERNEL_COLUMNS = ["kernel", "registers", "local_bytes_per_thread", "resident_ctas_per_sm",
+                  "launch_min_ctas_per_sm"]
+MEASURED = "measured"
+NOT_MEASURED = "not measured"
 DECODE_BAR_FRACTION = 0.70
 DECODE_BAR_MIN_CONTEXT = 8192
 DECODE_BAR_MIN_BATCH = 32
+SCALING_COLUMNS = ["series", *POINT, "page_size", "load_path", "status", "stages", "time_us_median",
+                   "gbps", "tflops", *KERNEL_COLUMNS, "d2d_copy_gbps", "fraction_of_d2d_copy",
+                   "torch_sdpa_gbps"]
 
 
-def speedup_table(attention: pd.DataFrame) -> pd.DataFrame:
+def _require(frame: pd.DataFrame, columns: list[str], file: str) -> None:
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise ValueError(f"{file} lacks columns {missing}: it is not paged_kv measure.py's output "
+                         "(measured before K/V stages and kernel columns were recorded?)")
+
+
+def _not_measured_reason(cell: pd.DataFrame) -> str:
+    reasons = sorted({str(s) for s in cell.get("timing_status", pd.Series(dtype=object)).dropna()
+                      if str(s) != "ok"})
+    text = "; ".join(r.removeprefix(NOT_MEASURED).lstrip(": ") for r in reasons)
+    return f"{NOT_MEASURED}: {text}" if text else f"{NOT_MEASURED}: no time recorded"
+
+
+def best_stages(attention: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(best, tuning): ``best`` keeps one row per cell, the timed row with the lowest median
+    time (``status`` "measured"), or, when no stage count was timed, the cell's row at its
+    fewest stages with NaN times (``status`` "not measured: why"); ``tuning`` says per cell
+    what each stage count measured and which kernel was chosen."""
+    _require(attention, CELL + ["stages", "time_us_median", "time_us_q1", "time_us_q3", "gbps", "tflops",
+                                *KERNEL_COLUMNS],
+             "attention.csv")
+    stage_counts = sorted(int(s) for s in attention.stages.unique())
+    chosen_rows, statuses, tuning_rows = [], [], []
+    for key, cell in attention.groupby(CELL, sort=True):
+        timed = cell[cell.time_us_median.notna()]
+        if timed.empty:
+            chosen, status = cell.sort_values("stages").iloc[0], _not_measured_reason(cell)
+        else:
+            chosen, status = timed.loc[timed.time_us_median.idxmin()], MEASURED
+        chosen_rows.append(chosen.name)
+        statuses.append(status)
+        tuning = {**dict(zip(CELL, key)), "status": status,
+                  "stages_swept": " ".join(str(int(s)) for s in sorted(cell.stages)),
+                  "stages_chosen": int(chosen.stages) if len(timed) else None}
+        for count in stage_counts:
+            at = cell[cell.stages == count]
+            tuning[f"time_us_s{count}"] = at.time_us_median.iloc[0] if len(at) else float("nan")
+            tuning[f"resident_ctas_per_sm_s{count}"] = at.resident_ctas_per_sm.iloc[0] if len(at) else None
+        tuning.update({column: chosen[column] for column in KERNEL_COLUMNS})
+        tuning_rows.append(tuning)
+    best = attention.loc[chosen_rows].assign(status=statuses).reset_index(drop=True)
+    pages = best.groupby(POINT).page_size.nunique().rename("page_sizes_at_point")
+    best = best.join(pages, on=POINT)
+    tuning = _integers(pd.DataFrame(tuning_rows), ["stages_chosen", *(
+        f"resident_ctas_per_sm_s{count}" for count in stage_counts)])
+    return best, tuning
+
+
+def _integers(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+    """Integer columns that may hold gaps (not measured) stay integers in the CSV."""
+    for column in columns:
+        if column in frame:
+            frame[column] = pd.array(frame[column].astype("Float64").round(), dtype="Int64")
+    return frame
+
+
+def speedup_table(best: pd.DataFrame) -> pd.DataFrame:
     rows = []
-    for key, cell in attention.groupby(POINT + ["page_size"], sort=True):
+    for key, cell in best.groupby(POINT + ["page_size"], sort=True):
         by_path = {r.load_path: r for r in cell.itertuples()}
         row = dict(zip(POINT + ["page_size"], key))
         any_row = next(iter(by_path.values()))
         row["fa3_load_path"], row["fa3_reason"] = any_row.fa3_load_path, any_row.fa3_reason
+        row["page_sweep"] = bool(any_row.page_sizes_at_point > 1)
         for path, r in by_path.items():
             row[f"{path}_time_us"] = r.time_us_median
             row[f"{path}_gbps"] = r.gbps
-        if {"tma", "cp_async"} <= set(by_path):
+            row[f"{path}_stages"] = r.stages if r.status == MEASURED else None
+            row[f"{path}_status"] = r.status
+        missing = [path for path, r in by_path.items() if r.status != MEASURED]
+        row["tma_speedup"] = float("nan")
+        if missing:
+            row["measured_winner"] = f"{NOT_MEASURED}: {', '.join(missing)}"
+            row["fa3_agrees"] = None
+        elif {"tma", "cp_async"} <= set(by_path):
             tma, gather = by_path["tma"], by_path["cp_async"]
             row["tma_speedup"] = gather.time_us_median / tma.time_us_median
             overlap = tma.time_us_q1 <= gather.time_us_q3 and gather.time_us_q1 <= tma.time_us_q3
             row["measured_winner"] = "tie" if overlap else (
                 "tma" if tma.time_us_median < gather.time_us_median else "cp_async")
             row["fa3_agrees"] = row["measured_winner"] in ("tie", row["fa3_load_path"])
-        else:
-            row["tma_speedup"] = float("nan")
-            row["measured_winner"] = "cp_async (only path)"
-            row["fa3_agrees"] = row["fa3_load_path"] == "cp_async"
+        else:       # one path at this page size (cp.async below TMA's smallest box)
+            (path,) = by_path
+            row["measured_winner"] = f"{path} (only path)"
+            # FA3 choosing the one path that runs agrees; choosing the other is not compared here
+            row["fa3_agrees"] = True if row["fa3_load_path"] == path else None
         rows.append(row)
-    return pd.DataFrame(rows)
+    return _integers(pd.DataFrame(rows), [f"{path}_stages" for path in ("tma", "cp_async")])
 
 
-def decode_table(attention: pd.DataFrame, ceilings: pd.DataFrame) -> pd.DataFrame:
-    copy_gbps = float(ceilings.loc[ceilings.ceiling == "d2d_copy", "gbps"].max())
-    sdpa = ceilings[ceilings.ceiling == "torch_sdpa_contiguous"]
+def _copy_gbps(ceilings: pd.DataFrame) -> float:
+    return float(ceilings.loc[ceilings.ceiling == "d2d_copy", "gbps"].max())
+
+
+def _sdpa_gbps(ceilings: pd.DataFrame, shape: str, seqlen_q: int, batch: int, context: int) -> float:
+    """torch SDPA on a contiguous bf16 cache at this decode point, NaN where not measured."""
+    if "shape" not in ceilings:
+        return float("nan")
+    match = ceilings[(ceilings.ceiling == "torch_sdpa_contiguous") & (ceilings["shape"] == shape)
+                     & (ceilings.seqlen_q == seqlen_q) & (ceilings.batch == batch)
+                     & (ceilings.context_tokens == context)]
+    return float(match.gbps.iloc[0]) if len(match) else float("nan")
+
+
+def decode_table(best: pd.DataFrame, ceilings: pd.DataFrame) -> pd.DataFrame:
+    copy_gbps = _copy_gbps(ceilings)
     rows = []
-    for key, cell in attention[attention.phase == "decode"].groupby(POINT, sort=True):
-        best = cell.loc[cell.gbps.idxmax()]
+    for key, cell in best[best.phase == "decode"].groupby(POINT, sort=True):
         row = dict(zip(POINT, key))
-        row.update({"best_load_path": best.load_path, "best_page_size": int(best.page_size),
-                    "best_gbps": best.gbps, "d2d_copy_gbps": copy_gbps,
-                    "fraction_of_d2d_copy": best.gbps / copy_gbps,
-                    "best_tma_gbps": cell.loc[cell.load_path == "tma", "gbps"].max(),
-                    "best_cp_async_gbps": cell.loc[cell.load_path == "cp_async", "gbps"].max()})
-        match = sdpa[(sdpa["shape"] == key[0]) & (sdpa.seqlen_q == row["seqlen_q"])
-                     & (sdpa.batch == row["batch"]) & (sdpa.context_tokens == row["context_tokens"])]
-        row["torch_sdpa_gbps"] = float(match.gbps.iloc[0]) if len(match) else float("nan")
+        timed = cell[cell.status == MEASURED]
+        if timed.empty:
+            row.update({"best_load_path": NOT_MEASURED, "best_page_size": None, "best_stages": None,
+                        "best_gbps": float("nan")})
+        else:
+            top = timed.loc[timed.gbps.idxmax()]
+            row.update({"best_load_path": top.load_path, "best_page_size": int(top.page_size),
+                        "best_stages": int(top.stages), "best_gbps": top.gbps})
+        row.update({"d2d_copy_gbps": copy_gbps, "fraction_of_d2d_copy": row["best_gbps"] / copy_gbps,
+                    "best_tma_gbps": timed.loc[timed.load_path == "tma", "gbps"].max(),
+                    "best_cp_async_gbps": timed.loc[timed.load_path == "cp_async", "gbps"].max(),
+                    "torch_sdpa_gbps": _sdpa_gbps(ceilings, key[0], row["seqlen_q"], row["batch"],
+                                                  row["context_tokens"])})
         in_scope = row["context_tokens"] >= DECODE_BAR_MIN_CONTEXT and row["batch"] >= DECODE_BAR_MIN_BATCH
         row["bar_applies"] = in_scope
-        row["meets_bar"] = (row["fraction_of_d2d_copy"] >= DECODE_BAR_FRACTION) if in_scope else None
+        row["meets_bar"] = (bool(row["fraction_of_d2d_copy"] >= DECODE_BAR_FRACTION)
+                            if in_scope and len(timed) else None)
         rows.append(row)
-    return pd.DataFrame(rows)
+    return _integers(pd.DataFrame(rows), ["best_page_size", "best_stages"])
 
 
-def prefill_table(attention: pd.DataFrame) -> pd.DataFrame:
-    prefill = attention[attention.phase == "prefill"]
-    return prefill[POINT + ["page_size", "load_path", "time_us_median", "tflops", "fa3_load_path"]]
+def prefill_table(best: pd.DataFrame) -> pd.DataFrame:
+    prefill = best[best.phase == "prefill"]
+    return prefill[POINT + ["page_size", "load_path", "status", "stages", "time_us_median", "tflops",
+                            "fa3_load_path", *KERNEL_COLUMNS]]
+
+
+def scaling_table(best: pd.DataFrame, ceilings: pd.DataFrame) -> pd.DataFrame:
+    """The scaling series. Scaling points are the points measured at a single page size; their
+    (shape, page size) pairs select every point measured there (the page-size sweep's points
+    at that page size included). Decode points form a ``decode_batch`` series where several
+    batches share (shape, dtype, query tokens, context), and a ``decode_context`` series where
+    several contexts share (shape, dtype, query tokens, batch); a point can be in both.
+    Every prefill point there is in the ``prefill`` series."""
+    single = best[best.page_sizes_at_point == 1]
+    pairs = set(zip(single["shape"], single.page_size))
+    at_pairs = best[[pair in pairs for pair in zip(best["shape"], best.page_size)]]
+    copy_gbps = _copy_gbps(ceilings)
+    parts = []
+    decode = at_pairs[at_pairs.phase == "decode"]
+    for series, fixed, varied in (("decode_batch", "context_tokens", "batch"),
+                                  ("decode_context", "batch", "context_tokens")):
+        for _, group in decode.groupby(["shape", "page_size", "dtype", "seqlen_q", fixed], sort=True):
+            if group[varied].nunique() > 1:
+                parts.append(group.assign(series=series))
+    parts.append(at_pairs[at_pairs.phase == "prefill"].assign(series="prefill"))
+    frame = pd.concat(parts, ignore_index=True)
+    if frame.empty:
+        return pd.DataFrame(columns=SCALING_COLUMNS)
+    decode_rows = frame.phase == "decode"
+    frame["d2d_copy_gbps"] = pd.Series(copy_gbps, index=frame.index).where(decode_rows)
+    frame["fraction_of_d2d_copy"] = frame.gbps.where(decode_rows) / copy_gbps
+    frame["torch_sdpa_gbps"] = [
+        _sdpa_gbps(ceilings, r.shape, r.seqlen_q, r.batch, r.context_tokens) if r.phase == "decode"
+        else float("nan") for r in frame.itertuples()]
+    frame["stages"] = frame.stages.where(frame.status == MEASURED)
+    return _integers(frame[SCALING_COLUMNS], ["stages"]).sort_values(["series", "shape", "dtype", "load_path", "batch",
+                                              "seqlen_q", "context_tokens"]).reset_index(drop=True)
 
 
 def agreement_table(speedup: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for (dtype, phase), cell in speedup.groupby(["dtype", "phase"], sort=True):
         rows.append({"dtype": dtype, "phase": phase, "configurations": len(cell),
-                     "fa3_agrees": int(cell.fa3_agrees.sum()),
-                     "fa3_disagrees": int((~cell.fa3_agrees.astype(bool)).sum()),
-                     "tma_wins": int((cell.measured_winner == "tma").sum()),
+                     "fa3_agrees": int(cell.fa3_agrees.eq(True).sum()),
+                     "fa3_disagrees": int(cell.fa3_agrees.eq(False).sum()),
+                     "not_measured": int(cell.measured_winner.str.startswith(NOT_MEASURED).sum()),
+                     "tma_wins": int(cell.measured_winner.isin(["tma", "tma (only path)"]).sum()),
                      "cp_async_wins": int(cell.measured_winner.isin(["cp_async", "cp_async (only path)"]).sum()),
                      "ties": int((cell.measured_winner == "tie").sum())})
     return pd.DataFrame(rows)
@@ -96,8 +236,10 @@ def aggregate(raw_dir: Path, derived_dir: Path, repeat_dir: Path | None = None) 
     ceilings = pd.read_csv(Path(raw_dir) / "ceilings.csv")
     derived_dir = Path(derived_dir)
     derived_dir.mkdir(parents=True, exist_ok=True)
-    speedup = speedup_table(attention)
-    for name, frame in (("speedup.csv", speedup), ("decode.csv", decode_table(attention, ceilings)),
-                        ("prefill.csv", prefill_table(attention)),
+    best, tuning = best_stages(attention)
+    speedup = speedup_table(best)
+    for name, frame in (("tuning.csv", tuning), ("speedup.csv", speedup),
+                        ("decode.csv", decode_table(best, ceilings)), ("prefill.csv", prefill_table(best)),
+                        ("scaling.csv", scaling_table(best, ceilings)),
                         ("fa3_agreement.csv", agreement_table(speedup))):
         atomic_write_text(derived_dir / name, frame.to_csv(index=False))
