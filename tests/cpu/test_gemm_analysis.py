@@ -227,3 +227,28 @@ def test_the_multicast_rule_is_scored_at_the_gemm_cluster_and_a_tile(throttled, 
     assert every.gemm_ties == 5 and every.agree == 0    # the synthetic 2x1 gain is 1.01: a tie
     assert every.not_faster_predicted == 2 and every.not_faster_held == 2
     assert every.left_out_idle_ctas == 2 and every.left_out_not_measured == 1
+
+
+def test_paper_numbers_and_rules_of_thumb_come_from_the_derived_data(throttled):
+    import json
+
+    from tma_study.rules_of_thumb import check_rows
+    from tma_study.studies.gemm import STUDY
+    from tma_study.studies.gemm.macros import macros
+    from tma_study.studies.gemm.rules import rules_of_thumb
+
+    derived, _ = throttled
+    provenance = json.loads((derived.parent / "provenance.json").read_text())
+    numbers = macros(derived, provenance)
+    bar = pd.read_csv(derived / "bar.csv").iloc[0]
+    assert numbers["gemmBarPercentCublas"] == f"{100 * bar.fraction_of_cublas:.1f}"
+    assert (numbers["gemmBarCandidatesNotMeasured"], numbers["gemmRowsFewSamples"]) == ("1", "1")
+    assert numbers["gemmRowsNotMeasuredTma"] == "1" and numbers["gemmRowsNotMeasuredCpasync"] == "0"
+    assert numbers["gemmThrottleFloorMhz"] == "1485"
+    rows = rules_of_thumb(derived, provenance)
+    check_rows(rows, STUDY)
+    best = pd.read_csv(derived / "speedup.csv").query("compared == 'best'")
+    losses = int((best.winner == "cpasync").sum())
+    mainloop = next(r for r in rows if r["figure"] == "gemm_speedup")
+    assert losses and f"cp.async won {losses} of {len(best)} shapes" in mainloop["rule"]   # the wording follows
+    assert f"median {best.speedup.median():.2f}" in mainloop["evidence"]
