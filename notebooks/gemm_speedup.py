@@ -14,7 +14,9 @@
 # schedule and tile; TMA also any cluster), and the same ratio with the TMA variant held to
 # the cp.async variant's schedule and tile at a 1x1 cluster (no multicast). Right: each
 # cluster shape's TFLOP/s over the same TMA variant at 1x1, per shape. SM100 panels say
-# "not measured" where the data were taken on a GPU without SM100.
+# "not measured" where the data were taken on a GPU without SM100. Crosses: same-configuration
+# pairs whose TMA variant spills registers and its cp.async partner does not (they time the
+# spills, not the load path); the title counts the candidates nvbench could not measure.
 
 # %%
 import matplotlib.pyplot as plt
@@ -42,14 +44,25 @@ for row, arch in enumerate(arches):
             ax.set_yticks([])
         continue
     rows = speedup[speedup.arch == arch].sort_values(["family", "m", "n", "k"])
-    for (dtype, compared), group in rows.groupby(["dtype", rows.compared == "best"]):
-        label = f"{dtype}, " + ("best vs best" if compared else "same schedule+tile, 1x1")
-        left.plot(range(len(group)), group.speedup, marker="o" if compared else ".", linestyle="" if not compared else "-",
-                  label=label, alpha=1 if compared else 0.5)
+    order = rows.drop_duplicates("shape")["shape"].tolist()      # one x position per shape, every series
+    spills = pd.Series(False, index=rows.index)
+    if "tma_spill_store_bytes" in rows.columns:   # the TMA variant spills registers, its cp.async partner does not
+        spills = (rows.tma_spill_store_bytes.fillna(0) > 0) & (rows.cpasync_spill_store_bytes.fillna(0) == 0)
+    kind = rows.compared.where(rows.compared == "best", "same").where(~spills, "spills")
+    labels = {"best": "best vs best", "same": "same schedule+tile, 1x1", "spills": "same, 1x1, TMA variant spills"}
+    for (dtype, which), group in rows.groupby(["dtype", kind]):
+        x = [order.index(shape) for shape in group["shape"]]
+        best_line = which == "best"
+        left.plot(x, group.speedup, marker={"best": "o", "same": ".", "spills": "x"}[which],
+                  linestyle="-" if best_line else "", label=f"{dtype}, {labels[which]}", alpha=1 if best_line else 0.5)
     left.axhline(1, color="#555555", linewidth=0.8)
     left.set_ylabel("TMA / cp.async TFLOP/s")
     left.set_xlabel("shape (square, then LLM projections by model, M)")
-    left.set_title(f"{arch}: TMA vs cp.async mainloop")
+    best = rows[rows.compared == "best"]
+    unmeasured = (f" (not measured: TMA {int(best.tma_not_measured.sum())}/{int(best.tma_candidates.sum())}, "
+                  f"cp.async {int(best.cpasync_not_measured.sum())}/{int(best.cpasync_candidates.sum())} candidates)"
+                  if "tma_not_measured" in best.columns else "")
+    left.set_title(f"{arch}: TMA vs cp.async mainloop{unmeasured}", fontsize=9)
     left.legend(fontsize=7)
     g = gains[gains.arch == arch] if "arch" in gains.columns else gains.iloc[0:0]
     clusters = sorted(g.cluster.unique()) if len(g) else []

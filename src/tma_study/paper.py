@@ -32,13 +32,24 @@ class TexMissingError(RuntimeError):
     """No TeX installation: the message says what to install."""
 
 
-def paragraph_table(frame, caption: str, label: str, widths_cm: list[float]) -> str:
-    """A booktabs table whose text columns wrap (p{width}), for rows of sentences."""
+def paragraph_table(frame, caption: str, label: str, widths_cm: list[float], long: bool = False) -> str:
+    """A booktabs table whose text columns wrap (p{width}), for rows of sentences.
+
+    ``long``: a longtable that continues onto the next page instead of a float, for tables that
+    grow with every study (the claims, the rules of thumb): a float taller than the page is cut.
+    """
     columns = "".join(rf">{{\raggedright\arraybackslash}}p{{{w}cm}}" for w in widths_cm)
+    head = " & ".join(rf"\textbf{{{latex_escape(c)}}}" for c in frame.columns) + r" \\"
+    body = [" & ".join(_breakable(v) for v in row) + r" \\" for row in frame.itertuples(index=False)]
+    if long:
+        return "\n".join([r"{\small\setlength{\tabcolsep}{4pt}", rf"\begin{{longtable}}{{{columns}}}",
+                          rf"\caption{{{latex_escape(caption)}}}\label{{{label}}} \\", r"\toprule", head,
+                          r"\midrule", r"\endfirsthead", r"\toprule", head, r"\midrule", r"\endhead",
+                          r"\midrule", r"\endfoot", r"\bottomrule", r"\endlastfoot", *body,
+                          r"\end{longtable}", "}", ""])
     lines = [r"\begin{table}[t]", r"\centering", r"\small", rf"\caption{{{latex_escape(caption)}}}",
-             rf"\label{{{label}}}", rf"\begin{{tabular}}{{{columns}}}", r"\toprule",
-             " & ".join(rf"\textbf{{{latex_escape(c)}}}" for c in frame.columns) + r" \\", r"\midrule"]
-    lines += [" & ".join(_breakable(v) for v in row) + r" \\" for row in frame.itertuples(index=False)]
+             rf"\label{{{label}}}", rf"\begin{{tabular}}{{{columns}}}", r"\toprule", head, r"\midrule"]
+    lines += body
     lines += [r"\bottomrule", r"\end{tabular}", r"\end{table}", ""]
     return "\n".join(lines)
 
@@ -48,11 +59,13 @@ def _breakable(text) -> str:
     return latex_escape(text).replace(r"\_", r"\_\allowbreak{}")
 
 
-def write_paragraph_table(frame, tables_dir: Path, name: str, caption: str, widths_cm: list[float]) -> None:
-    """<name>.tex (wrapping columns) and <name>.md, like report.tables.write_table."""
+def write_paragraph_table(frame, tables_dir: Path, name: str, caption: str, widths_cm: list[float],
+                          long: bool = False) -> None:
+    """<name>.tex (wrapping columns; ``long``: across pages) and <name>.md, like report.tables.write_table."""
     if len(widths_cm) != len(frame.columns):
         raise ValueError(f"table {name}: {len(widths_cm)} widths for {len(frame.columns)} columns")
-    atomic_write_text(Path(tables_dir) / f"{name}.tex", paragraph_table(frame, caption, f"tab:{name}", widths_cm))
+    atomic_write_text(Path(tables_dir) / f"{name}.tex",
+                      paragraph_table(frame, caption, f"tab:{name}", widths_cm, long=long))
     atomic_write_text(Path(tables_dir) / f"{name}.md", to_markdown(frame, caption))
 
 
@@ -64,8 +77,9 @@ def write_claims_table(claims_tsv: Path, out: Path) -> None:
     frame["observed"] = [text if len(text) <= 60 else text[:59] + "..." for text in frame.observed]
     frame = frame.rename(columns={"figure": "rests on"})
     text = paragraph_table(frame, f"Claims checked against {Path(claims_tsv).parent}/ by the pipeline "
-                           "(config/claims/; PASS, FAIL or NOT MEASURED).", "tab:claims", [3.2, 6.0, 1.4, 3.4, 2.6])
-    atomic_write_text(Path(out), text.replace(r"\begin{table}[t]", r"\begin{table}[p]"))
+                           "(config/claims/; PASS, FAIL or NOT MEASURED).", "tab:claims", [3.0, 5.6, 1.3, 3.2, 2.4],
+                           long=True)
+    atomic_write_text(Path(out), text)
 
 
 def figure_block(figure: str, notebooks: Path = REPO_ROOT / "notebooks") -> str:

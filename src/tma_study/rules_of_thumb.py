@@ -19,7 +19,7 @@ ROW_KEYS = ("situation", "rule", "evidence", "figure")
 COLUMNS = ["study", "situation", "rule of thumb", "evidence (measured)", "rests on"]
 MISSING_MARKS = ("nan", "None", "??")
 TABLE = "rules_of_thumb"
-WIDTHS_CM = [1.6, 3.0, 4.4, 5.2, 2.4]      # the LaTeX columns wrap: rows are sentences
+WIDTHS_CM = [1.4, 2.7, 4.1, 5.0, 2.3]      # the LaTeX columns wrap (rows are sentences) and fit the text width
 
 
 class RulesError(ValueError):
@@ -64,5 +64,5 @@ def write(results_dir: Path, studies: dict, tables_dir: Path) -> pd.DataFrame:
         table = pd.DataFrame([{c: "" for c in COLUMNS} | {"situation": "no study with rules of thumb is present"}])
     write_paragraph_table(table, tables_dir, TABLE,
                           f"Rules of thumb, each computed from the measured data of {Path(results_dir)}/ and "
-                          "naming the figure or table it rests on.", WIDTHS_CM)
+                          "naming the figure or table it rests on.", WIDTHS_CM, long=True)
     return table

@@ -175,9 +175,9 @@ def test_the_readme_claims_table_is_generated_between_markers(generated, tmp_pat
     for claim_id in claims_mod.read_outcomes(results / "claims.tsv").id:
         assert f"`{claim_id}`" in table
     readme = tmp_path / "README.md"
-    readme.write_text(f"intro\n{readme_mod.BEGIN}\nold\n{readme_mod.END}\noutro\n")
+    readme.write_text(f"intro\n{readme_mod.BEGIN}\nSTALE-TABLE\n{readme_mod.END}\noutro\n")
     assert readme_mod.update_readme(readme, results / "claims.tsv")
-    assert "old" not in readme.read_text() and readme.read_text().startswith("intro")
+    assert "STALE-TABLE" not in readme.read_text() and readme.read_text().startswith("intro")
     assert not readme_mod.update_readme(readme, results / "claims.tsv", check_only=True)
     readme.write_text("no markers")
     with pytest.raises(readme_mod.ReadmeError):

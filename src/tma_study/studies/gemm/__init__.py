@@ -3,7 +3,9 @@
 with the same questions compiled for SM100 and measured wherever an SM100 GPU exists.
 
 Built by workflow/rules/gemm.smk (not by the generic numba compile step), measured through a
-C ABI (abi.py) with the project's harness, cuBLAS as the anchor in the same run.
+C ABI (abi.py) with the project's harness, cuBLAS as the anchor in the same run. Its paper
+tier: rules.py (rules of thumb), macros.py (numbers of paper/sections/studies/gemm.tex),
+predict.py (do the crossover and multicast rules name the GEMM winners?).
 """
 from tma_study.studies.base import Study
 
@@ -22,6 +24,10 @@ STUDY = Study(
     measure=f"{_HERE}.measure:measure",
     aggregate=f"{_HERE}.aggregate:aggregate",
     write_tables=f"{_HERE}.tables:write_tables",
+    rules=f"{_HERE}.rules:rules_of_thumb",
+    macros=f"{_HERE}.macros:macros",
     architectures=(9, 10),             # SM90 variants on Hopper, SM100 variants on a B200
-    skip_analysis_without_data=True,   # the H200 reference is measured by the lead; until then, skip
+    # The H200 reference (results/h200/gemm/) is committed, so the analysis job always has data:
+    # like crossover, multicast and dsm, a results folder without gemm's raw files is an error
+    # that names them, not a study silently left out.
 )

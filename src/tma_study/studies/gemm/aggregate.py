@@ -1,19 +1,29 @@
 """Derived tables of the gemm study (results/<gpu>/gemm/derived/*.csv), from gemm.csv.
 
-- ``measured.csv``  every measured row with its fraction of cuBLAS (same dtype, shape and run)
+- ``measured.csv``  every measured row with its fraction of cuBLAS (same dtype, shape and run) and
+                    how trustworthy its timing is (samples against ``min_samples``, mean SM clock
+                    against the GPU's maximum and nvbench's throttle floor)
 - ``speedup.csv``   TMA over cp.async per (arch, dtype, shape): same schedule and tile with a 1x1
-                    cluster, and best against best (any schedule, tile and, for TMA, cluster)
+                    cluster, and best against best (any schedule, tile and, for TMA, cluster), with
+                    how many candidates of each mechanism were not measured and each side's
+                    register spills (kernels.csv)
 - ``multicast.csv`` per TMA variant with a cluster > 1: its TFLOP/s over the same variant at 1x1
+                    (or why not compared), and whether the cluster exceeds the problem's tiles
 - ``multicast_summary.csv``  that gain per (arch, dtype, cluster): median, min, max, shapes won
 - ``cublas.csv``    best variant per load mechanism as a fraction of cuBLAS, per shape
-- ``bar.csv``       the issue's bar: best SM90 TMA variant at 8192^3 bf16 >= 95 % of cuBLAS
-- ``rules.csv``     do the crossover (and multicast) studies' rules predict the GEMM winners?
-- ``status.csv``    rows per (arch, status): what was measured and what was not, and why
+- ``bar.csv``       the issue's bar: best SM90 TMA variant at 8192^3 bf16 >= 95 % of cuBLAS, with
+                    the candidates that could not be measured
+- ``rules.csv``     do the crossover and multicast studies' rules predict the GEMM winners?
+                    (predict.py)
+- ``status.csv``    rows per (arch, implementation, load, status), and how many measured rows have
+                    fewer samples than asked for or ran at the throttle floor
 
 Rows that were not measured keep their reason in every file that would show them.
 """
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +35,44 @@ BAR_FRACTION = 0.95
 TIE_TOLERANCE = 0.02           # |ratio - 1| below this (or the runs' spread) is a tie
 SHAPE_KEYS = ["arch", "dtype", "shape", "family", "layer", "m", "n", "k"]
 NOT_MEASURED_TEXT = "NOT MEASURED"
+# cuda-bench (nvbench) discards a sample taken below this percent of the default SM clock unless
+# the config's timing.throttle_threshold_percent says otherwise (src/tma_study/harness/timing.py).
+NVBENCH_DEFAULT_THROTTLE_PERCENT = 75.0
+# A row whose accepted samples averaged at most 1 % above that floor ran at the floor: the GPU was
+# power-limited for the whole measurement, and only samples that just cleared the floor were kept.
+FLOOR_TOLERANCE = 0.01
+BYTES_PER_ELEMENT = {"bf16": 2, "fp8_e4m3": 1}
+
+
+@dataclass(frozen=True)
+class TimingLimits:
+    """What the run asked of its timing, from provenance.json (None where it does not say)."""
+
+    min_samples: int | None
+    max_clock_mhz: float | None
+    throttle_percent: float
+
+    @classmethod
+    def of(cls, provenance: dict) -> TimingLimits:
+        timing = (provenance.get("config") or {}).get("timing") or {}
+        khz = (provenance.get("gpu") or {}).get("max_sm_clock_khz")
+        percent = timing.get("throttle_threshold_percent")
+        return cls(min_samples=timing.get("min_samples"), max_clock_mhz=khz / 1000 if khz else None,
+                   throttle_percent=NVBENCH_DEFAULT_THROTTLE_PERCENT if percent is None else float(percent))
+
+    @property
+    def floor_mhz(self) -> float | None:
+        return None if self.max_clock_mhz is None else self.max_clock_mhz * self.throttle_percent / 100
+
+
+def short_variant(name: str) -> str:
+    """'sm90_tma_cooperative_bf16_t128x256x64_c2x1' -> 'tma_cooperative_t128x256x64_c2x1' (for tables)."""
+    parts = str(name).split("_")
+    dtype_at = next((i for i, p in enumerate(parts) if p in ("bf16", "fp8")), None)
+    if dtype_at is None:
+        return str(name)
+    width = 2 if parts[dtype_at] == "fp8" else 1
+    return "_".join(parts[1:dtype_at] + parts[dtype_at + width:])
 
 
 def _write(frame: pd.DataFrame, path: Path) -> None:
@@ -34,12 +82,20 @@ def _write(frame: pd.DataFrame, path: Path) -> None:
     frame.to_csv(path, index=False)
 
 
-def with_cublas_fraction(gemm: pd.DataFrame) -> pd.DataFrame:
+def with_cublas_fraction(gemm: pd.DataFrame, limits: TimingLimits | None = None) -> pd.DataFrame:
     measured = gemm[gemm.status == MEASURED].copy()
     anchor = measured[measured.implementation == "cublas"].set_index(["dtype", "shape"])["tflops"]
     measured["cublas_tflops"] = [anchor.get((d, s), np.nan) for d, s in zip(measured["dtype"], measured["shape"])]
     measured["fraction_of_cublas"] = measured.tflops / measured.cublas_tflops
     measured["relative_iqr"] = measured.time_us_iqr / measured.time_us_median
+    limits = limits or TimingLimits(None, None, NVBENCH_DEFAULT_THROTTLE_PERCENT)
+    measured["fewer_than_min_samples"] = (measured.samples < limits.min_samples) if limits.min_samples else False
+    if limits.max_clock_mhz:
+        measured["sm_clock_fraction_of_max"] = measured.sm_clock_mhz_mean / limits.max_clock_mhz
+        measured["at_throttle_floor"] = measured.sm_clock_mhz_mean <= limits.floor_mhz * (1 + FLOOR_TOLERANCE)
+    else:
+        measured["sm_clock_fraction_of_max"] = np.nan
+        measured["at_throttle_floor"] = False
     return measured
 
 
@@ -48,14 +104,32 @@ def _verdict(ratio: float, spread: float) -> str:
     return "tma" if ratio > 1 + tolerance else ("cpasync" if ratio < 1 - tolerance else "tie")
 
 
-def speedup(measured: pd.DataFrame) -> pd.DataFrame:
-    """TMA over cp.async: same schedule and tile at 1x1, and best against best."""
+def _spills(kernels: pd.DataFrame | None) -> pd.Series:
+    """Spill-store bytes per variant (ptxas), or an empty Series when kernels.csv lacks them."""
+    if kernels is None or "spill_store_bytes" not in kernels.columns:
+        return pd.Series(dtype=float)
+    return kernels.drop_duplicates("variant").set_index("variant")["spill_store_bytes"]
+
+
+def speedup(measured: pd.DataFrame, gemm: pd.DataFrame | None = None,
+            kernels: pd.DataFrame | None = None) -> pd.DataFrame:
+    """TMA over cp.async: same schedule and tile at 1x1, and best against best.
+
+    Best-against-best rows count the candidates of each mechanism at that shape that were not
+    measured (their best may be missing); every row carries each side's ptxas spill bytes, since
+    a spilling mainloop measures its spills, not its load path.
+    """
     cutlass = measured[measured.implementation == "cutlass"]
+    candidates = (gemm if gemm is not None else measured)
+    candidates = candidates[candidates.implementation == "cutlass"]
+    spills = _spills(kernels)
     rows = []
     for key, group in cutlass.groupby(SHAPE_KEYS):
         tma, cpa = group[group.load == "tma"], group[group.load == "cpasync"]
         if tma.empty or cpa.empty:
             continue
+        at = candidates[(candidates.arch == key[0]) & (candidates.dtype == key[1]) & (candidates["shape"] == key[2])]
+        unmeasured = {load: int(((at.load == load) & (at.status != MEASURED)).sum()) for load in ("tma", "cpasync")}
         pairs = [("best", tma.loc[tma.tflops.idxmax()], cpa.loc[cpa.tflops.idxmax()])]
         for c in cpa.itertuples():
             same = tma[(tma.schedule == c.schedule) & (tma.tile == c.tile) & (tma.cluster == "1x1")]
@@ -66,123 +140,157 @@ def speedup(measured: pd.DataFrame) -> pd.DataFrame:
             rows.append({**dict(zip(SHAPE_KEYS, key)), "compared": compared, "tma_variant": t.variant,
                          "cpasync_variant": c.variant, "tma_tflops": t.tflops, "cpasync_tflops": c.tflops,
                          "speedup": ratio, "winner": _verdict(ratio, t.relative_iqr + c.relative_iqr),
-                         "tile": t.tile, "schedule": t.schedule, "tma_cluster": t.cluster})
+                         "tile": t.tile, "schedule": t.schedule, "tma_cluster": t.cluster,
+                         "tma_candidates": int((at.load == "tma").sum()), "tma_not_measured": unmeasured["tma"],
+                         "cpasync_candidates": int((at.load == "cpasync").sum()),
+                         "cpasync_not_measured": unmeasured["cpasync"],
+                         "tma_spill_store_bytes": spills.get(t.variant, np.nan),
+                         "cpasync_spill_store_bytes": spills.get(c.variant, np.nan),
+                         "tma_samples": t.samples, "cpasync_samples": c.samples,
+                         "tma_sm_clock_mhz": t.sm_clock_mhz_mean, "cpasync_sm_clock_mhz": c.sm_clock_mhz_mean})
     return pd.DataFrame(rows)
 
 
-def multicast(measured: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Gain of each cluster shape over the same TMA variant at 1x1, and its summary."""
-    tma = measured[(measured.implementation == "cutlass") & (measured.load == "tma")]
-    base = tma[tma.cluster == "1x1"].set_index(["arch", "mainloop", "dtype", "tile", "shape"])["tflops"]
+def _cluster_exceeds_tiles(r) -> bool:
+    """A cluster longer than the problem's tile grid along M or N leaves CTAs without a tile."""
+    return bool(np.ceil(r.m / r.tile_m) < r.cluster_m or np.ceil(r.n / r.tile_n) < r.cluster_n)
+
+
+def multicast(measured: pd.DataFrame, gemm: pd.DataFrame | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Gain of each cluster shape over the same TMA variant at 1x1, and its summary.
+
+    With ``gemm`` (every row, measured or not) a comparison whose cluster or 1x1 side was not
+    measured is kept with NaN gain and the reason in ``status``.
+    """
+    rows_of = (gemm if gemm is not None else measured)
+    tma_all = rows_of[(rows_of.implementation == "cutlass") & (rows_of.load == "tma")]
+    tma = measured[(measured.implementation == "cutlass") & (measured.load == "tma")].set_index(["variant", "shape"])
+    one_key = ["arch", "mainloop", "dtype", "tile", "shape"]
+    ones = tma_all[tma_all.cluster == "1x1"].set_index(one_key)
     rows = []
-    for r in tma[tma.cluster != "1x1"].itertuples():
-        one = base.get((r.arch, r.mainloop, r.dtype, r.tile, r.shape), np.nan)
+    for r in tma_all[tma_all.cluster != "1x1"].itertuples():
+        one = ones.loc[(r.arch, r.mainloop, r.dtype, r.tile, r.shape)] if (r.arch, r.mainloop, r.dtype, r.tile,
+                                                                           r.shape) in ones.index else None
+        have_cluster, have_one = (r.variant, r.shape) in tma.index, one is not None and one.status == MEASURED
+        if have_cluster and have_one:
+            status = why = MEASURED
+        elif not have_cluster:
+            why = r.status
+            status = f"not compared: {short_variant(r.variant)} {why}"
+        else:
+            why = "its 1x1 variant is not in the sweep" if one is None else one.status
+            status = f"not compared: its 1x1 variant {why}"
+        mine = tma.loc[(r.variant, r.shape)] if have_cluster else None
+        base = tma.loc[(one.variant, r.shape)] if have_one else None
         rows.append({"arch": r.arch, "mainloop": r.mainloop, "dtype": r.dtype, "tile": r.tile, "cluster": r.cluster,
+                     "cluster_m": int(r.cluster_m), "cluster_n": int(r.cluster_n),
+                     "a_tile_bytes": int(r.tile_m * r.tile_k * BYTES_PER_ELEMENT[r.dtype]),
                      "shape": r.shape, "family": r.family, "m": r.m, "n": r.n, "k": r.k, "variant": r.variant,
-                     "tflops": r.tflops, "tflops_1x1": one, "gain": r.tflops / one})
+                     "status": status, "why_not_compared": "" if status == MEASURED else why,
+                     "cluster_exceeds_tiles": _cluster_exceeds_tiles(r),
+                     "tflops": mine.tflops if mine is not None else np.nan,
+                     "tflops_1x1": base.tflops if base is not None else np.nan,
+                     "gain": mine.tflops / base.tflops if status == MEASURED else np.nan,
+                     "spread": mine.relative_iqr + base.relative_iqr if status == MEASURED else np.nan})
     gains = pd.DataFrame(rows)
-    if gains.empty:
+    if gains.empty or not (gains.status == MEASURED).any():
         return gains, pd.DataFrame()
-    summary = gains.groupby(["arch", "dtype", "cluster"]).agg(
-        median_gain=("gain", "median"), min_gain=("gain", "min"), max_gain=("gain", "max"),
-        comparisons=("gain", "size"), wins=("gain", lambda g: int((g > 1 + TIE_TOLERANCE).sum())),
-        losses=("gain", lambda g: int((g < 1 - TIE_TOLERANCE).sum()))).reset_index()
-    return gains, summary
+    summary = []
+    for (arch, dtype, cluster), group in gains.groupby(["arch", "dtype", "cluster"]):
+        compared = group[group.status == MEASURED]
+        busy = compared[~compared.cluster_exceeds_tiles]
+        summary.append({"arch": arch, "dtype": dtype, "cluster": cluster,
+                        "status": MEASURED if len(compared) else group.why_not_compared.iloc[0],
+                        "median_gain": compared.gain.median(), "min_gain": compared.gain.min(),
+                        "max_gain": compared.gain.max(), "comparisons": len(compared),
+                        "wins": int((compared.gain > 1 + TIE_TOLERANCE).sum()),
+                        "losses": int((compared.gain < 1 - TIE_TOLERANCE).sum()),
+                        "not_compared": len(group) - len(compared),
+                        "median_gain_every_cta_busy": busy.gain.median() if len(busy) else np.nan,
+                        "comparisons_every_cta_busy": len(busy)})
+    return gains, pd.DataFrame(summary)
 
 
-def cublas_fractions(measured: pd.DataFrame) -> pd.DataFrame:
+def cublas_fractions(measured: pd.DataFrame, gemm: pd.DataFrame | None = None) -> pd.DataFrame:
     cutlass = measured[measured.implementation == "cutlass"]
-    best = cutlass.loc[cutlass.groupby(SHAPE_KEYS + ["load"])["tflops"].idxmax()]
-    return best[SHAPE_KEYS + ["load", "variant", "tflops", "cublas_tflops", "fraction_of_cublas"]] \
-        .sort_values(["arch", "dtype", "family", "m", "n", "k", "load"]).reset_index(drop=True)
+    best = cutlass.loc[cutlass.groupby(SHAPE_KEYS + ["load"])["tflops"].idxmax()].copy()
+    if gemm is not None:   # why a missing fraction is missing: cuBLAS itself was not measured there
+        anchor = gemm[gemm.implementation == "cublas"].set_index(["dtype", "shape"])["status"]
+        best["cublas_status"] = [anchor.get((d, s), "no cuBLAS row") for d, s in zip(best["dtype"], best["shape"])]
+    columns = SHAPE_KEYS + ["load", "variant", "tflops", "cublas_tflops", "fraction_of_cublas"]
+    columns += ["cublas_status"] if "cublas_status" in best.columns else []
+    return best[columns].sort_values(["arch", "dtype", "family", "m", "n", "k", "load"]).reset_index(drop=True)
 
 
 def bar(gemm: pd.DataFrame, measured: pd.DataFrame) -> pd.DataFrame:
-    """Best SM90 TMA variant at 8192^3 bf16 against cuBLAS in the same run."""
-    at = measured[(measured.family == "square") & (measured.m == BAR_SHAPE) & (measured.dtype == "bf16")]
-    tma = at[(at.arch == "sm90") & (at.load == "tma")]
-    base = {"shape": f"{BAR_SHAPE}^3", "dtype": "bf16", "required_fraction": BAR_FRACTION}
+    """Best SM90 TMA variant at 8192^3 bf16 against cuBLAS in the same run.
+
+    The best is taken over the candidates that were measured; the row names the candidates that
+    were not (and why), and the samples and clock behind both numbers.
+    """
+    def at_shape(frame):
+        return frame[(frame.arch == "sm90") & (frame.family == "square") & (frame.m == BAR_SHAPE)
+                     & (frame.dtype == "bf16")]
+
+    candidates = at_shape(gemm)
+    candidates = candidates[(candidates.implementation == "cutlass") & (candidates.load == "tma")]
+    missing = candidates[candidates.status != MEASURED]
+    base = {"shape": f"{BAR_SHAPE}^3", "dtype": "bf16", "required_fraction": BAR_FRACTION,
+            "tma_candidates": len(candidates), "tma_measured": len(candidates) - len(missing),
+            "tma_not_measured": len(missing),
+            "tma_not_measured_variants": "; ".join(short_variant(v) for v in missing.variant),
+            "not_measured_reason": "; ".join(sorted(set(missing.status)))}
+    tma = at_shape(measured)
+    tma = tma[tma.load == "tma"]
     if tma.empty:
-        reason = gemm[(gemm.arch == "sm90") & (gemm.m == BAR_SHAPE) & (gemm.family == "square")].status
-        return pd.DataFrame([{**base, "status": NOT_MEASURED_TEXT + (f": {reason.iloc[0]}" if len(reason) else
-                                                                     ": no SM90 TMA variant at this shape")}])
+        reason = sorted(set(candidates.status)) or ["no SM90 TMA variant at this shape"]
+        return pd.DataFrame([{**base, "status": f"{NOT_MEASURED_TEXT}: {reason[0]}"}])
     best = tma.loc[tma.tflops.idxmax()]
+    cublas = at_shape(measured)
+    cublas = cublas[cublas.implementation == "cublas"]
+    anchor = cublas.iloc[0] if len(cublas) else None
     return pd.DataFrame([{**base, "status": MEASURED, "variant": best.variant, "tflops": best.tflops,
                           "cublas_tflops": best.cublas_tflops, "fraction_of_cublas": best.fraction_of_cublas,
-                          "passes": bool(best.fraction_of_cublas >= BAR_FRACTION)}])
+                          "passes": bool(best.fraction_of_cublas >= BAR_FRACTION),
+                          "samples": best.samples, "sm_clock_mhz": best.sm_clock_mhz_mean,
+                          "cublas_samples": anchor.samples if anchor is not None else np.nan,
+                          "cublas_sm_clock_mhz": anchor.sm_clock_mhz_mean if anchor is not None else np.nan}])
 
 
-def crossover_rule(crossover_raw: Path) -> pd.DataFrame | None:
-    """The crossover study's TMA-vs-cp.async crossovers (HBM and L2, best ring), or None."""
-    if not (crossover_raw / "stream.csv").exists():
-        return None
-    import json
-
-    from tma_study.studies.crossover import aggregate as crossover
-    stream = pd.read_csv(crossover_raw / "stream.csv")
-    ceilings = crossover.best_ceilings(pd.read_csv(crossover_raw / "ceilings.csv"))
-    sm_count = json.loads((crossover_raw / "provenance.json").read_text()).get("gpu", {}).get("sm_count")
-    table = crossover.crossovers(crossover.best_configurations(stream, ceilings, sm_count))
-    return table[(table.alternative == "cp_async") & (table.ring_bytes_per_sm == crossover.ANY_RING)]
-
-
-BYTES_PER_ELEMENT = {"bf16": 2, "fp8_e4m3": 1}
-
-
-def rules(speedups: pd.DataFrame, crossover: pd.DataFrame | None, multicast_raw: Path) -> pd.DataFrame:
-    """How often the other studies' rules name the GEMM winner.
-
-    Crossover rule: a TMA copy of the GEMM's A tile (tile M x tile K elements) is at least the
-    crossover transfer size -> TMA wins; else cp.async. Checked against the same-configuration
-    (1x1) TMA vs cp.async comparisons; ties count as neither right nor wrong.
-    """
-    rows = []
-    same = speedups[speedups.compared != "best"] if len(speedups) else speedups
-    if crossover is None or crossover.empty:
-        rows.append({"rule": "crossover", "status": NOT_MEASURED_TEXT + ": no crossover raw data beside this run"})
-    elif same.empty:
-        rows.append({"rule": "crossover", "status": NOT_MEASURED_TEXT + ": no TMA/cp.async pair was measured"})
-    else:
-        for ws in crossover.working_set.unique():
-            row = crossover[crossover.working_set == ws].iloc[0]
-            threshold = row.crossover_bytes
-            tile_m = same.tile.str.split("x").str[0].astype(int)
-            tile_k = same.tile.str.split("x").str[2].astype(int)
-            transfer = tile_m * tile_k * same.dtype.map(BYTES_PER_ELEMENT)
-            predicted = np.where(np.isnan(threshold), "cpasync", np.where(transfer >= threshold, "tma", "cpasync"))
-            decided = same.winner != "tie"
-            right = (predicted == same.winner) & decided
-            rows.append({"rule": "crossover", "status": MEASURED, "crossover_working_set": ws,
-                         "crossover_bytes": threshold, "comparisons": len(same),
-                         "ties": int((~decided).sum()), "predicted_right": int(right.sum()),
-                         "predicted_wrong": int((decided & ~right).sum()),
-                         "fraction_right_of_decided": float(right.sum() / decided.sum()) if decided.any() else np.nan})
-    if not (multicast_raw / "provenance.json").exists():
-        rows.append({"rule": "multicast", "status": NOT_MEASURED_TEXT + ": the multicast study has no data "
-                                                     f"at {multicast_raw}"})
-    else:  # the multicast study's rule (its derived tables) is not defined yet: say so, do not guess
-        rows.append({"rule": "multicast", "status": "NOT COMPARED: multicast data present, its rule is not "
-                                                     "yet exported by the multicast study"})
-    return pd.DataFrame(rows)
-
-
-def status_counts(gemm: pd.DataFrame) -> pd.DataFrame:
-    return gemm.groupby(["arch", "implementation", "status"]).size().rename("rows").reset_index()
+def status_counts(gemm: pd.DataFrame, measured: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Rows per (arch, implementation, load, status); for measured rows, how many are weak."""
+    counts = gemm.groupby(["arch", "implementation", "load", "status"]).size().rename("rows").reset_index()
+    counts["fewer_than_min_samples"] = 0
+    counts["at_throttle_floor"] = 0
+    if measured is not None and len(measured):
+        weak = measured.groupby(["arch", "implementation", "load"])[["fewer_than_min_samples", "at_throttle_floor"]] \
+            .sum().astype(int)
+        for i, r in counts[counts.status == MEASURED].iterrows():
+            key = (r.arch, r.implementation, r.load)
+            if key in weak.index:
+                counts.loc[i, ["fewer_than_min_samples", "at_throttle_floor"]] = weak.loc[key].values
+    return counts
 
 
 def aggregate(raw_dir: Path, derived_dir: Path, repeat_dir: Path | None = None) -> None:
+    from .predict import crossover_verdicts, multicast_verdicts, rules
+
     raw_dir, derived_dir = Path(raw_dir), Path(derived_dir)
     gemm = pd.read_csv(raw_dir / "gemm.csv")
-    measured = with_cublas_fraction(gemm)
-    speedups = speedup(measured)
-    gains, gain_summary = multicast(measured)
+    kernels = pd.read_csv(raw_dir / "kernels.csv") if (raw_dir / "kernels.csv").exists() else None
+    provenance_path = raw_dir / "provenance.json"
+    provenance = json.loads(provenance_path.read_text()) if provenance_path.exists() else {}
+    measured = with_cublas_fraction(gemm, TimingLimits.of(provenance))
+    speedups = speedup(measured, gemm, kernels)
+    gains, gain_summary = multicast(measured, gemm)
     derived_dir.mkdir(parents=True, exist_ok=True)
     _write(measured, derived_dir / "measured.csv")
     _write(speedups, derived_dir / "speedup.csv")
     _write(gains, derived_dir / "multicast.csv")
     _write(gain_summary, derived_dir / "multicast_summary.csv")
-    _write(cublas_fractions(measured), derived_dir / "cublas.csv")
+    _write(cublas_fractions(measured, gemm), derived_dir / "cublas.csv")
     _write(bar(gemm, measured), derived_dir / "bar.csv")
-    _write(rules(speedups, crossover_rule(raw_dir.parent / "crossover"),
-                 raw_dir.parent / "multicast"), derived_dir / "rules.csv")
-    _write(status_counts(gemm), derived_dir / "status.csv")
+    _write(rules(speedups, crossover_verdicts(raw_dir.parent / "crossover"), gains,
+                 multicast_verdicts(raw_dir.parent / "multicast"), raw_dir.parent / "multicast"),
+           derived_dir / "rules.csv")
+    _write(status_counts(gemm, measured), derived_dir / "status.csv")

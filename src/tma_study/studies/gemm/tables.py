@@ -12,9 +12,18 @@ from pathlib import Path
 
 import pandas as pd
 
+from tma_study.paper import (
+    write_paragraph_table,  # wrapping columns, for rows of sentences
+)
 from tma_study.report.tables import source_line, write_table
 
-from .aggregate import BAR_FRACTION, NOT_MEASURED_TEXT
+from .aggregate import (
+    BAR_FRACTION,
+    FLOOR_TOLERANCE,
+    MEASURED,
+    NOT_MEASURED_TEXT,
+    TimingLimits,
+)
 
 
 def _read(path: Path) -> pd.DataFrame:
@@ -25,14 +34,30 @@ def _not_measured(frame: pd.DataFrame) -> bool:
     return "status" in frame.columns and len(frame) == 1 and str(frame.status.iloc[0]).startswith(NOT_MEASURED_TEXT)
 
 
+def _mhz(value) -> str:
+    return "n/a" if pd.isna(value) else f"{value:.0f}"
+
+
 def bar_table(bar: pd.DataFrame) -> pd.DataFrame:
+    """One key/value row per fact: the result, the samples and clocks behind it, and the
+    candidates that could not be measured (the best is only over those that were)."""
     r = bar.iloc[0]
-    if r.status != "measured":
-        return pd.DataFrame([{"shape": r["shape"], "dtype": r["dtype"], "result": r.status}])
-    return pd.DataFrame([{"shape": r["shape"], "dtype": r["dtype"], "best SM90 TMA variant": r.variant,
-                          "TFLOP/s": f"{r.tflops:.1f}", "cuBLAS TFLOP/s": f"{r.cublas_tflops:.1f}",
-                          "% of cuBLAS": f"{100 * r.fraction_of_cublas:.1f}",
-                          f"bar >= {100 * BAR_FRACTION:.0f} %": "met" if r.passes else "NOT met"}])
+    rows = [("shape, dtype", f"{r['shape']} {r['dtype']}")]
+    if r.status != MEASURED:
+        rows.append(("result", r.status))
+    else:
+        rows += [("best measured SM90 TMA variant", r.variant),
+                 ("TFLOP/s (TMA / cuBLAS)", f"{r.tflops:.1f} / {r.cublas_tflops:.1f}"),
+                 ("% of cuBLAS", f"{100 * r.fraction_of_cublas:.1f}"),
+                 (f"bar >= {100 * BAR_FRACTION:.0f} %", "met" if r.passes else "NOT met"),
+                 ("samples (TMA / cuBLAS)", f"{r.samples:.0f} / {r.cublas_samples:.0f}"),
+                 ("mean SM clock, MHz (TMA / cuBLAS)", f"{_mhz(r.sm_clock_mhz)} / {_mhz(r.cublas_sm_clock_mhz)}")]
+    if "tma_candidates" in bar.columns:
+        missing = int(r.tma_not_measured)
+        rows.append(("TMA candidates measured", f"{int(r.tma_measured)} of {int(r.tma_candidates)}"))
+        rows.append(("TMA candidates NOT MEASURED",
+                     f"{missing}: {r.tma_not_measured_variants} ({r.not_measured_reason})" if missing else "none"))
+    return pd.DataFrame(rows, columns=["", "value"])
 
 
 def speedup_table(speedup: pd.DataFrame) -> pd.DataFrame:
@@ -41,38 +66,83 @@ def speedup_table(speedup: pd.DataFrame) -> pd.DataFrame:
     best = speedup[speedup.compared == "best"]
     rows = []
     for (arch, dtype, family), group in best.groupby(["arch", "dtype", "family"]):
-        rows.append({"arch": arch, "dtype": dtype, "shapes": family, "count": len(group),
-                     "TMA/cp.async median": f"{group.speedup.median():.2f}",
-                     "min": f"{group.speedup.min():.2f}", "max": f"{group.speedup.max():.2f}",
-                     "TMA wins / ties / cp.async wins": (f"{(group.winner == 'tma').sum()} / "
-                                                         f"{(group.winner == 'tie').sum()} / "
-                                                         f"{(group.winner == 'cpasync').sum()}")})
+        row = {"arch": arch, "dtype": dtype, "shapes": family, "count": len(group),
+               "TMA/cp.async median": f"{group.speedup.median():.2f}",
+               "min": f"{group.speedup.min():.2f}", "max": f"{group.speedup.max():.2f}",
+               "TMA wins / ties / cp.async wins": (f"{(group.winner == 'tma').sum()} / "
+                                                   f"{(group.winner == 'tie').sum()} / "
+                                                   f"{(group.winner == 'cpasync').sum()}")}
+        if "tma_not_measured" in group.columns:
+            row["candidates NOT MEASURED (TMA / cp.async)"] = (f"{int(group.tma_not_measured.sum())} of "
+                                                               f"{int(group.tma_candidates.sum())} / "
+                                                               f"{int(group.cpasync_not_measured.sum())} of "
+                                                               f"{int(group.cpasync_candidates.sum())}")
+        rows.append(row)
     return pd.DataFrame(rows)
 
 
 def multicast_table(summary: pd.DataFrame) -> pd.DataFrame:
     if _not_measured(summary):
         return summary[["status"]]
-    return pd.DataFrame([{"arch": r.arch, "dtype": r.dtype, "cluster (M x N)": r.cluster,
-                          "median gain over 1x1": f"{r.median_gain:.3f}", "min": f"{r.min_gain:.3f}",
-                          "max": f"{r.max_gain:.3f}", "wins / losses / comparisons":
-                              f"{r.wins} / {r.losses} / {r.comparisons}"} for r in summary.itertuples()])
+    rows, said = [], set()
+    for r in summary.itertuples():
+        if getattr(r, "status", MEASURED) != MEASURED:      # one row per architecture and reason
+            if (r.arch, r.status) not in said:
+                said.add((r.arch, r.status))
+                rows.append({"arch": r.arch, "dtype": "all", "cluster (M x N)": "all",
+                             "median gain over 1x1": r.status})
+            continue
+        row = {"arch": r.arch, "dtype": r.dtype, "cluster (M x N)": r.cluster,
+               "median gain over 1x1": f"{r.median_gain:.3f}", "min": f"{r.min_gain:.3f}",
+               "max": f"{r.max_gain:.3f}", "wins / losses / comparisons": f"{r.wins} / {r.losses} / {r.comparisons}"}
+        if hasattr(r, "median_gain_every_cta_busy"):
+            row["median, every CTA with a tile (comparisons)"] = (
+                f"{r.median_gain_every_cta_busy:.3f} ({r.comparisons_every_cta_busy})"
+                if r.comparisons_every_cta_busy else "none")
+            row["not compared"] = str(r.not_compared)
+        rows.append(row)
+    return pd.DataFrame(rows).fillna("")
+
+
+def _crossover_result(r) -> str:
+    text = (f"right {r.predicted_right:.0f}, wrong {r.predicted_wrong:.0f}, ties {r.ties:.0f} "
+            f"of {r.comparisons:.0f} ({100 * r.fraction_right_of_decided:.0f} % of decided)")
+    if getattr(r, "tma_spills", 0) and not pd.isna(r.tma_spills):
+        text += (f"; {r.wrong_where_tma_spills:.0f} of the wrong ones time a TMA variant that spills registers "
+                 f"(its cp.async partner does not); without those, right in "
+                 f"{100 * r.fraction_right_without_spills:.0f} % of {r.decided_without_spills:.0f} decided")
+    return text
+
+
+def _multicast_result(r) -> str:
+    text = (f"predicts win / tie / loss {r.predicted_wins:.0f} / {r.predicted_ties:.0f} / {r.predicted_losses:.0f}; "
+            f"GEMM {r.gemm_wins:.0f} / {r.gemm_ties:.0f} / {r.gemm_losses:.0f} (median gain {r.median_gain:.2f}); "
+            f"agrees in {r.agree:.0f} of {r.comparisons:.0f} ({100 * r.fraction_agree:.0f} %)")
+    if r.not_faster_predicted:
+        text += (f"; 'multicast not faster' holds in {r.not_faster_held:.0f} of {r.not_faster_predicted:.0f} "
+                 f"({100 * r.fraction_not_faster_held:.0f} %)")
+    return text + (f"; left out: {r.left_out_idle_ctas:.0f} with CTAs without a tile, "
+                   f"{r.left_out_not_measured:.0f} not measured")
 
 
 def rules_table(rules: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for r in rules.itertuples():
-        if r.status != "measured":
+        if r.status != MEASURED:
             rows.append({"rule": r.rule, "result": r.status})
-            continue
-        rows.append({"rule": f"{r.rule} ({r.crossover_working_set}: TMA from {r.crossover_bytes:.0f} B)",
-                     "result": f"right {r.predicted_right:.0f}, wrong {r.predicted_wrong:.0f}, ties {r.ties:.0f} "
-                               f"of {r.comparisons:.0f} ({100 * r.fraction_right_of_decided:.0f} % of decided)"})
+        elif r.rule == "crossover":
+            rows.append({"rule": f"crossover ({r.working_set}: TMA from {r.crossover_bytes:.0f} B)",
+                         "result": _crossover_result(r)})
+        else:
+            rows.append({"rule": f"multicast ({r.working_set}, 2-D pattern at the A tile; {r.scope})",
+                         "result": _multicast_result(r)})
     return pd.DataFrame(rows)
 
 
 def status_table(status: pd.DataFrame) -> pd.DataFrame:
-    return status.rename(columns={"implementation": "implementation", "rows": "rows (variant x shape)"})
+    return status.rename(columns={"rows": "rows (variant x shape)",
+                                  "fewer_than_min_samples": "of them: fewer samples than min_samples",
+                                  "at_throttle_floor": "of them: at the throttle floor"})
 
 
 def run_table(provenance: dict) -> pd.DataFrame:
@@ -110,18 +180,32 @@ def write_kernel_table(kernels_csv: Path, tables_dir: Path) -> None:
 def write_tables(derived_dir: Path, provenance: dict, tables_dir: Path) -> None:
     derived_dir = Path(derived_dir)
     source = source_line(provenance)
-    write_table(bar_table(_read(derived_dir / "bar.csv")), tables_dir, "gemm_bar",
-                f"Best SM90 TMA GEMM at 8192^3 bf16 against cuBLAS (torch.matmul) in the same run. {source}.")
+    limits = TimingLimits.of(provenance)
+    floor = (f"{limits.throttle_percent:.0f} % of the {limits.max_clock_mhz:.0f} MHz maximum, i.e. "
+             f"{limits.floor_mhz:.0f} MHz" if limits.floor_mhz else f"{limits.throttle_percent:.0f} % of the maximum")
+    write_paragraph_table(bar_table(_read(derived_dir / "bar.csv")), tables_dir, "gemm_bar",
+                          "Best SM90 TMA GEMM at 8192^3 bf16 against cuBLAS (torch.matmul) in the same run. The "
+                          "best is over the TMA candidates that were measured; nvbench discards samples taken "
+                          f"below {floor} of SM clock, and a candidate none of whose samples cleared it is NOT "
+                          f"MEASURED. {source}.", [5.0, 11.0])
     write_table(speedup_table(_read(derived_dir / "speedup.csv")), tables_dir, "gemm_speedup",
                 "Best TMA variant over best cp.async variant per shape (TFLOP/s ratio; ties within 2 % "
-                f"or the runs' spread). {source}.")
+                "or the runs' spread); the best of each mechanism is over its measured candidates (last column: "
+                f"how many were not measured). {source}.")
     write_table(multicast_table(_read(derived_dir / "multicast_summary.csv")), tables_dir, "gemm_multicast",
-                f"TMA multicast: each cluster shape's TFLOP/s over the same variant with a 1x1 cluster. {source}.")
-    write_table(rules_table(_read(derived_dir / "rules.csv")), tables_dir, "gemm_rules",
-                "Do the crossover and multicast studies' rules predict the GEMM winner (TMA vs cp.async, "
-                f"same schedule and tile, 1x1 cluster)? {source}.")
+                "TMA multicast: each cluster shape's TFLOP/s over the same variant with a 1x1 cluster; 'every CTA "
+                "with a tile' leaves out problems with fewer tiles along M or N than the cluster has CTAs. "
+                f"{source}.")
+    write_paragraph_table(rules_table(_read(derived_dir / "rules.csv")), tables_dir, "gemm_rules",
+                          "Do the crossover and multicast studies' rules predict the GEMM winner? Crossover: TMA "
+                          "vs cp.async, same schedule and tile, 1x1 cluster. Multicast: each TMA cluster variant "
+                          "over the same variant at 1x1, against the multicast study's 2-D verdict at the GEMM's "
+                          f"cluster shape and A tile. {source}.", [4.0, 12.0])
     write_table(status_table(_read(derived_dir / "status.csv")), tables_dir, "gemm_status",
-                f"What was measured, per architecture, and why the rest was not. {source}.")
+                "What was measured, per architecture and load mechanism, and why the rest was not; of the "
+                "measured rows, how many kept fewer samples than the run asked for (min_samples) and how many "
+                f"averaged an SM clock within {100 * FLOOR_TOLERANCE:.0f} % above nvbench's throttle floor "
+                f"({floor}). {source}.")
     write_table(run_table(provenance), tables_dir, "gemm_run", f"How the gemm data were measured. {source}.")
 
 
