@@ -98,6 +98,8 @@ class Variant:
         if self.dtype == E4M3 and self.block_n < 32:
             raise VariantError(f"block_n={self.block_n}: e4m3 needs block_n >= 32 (one mma k-step "
                                "of P.V covers 32 tokens)")
+        if self.load_path == "cp_async":
+            _require_gather_split(self)
         if self.dynamic_shared_bytes > MAX_DYNAMIC_SHARED_BYTES:
             raise VariantError(f"{self}: needs {self.dynamic_shared_bytes} B of shared memory, more "
                                f"than the {MAX_DYNAMIC_SHARED_BYTES} B a block may have")
@@ -191,6 +193,21 @@ def resident_ctas_per_sm(registers: int, threads: int, shared_bytes: int) -> int
 def _require(field: str, value, allowed) -> None:
     if value not in allowed:
         raise VariantError(f"{field}={value!r} is not one of {allowed}")
+
+
+def _require_gather_split(variant: Variant) -> None:
+    """The cp.async producer's fixed split (producers.GatherPlan): every thread copies the
+    same number of pieces (a compile-time trip count, so the page lookups are unrolled and
+    issued together) and the threads sharing a row's page lookup sit in one warp (shfl)."""
+    pieces_per_row = variant.head_bytes // PIECE_BYTES
+    pieces = variant.block_n * pieces_per_row
+    if pieces % variant.producer_threads:
+        raise VariantError(f"producer_warps={variant.producer_warps}: the cp_async path needs the "
+                           f"{pieces} 16-byte pieces of a K/V tile to be a multiple of the "
+                           f"{variant.producer_threads} producer threads")
+    if 32 % pieces_per_row or variant.producer_threads % pieces_per_row:
+        raise VariantError(f"head_dim={variant.head_dim} ({variant.dtype}): the cp_async path needs "
+                           f"a row's {pieces_per_row} pieces to divide a warp's 32 lanes")
 
 
 # ---------------------------------------------------------------- device index math

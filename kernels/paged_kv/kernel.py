@@ -24,7 +24,8 @@ of the sequence's KV tiles (split-KV, for decode grids too small to fill the GPU
     threads [.., + 32 * producer_warps)   producer: K and V tiles into the rings (producers.py)
 
     K tile k uses stage s = k % stages of the K ring and of the V ring.
-    producer: wait empty[s] (after the first round) -> K tile -> full_k[s]; V tile -> full_v[s]
+    producer: look up tile k + 1's pages (cp.async) -> wait empty[s] (after the first round)
+              -> K tile -> full_k[s]; V tile -> full_v[s]
     consumer: wait full_k[s] -> S, softmax -> wait full_v[s] -> O += P V -> arrive empty[s]
 
 Causal (a compile-time choice): bottom-right aligned, query token t sees keys
@@ -32,7 +33,7 @@ Causal (a compile-time choice): bottom-right aligned, query token t sees keys
 Shared memory: Q tile, K ring, V ring (dynamic, 1024-byte aligned) and 3 x MAX_STAGES
 mbarriers (static).
 """
-from numba import cuda, uint8, uint32, uint64
+from numba import cuda, int32, uint8, uint32, uint64
 from tma_kernels.ptx import (
     fence_mbarrier_init_cluster,
     mbarrier_init,
@@ -57,7 +58,8 @@ SIGNATURE = ("void(uint64, uint64, uint64, uint64, uint64, int32[:, ::1], int32[
 def make_attention_kernel(variant: Variant):
     """The Python kernel function of ``variant`` (compile it with :data:`SIGNATURE`)."""
     consume = make_consumer(variant).consume
-    produce = make_producer(variant)
+    producer = make_producer(variant)
+    produce, look_up, page_entries = producer.produce, producer.look_up, producer.page_entries
     block_m = variant.block_m
     block_n = variant.block_n
     log2_block_n = block_n.bit_length() - 1
@@ -131,17 +133,29 @@ def make_attention_kernel(variant: Variant):
         # Step 3: producer and consumers run the ring.
         if tid >= consumer_threads:
             rank = tid - consumer_threads
+            # Page-table entries (cp.async; producers.py): tile k's in `pages`; tile k + 1's
+            # loaded into `next_pages` before the wait on `empty`, and first read after tile
+            # k's copies, so their latency hides behind the wait and the copies.
+            pages = cuda.local.array(page_entries, int32)
+            next_pages = cuda.local.array(page_entries, int32)
+            if tiles > 0:
+                look_up(pages, page_table, batch, n_begin * block_n, kv_len, log2_page_size, rank)
             for k in range(tiles):
                 stage = k % stages
                 barrier = uint32(stage * MBARRIER_BYTES)
+                first_row = (n_begin + k) * block_n
+                if k + 1 < tiles:
+                    look_up(next_pages, page_table, batch, first_row + block_n, kv_len,
+                            log2_page_size, rank)
                 if k >= stages:
                     mbarrier_wait_parity(empty_smem + barrier, ((k // stages) - 1) & 1)
-                first_row = (n_begin + k) * block_n
                 offset = uint32(stage * kv_tile_bytes)
-                produce(k_smem + offset, k_map, k_pool, full_k_smem + barrier, page_table, batch,
-                        kv_head, first_row, kv_len, log2_page_size, kv_heads, rank)
-                produce(v_smem + offset, v_map, v_pool, full_v_smem + barrier, page_table, batch,
-                        kv_head, first_row, kv_len, log2_page_size, kv_heads, rank)
+                produce(k_smem + offset, k_map, k_pool, full_k_smem + barrier, page_table, pages,
+                        batch, kv_head, first_row, kv_len, log2_page_size, kv_heads, rank)
+                produce(v_smem + offset, v_map, v_pool, full_v_smem + barrier, page_table, pages,
+                        batch, kv_head, first_row, kv_len, log2_page_size, kv_heads, rank)
+                for entry in range(page_entries):
+                    pages[entry] = next_pages[entry]
         else:
             out_row_base = (split * page_table.shape[0] + batch) * seqlen_q * q_heads
             consume(q_smem, k_smem, v_smem, full_k_smem, full_v_smem, empty_smem, q_address, out,

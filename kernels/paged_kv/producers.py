@@ -10,17 +10,47 @@ Token ``row`` lives in page ``page_table[batch, row >> log2_page_size]`` at row
 instead (finite data that the consumers mask out), so no page-table entry past the
 sequence is ever read.
 
-- ``tma``: lane 0 of the producer warp arms ``full`` with the tile's bytes, then issues
-  one ``cp.async.bulk.tensor.4d`` (``UTMALDG.4D``) per chunk per *page slice*: a box of
-  ``min(page_size, block_n)`` tokens x ``row_bytes``, at coordinates (chunk column,
-  kv_head, row in page, physical page) of a tensor map over the whole pool. With
-  ``page_size >= block_n`` (FA3's condition ``page_size % kBlockN == 0``) that is one
-  box per chunk per tile; with smaller pages, one per page.
-- ``cp_async``: every producer thread issues 16-byte ``cp.async.cg`` (``LDGSTS``) for
-  its share of the tile's pieces, looking up each piece's page in the page table, then
-  ``cp.async.mbarrier.arrive.noinc`` (the barrier expects every producer thread).
+Each path is ``look_up`` + ``produce`` (``make_producer``). The kernel's producer loop
+(``kernel.py``, step 3) calls, per tile k: ``look_up`` of tile k + 1 into ``next_pages``
+(before it waits on ``empty``), the wait, ``produce`` K and V of tile k from ``pages``
+(looked up one iteration earlier), then ``pages = next_pages``.
+
+- ``tma``: ``look_up`` does nothing. In ``produce`` lane 0 of the producer warp arms
+  ``full`` with the tile's bytes, then issues one ``cp.async.bulk.tensor.4d``
+  (``UTMALDG.4D``) per chunk per *page slice*: a box of ``min(page_size, block_n)``
+  tokens x ``row_bytes``, at coordinates (chunk column, kv_head, row in page, physical
+  page) of a tensor map over the whole pool. With ``page_size >= block_n`` (FA3's
+  condition ``page_size % kBlockN == 0``) that is one box per chunk per tile; with
+  smaller pages, one per page.
+- ``cp_async``: every producer thread copies ``rows_per_thread`` 16-byte pieces of a
+  tile with ``cp.async.cg`` (``LDGSTS``), one per row, always the same piece column
+  (:class:`GatherPlan`), then ``cp.async.mbarrier.arrive.noinc`` (the barrier expects
+  every producer thread). The ``pieces_per_row`` threads that copy one row (one *row
+  group*, inside one warp) share its page lookup as FlashAttention-3's PagedKVManager
+  does (Dao-AILab/flash-attention 0251105a, ``hopper/paged_kv.h``:68-75): ``look_up``
+  loads ``page_entries`` page-table entries per thread, each for one row of its group,
+  all issued before any is used (``paged_kv.h``:135-151, ``load_page_table``);
+  ``produce`` turns each entry into the row's pool row ``(page * page_size + row in
+  page) * kv_heads + kv_head`` (32-bit: a pool of 2**32 rows of at least 64 bytes would
+  not fit in GPU memory) and hands it to the thread that copies that row with one
+  ``shfl.sync`` per copy (FA3 shuffles the row's K / V pointer, ``paged_kv.h``:233 and
+  270). K and V share the entries (FA3 ``compute_K_ptr`` /
+  ``compute_V_ptr``, ``paged_kv.h``:188-205). FA3 also loads the page table of
+  tile n before acquiring its K stage (``load_page_table`` at
+  ``mainloop_fwd_sm90_tma_gmma_ws.hpp``:866, ``producer_acquire`` inside ``load_K`` at
+  :750 and :871); this kernel loads them one tile earlier still, since ptxas hoists the
+  entries' arithmetic above the wait (it touches no memory) and would stall there on
+  a load issued just before it. The data written to shared memory is the same as a
+  per-piece lookup writes: piece ``rank + i * producer_threads`` of the tile at its
+  swizzled offset (tests/cpu/test_paged_kv_producer.py; the SASS ordering:
+  tests/cpu/test_paged_kv_producer_sass.py).
 """
-from numba import cuda, uint32, uint64
+from __future__ import annotations
+
+import types
+from dataclasses import dataclass
+
+from numba import cuda, int32, uint32, uint64
 from tma_kernels.ptx import (
     cp_async_cg16,
     cp_async_mbarrier_arrive_noinc,
@@ -30,10 +60,71 @@ from tma_kernels.ptx import (
 
 from .geometry import PIECE_BYTES, tile_offset
 
+FULL_MASK = 0xFFFFFFFF
+WARP_LANES = 32
 
+
+@dataclass(frozen=True)
+class GatherPlan:
+    """Which pieces of a K/V tile each cp.async producer thread copies.
+
+    Thread ``rank`` (0 .. producer_threads - 1) copies, for ``copy`` in
+    ``range(rows_per_thread)``, piece ``rank + copy * producer_threads`` of the tile:
+    tile row ``(rank >> log2(pieces_per_row)) + copy * rows_per_pass`` (its *row
+    group* plus a pass), piece column ``rank & (pieces_per_row - 1)``. The
+    ``pieces_per_row`` threads of one row group copy the same rows; lane ``j`` of the
+    group looks up the pages of copies ``j, j + pieces_per_row, ..`` (``page_entries``
+    of them). Variant validation guarantees ``pieces_per_row`` divides 32 (a row group
+    is inside one warp) and ``producer_threads`` divides the tile's pieces.
+    """
+
+    pieces_per_row: int
+    rows_per_pass: int
+    rows_per_thread: int
+
+    @classmethod
+    def of(cls, variant) -> GatherPlan:
+        pieces_per_row = variant.head_bytes // PIECE_BYTES
+        rows_per_pass = variant.producer_threads // pieces_per_row
+        return cls(pieces_per_row, rows_per_pass, variant.block_n // rows_per_pass)
+
+    @property
+    def log2_pieces_per_row(self) -> int:
+        return self.pieces_per_row.bit_length() - 1
+
+    @property
+    def page_entries(self) -> int:
+        """Page-table entries each thread loads per tile: its group's rows / group size."""
+        return -(-self.rows_per_thread // self.pieces_per_row)
+
+
+# ---------------------------------------------------------------- gather index math
+# Plain integer functions (the CPU test runs their py_func over every producer thread).
+@cuda.jit(device=True, inline=True)
+def copy_tile_row(rank, copy, log2_pieces_per_row, rows_per_pass):
+    """Tile row of thread ``rank``'s ``copy``-th piece."""
+    return (rank >> log2_pieces_per_row) + copy * rows_per_pass
+
+
+@cuda.jit(device=True, inline=True)
+def entry_copy(rank, entry, pieces_per_row, rows_per_thread):
+    """The copy (of every thread in the row group) whose page thread ``rank``'s page-table
+    ``entry`` holds; past the group's last copy, the last copy again (a row in the tile)."""
+    return min((rank & (pieces_per_row - 1)) + entry * pieces_per_row, rows_per_thread - 1)
+
+
+@cuda.jit(device=True, inline=True)
+def copy_source_lane(lane, copy, pieces_per_row):
+    """Lane whose page-table entry ``copy >> log2(pieces_per_row)`` holds ``copy``'s page:
+    lane ``copy % pieces_per_row`` of the caller's row group."""
+    return (lane & ~(pieces_per_row - 1)) | (copy & (pieces_per_row - 1))
+
+
+# ---------------------------------------------------------------- the two paths
 def make_tma_producer(variant):
-    """``produce(dst, tensor_map, pool, full, page_table, batch, kv_head, first_row, kv_len,
-    log2_page_size, kv_heads, producer_rank)`` for the TMA path of ``variant``."""
+    """``produce(dst, tensor_map, pool, full, page_table, pages, batch, kv_head, first_row,
+    kv_len, log2_page_size, kv_heads, producer_rank)`` for the TMA path of ``variant``
+    (``pages`` unused: lane 0 looks up one entry per box itself)."""
     block_n = variant.block_n
     log2_block_n = block_n.bit_length() - 1
     row_bytes = variant.row_bytes
@@ -43,7 +134,11 @@ def make_tma_producer(variant):
     tile_bytes = variant.kv_tile_bytes
 
     @cuda.jit(device=True, inline=True)
-    def produce(dst, tensor_map, pool, full, page_table, batch, kv_head, first_row, kv_len,
+    def look_up(pages, page_table, batch, first_row, kv_len, log2_page_size, producer_rank):
+        pass
+
+    @cuda.jit(device=True, inline=True)
+    def produce(dst, tensor_map, pool, full, page_table, pages, batch, kv_head, first_row, kv_len,
                 log2_page_size, kv_heads, producer_rank):
         if producer_rank == 0:
             mbarrier_arrive_expect_tx(full, tile_bytes)
@@ -58,42 +153,63 @@ def make_tma_producer(variant):
                     tma_load_4d(box_dst + uint32(chunk * chunk_bytes), tensor_map, full,
                                 chunk * chunk_elements, kv_head, row & row_mask, page)
 
-    return produce
+    return types.SimpleNamespace(page_entries=1, look_up=look_up, produce=produce)
 
 
 def make_cp_async_producer(variant):
-    """``produce(...)`` (same arguments as the TMA one) for the cp.async path of ``variant``."""
+    """``look_up`` and ``produce`` (same arguments as the TMA ones) for the cp.async path."""
+    plan = GatherPlan.of(variant)
+    pieces_per_row = plan.pieces_per_row
+    log2_pieces_per_row = plan.log2_pieces_per_row
+    rows_per_pass = plan.rows_per_pass
+    rows_per_thread = plan.rows_per_thread
+    page_entries = plan.page_entries
+    copies_per_entry = min(pieces_per_row, rows_per_thread)   # rows_per_thread / page_entries
     block_n = variant.block_n
     row_bytes = variant.row_bytes
     mask = variant.swizzle_mask
     head_bytes = variant.head_bytes
-    pieces_per_row = head_bytes // PIECE_BYTES
-    log2_pieces_per_row = pieces_per_row.bit_length() - 1
-    pieces = block_n * pieces_per_row
-    producer_threads = variant.producer_threads
 
     @cuda.jit(device=True, inline=True)
-    def produce(dst, tensor_map, pool, full, page_table, batch, kv_head, first_row, kv_len,
-                log2_page_size, kv_heads, producer_rank):
+    def look_up(pages, page_table, batch, first_row, kv_len, log2_page_size, producer_rank):
+        """pages[e] = physical page of this thread's entry e (loads only: nothing here waits)."""
         last_page = (kv_len - 1) >> log2_page_size
+        for entry in range(page_entries):
+            copy = entry_copy(producer_rank, entry, pieces_per_row, rows_per_thread)
+            row = first_row + copy_tile_row(producer_rank, copy, log2_pieces_per_row, rows_per_pass)
+            pages[entry] = page_table[batch, uint32(min(row >> log2_page_size, last_page))]
+
+    @cuda.jit(device=True, inline=True)
+    def produce(dst, tensor_map, pool, full, page_table, pages, batch, kv_head, first_row, kv_len,
+                log2_page_size, kv_heads, producer_rank):
         row_mask = (1 << log2_page_size) - 1
-        for piece in range(producer_rank, pieces, producer_threads):
-            tile_row = piece >> log2_pieces_per_row
-            piece_in_row = piece & (pieces_per_row - 1)
-            row = first_row + tile_row
-            page = page_table[batch, min(row >> log2_page_size, last_page)]
-            token = (uint64(page) << uint64(log2_page_size)) + uint64(row & row_mask)
-            source = (pool + (token * uint64(kv_heads) + uint64(kv_head)) * uint64(head_bytes)
-                      + uint64(piece_in_row * PIECE_BYTES))
-            offset = tile_offset(tile_row, piece_in_row * PIECE_BYTES, block_n, row_bytes, mask)
-            cp_async_cg16(dst + uint32(offset), source)
+        lane = producer_rank & (WARP_LANES - 1)
+        piece_bytes = (producer_rank & (pieces_per_row - 1)) * PIECE_BYTES
+        for entry in range(page_entries):
+            # this lane's entry -> the pool row of the row it looked up (same for K and V)
+            entry_row = first_row + copy_tile_row(
+                producer_rank, entry_copy(producer_rank, entry, pieces_per_row, rows_per_thread),
+                log2_pieces_per_row, rows_per_pass)
+            entry_pool_row = ((uint32(pages[entry]) << uint32(log2_page_size))
+                              + uint32(entry_row & row_mask)) * uint32(kv_heads) + uint32(kv_head)
+            for member in range(copies_per_entry):
+                # copy `entry * pieces_per_row + member`: its row was looked up by lane
+                # `member` of this row group, as that lane's `entry`
+                copy = entry * pieces_per_row + member
+                pool_row = uint32(cuda.shfl_sync(FULL_MASK, int32(entry_pool_row),
+                                                 copy_source_lane(lane, member, pieces_per_row)))
+                source = pool + uint64(pool_row) * uint64(head_bytes) + uint64(piece_bytes)
+                tile_row = copy_tile_row(producer_rank, copy, log2_pieces_per_row, rows_per_pass)
+                offset = tile_offset(tile_row, piece_bytes, block_n, row_bytes, mask)
+                cp_async_cg16(dst + uint32(offset), source)
         cp_async_mbarrier_arrive_noinc(full)
 
-    return produce
+    return types.SimpleNamespace(page_entries=page_entries, look_up=look_up, produce=produce)
 
 
 def make_producer(variant):
-    """The producer device function of ``variant.load_path``."""
+    """The producer of ``variant.load_path``: ``.page_entries`` (int32 registers per thread
+    for the page lookups), ``.look_up(...)`` and ``.produce(...)`` device functions."""
     if variant.load_path == "tma":
         return make_tma_producer(variant)
     return make_cp_async_producer(variant)

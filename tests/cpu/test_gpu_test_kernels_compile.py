@@ -46,7 +46,8 @@ PAGED_ATTENTION_NAMES = [
     for path in ("tma", "cp_async")
     for causal in ("_causal",)
     if not (dtype == "e4m3" and w == 1)
-] + ["paged_attention_tma_bf16_d128_n64_w4_s2_p1"]
+] + ["paged_attention_tma_bf16_d128_n64_w4_s2_p1",
+      "paged_attention_cp_async_e4m3_d128_n64_w4_s2_p1_causal"]   # one cp.async producer warp
 PAGED_ATTENTION_COMMON = ["ldmatrix.sync.aligned.m8n8.x4.shared.b16",
                           "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16", "ex2.approx.ftz.f32",
                           TRY_WAIT, "mbarrier.arrive.shared::cta.b64"]

@@ -18,14 +18,15 @@ The cases cover GQA (32/8, 64/8, 8/1) and multi-head (32/32, 16/16), decode (1 a
 query tokens, packed into M) and causal prefill (130-200 tokens over longer caches),
 ragged cache lengths with a partial last page, page sizes 1, 8 (cp.async only), 16, 32
 (TMA: one box per page, several per tile), 64 (= block_n) and 128, 256 (one box per
-tile), head dims 64, 128, 256, split-KV (3 splits) with the combine kernel, and one
-non-causal variant. ``test_tma_and_cp_async_agree_bitwise``: the two paths fill the same
+tile), head dims 64, 128, 256, split-KV (3 splits) with the combine kernel, one
+non-causal variant and one cp.async variant with a single producer warp (two shared
+page-table entries per thread). ``test_tma_and_cp_async_agree_bitwise``: the two paths fill the same
 shared-memory tiles for the same consumer, so their outputs must be bit-identical; a TMA
 mismatch there with a passing cp.async reference check points at the tensor map, box
 coordinates or swizzle.
 
 ``KERNELS`` lists every kernel with its signature for
-tests/cpu/test_gpu_test_kernels_compile.py (15 attention variants + the combine kernel;
+tests/cpu/test_gpu_test_kernels_compile.py (16 attention variants + the combine kernel;
 numba compiles each in a few seconds on first use).
 """
 import functools
@@ -65,6 +66,11 @@ VARIANTS = {
     if not (dtype == "e4m3" and w == 1)
 }
 VARIANTS["bf16_d128_tma_w4_noncausal"] = _variant("bf16", 128, "tma", 4, causal=False)
+# One cp.async producer warp: 16 rows per thread, two page-table entries per thread shared
+# across the row group (the 4-warp producer above has one; producers.GatherPlan).
+VARIANTS["e4m3_d128_cp_async_w4_p1"] = Variant(dtype="e4m3", head_dim=128, load_path="cp_async",
+                                               block_n=64, consumer_warps=4, stages=2,
+                                               producer_warps=1)
 
 KERNELS = {v.name: (make_attention_kernel(v), SIGNATURE) for v in VARIANTS.values()}
 KERNELS["combine_splits"] = (combine_splits, COMBINE_SIGNATURE)
@@ -95,6 +101,9 @@ def _cases():
             cases.append((f"{dtype}_d64_{path}_w4", _problem(dtype, 64, (16, 16), 130, (190, 131), 32), 1))
             cases.append((f"{dtype}_d256_{path}_w2", _problem(dtype, 256, (8, 1), 4, (600, 1025), 128), 1))
             cases.append((f"{dtype}_d256_{path}_w2", _problem(dtype, 256, (8, 1), 1, (77, 300), 16), 3))
+    for page in (1, 16):
+        cases.append(("e4m3_d128_cp_async_w4_p1",
+                      _problem("e4m3", 128, (32, 8), 1, (1000, 37, 515), page), 3))
     cases.append(("bf16_d128_tma_w4_noncausal",
                   _problem("bf16", 128, (32, 8), 150, (333, 150), 64, causal=False), 1))
     return cases
