@@ -68,13 +68,15 @@ def test_grid_errors_name_the_key(study_config):
 
 def test_grid_size_and_kernel_choices(study_config):
     configs = sweep_configs(study_config)
-    # page-size sweep: 5 shapes x 2 dtypes x 3 phases x (5 TMA + 7 cp.async page sizes) x stages
-    # (decode 2 and 4, less bf16 head_dim 256 at 4, which does not fit in shared memory);
-    # scaling: Llama-3-8B x 2 dtypes x 8 phases x 2 paths at page 64 (decode also at 4 stages)
-    sweep = 2 * 5 * 2 * 12 * 2 - 2 * 12 * 1 + 5 * 2 * 12
-    scaling = 2 * 5 * 2 * 2 + 2 * 3 * 2
-    assert len(configs) == sweep + scaling == 628
-    assert len({c.variant() for c in configs}) == 48
+    # decode page-size sweep: 2 phases x 5 shapes x 2 dtypes x (5 TMA + 7 cp.async pages x 2
+    # producer-warp counts) x 2 stage counts, less bf16 head_dim 256 at 4 stages (does not fit
+    # in shared memory); prefill: 5 shapes x 2 dtypes x (5 + 7) pages at 2 stages, 4 warps;
+    # scaling: Llama-3-8B x 2 dtypes at page 64: 5 decode points x (1 + 2) x 2 stages, 3 prefill x 2
+    decode = 2 * 5 * 2 * (5 + 7 * 2) * 2 - 2 * (5 + 7 * 2)
+    prefill = 5 * 2 * 12
+    scaling = 5 * 2 * 3 * 2 + 3 * 2 * 2
+    assert len(configs) == decode + prefill + scaling == 914
+    assert len({c.variant() for c in configs}) == 66
     decode = next(c for c in configs if c.shape.name == "mqa_8x256" and c.phase.seqlen_q == 4)
     assert decode.consumer_warps == 2 and decode.num_splits(SM_COUNT) == 9
     assert all(c.num_splits(SM_COUNT) == 1 for c in configs if c.phase.name == "prefill")

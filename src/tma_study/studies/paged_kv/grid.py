@@ -6,8 +6,9 @@ The TMA path runs only at page sizes its boxes can take (``runner.check_page_siz
 cp.async path also at 1 and 8. Each configuration's kernel variant follows from it:
 block_n 64 (32 for e4m3 at head dim 256, which needs the registers), 16 packed query rows
 per consumer warp (4 warps for prefill; decode: as many as its query heads x tokens need),
-each of the phase kind's ``stages`` counts that fits in shared memory (decode sweeps 2 and 4:
-a path is compared at its best; the analysis keeps the faster per path), one producer warp for TMA and ``cp_async_producer_warps`` for cp.async
+each of the phase kind's ``stages`` counts that fits in shared memory, one producer warp for
+TMA and each of the phase kind's ``cp_async_producer_warps`` counts for cp.async (the tuning
+knobs: a path is compared at its best combination; the analysis keeps the fastest per path)
 (FA3 uses a warpgroup there). Decode splits the KV sequence so the grid has at least
 ``decode_min_ctas_per_sm`` CTAs per SM (FA3 splits too); prefill does not split.
 
@@ -98,7 +99,7 @@ class SweepConfig:
     def key(self) -> str:
         return (f"{self.shape.name}/{self.dtype}/{self.phase.name}-q{self.phase.seqlen_q}"
                 f"-b{self.phase.batch}-ctx{self.phase.context}/page{self.page_size}/{self.load_path}"
-                f"/s{self.stages}")
+                f"/s{self.stages}" + (f"p{self.producer_warps}" if self.load_path == "cp_async" else ""))
 
     def columns(self, sm_count: int) -> dict:
         fa3 = self.fa3()
@@ -172,9 +173,10 @@ def sweep_configs(study: dict) -> list[SweepConfig]:
             shapes(study), study["dtypes"], plans, LOAD_PATHS):
         if shape not in phase_shapes:
             continue
-        for page, stages in itertools.product(pages[path], study["stages"][phase.name]):
-            config = SweepConfig(shape, dtype, phase, page, path, stages,
-                                 study["cp_async_producer_warps"], study["decode_min_ctas_per_sm"])
+        producer_warps = study["cp_async_producer_warps"][phase.name] if path == "cp_async" else [1]
+        for page, stages, warps in itertools.product(pages[path], study["stages"][phase.name], producer_warps):
+            config = SweepConfig(shape, dtype, phase, page, path, stages, warps,
+                                 study["decode_min_ctas_per_sm"])
             try:
                 variant = config.variant()
             except VariantError:
