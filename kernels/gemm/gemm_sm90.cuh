@@ -15,8 +15,16 @@
 // Everything else is the same for every variant: the persistent tile scheduler, the TMA
 // warp-specialized epilogue (with no C operand), and the pipeline depth CUTLASS derives from the
 // shared memory left after the epilogue (StageCountAutoCarveout).
-// fp8 uses CUTLASS's default fp8 mainloop for these schedules (accumulator promotion into fp32
-// registers, like torch._scaled_mm's default use_fast_accum=False), not the FastAccum schedules.
+// fp8 accumulates the same way on both load paths: in the wgmma accumulator alone, without
+// promotion. For fp8 inputs on a plain TMA schedule, CUTLASS 4.2's SM90 builder picks
+// MainloopSm90TmaGmmaWarpSpecializedFP8 (sm90_gmma_builder.inl: the IsFP8Input branch), which
+// keeps a second fp32 fragment and adds it into the accumulator every mma_promotion_interval = 4
+// MMAs (fp8_accumulation.hpp); its cp.async builder has no such mainloop. That promotion doubles
+// the accumulator registers (ptxas spilled ~900 B in ping-pong 128x128 and cooperative 128x256)
+// and rounds differently, so a TMA vs cp.async comparison would time the promotion, not the
+// load path. The TMA mainloops therefore take CUTLASS's FP8FastAccum schedules for fp8 (the ones
+// CUTLASS's own kernel generator stamps out for fp8 ping-pong): the same wgmma mainloop as
+// bf16. Variant static_asserts that no variant gets the promoting mainloop.
 #pragma once
 
 #include "gemm_abi.cuh"
@@ -33,25 +41,30 @@ namespace tma_gemm::sm90 {
 using bf16 = cutlass::bfloat16_t;
 using fp8_e4m3 = cutlass::float_e4m3_t;
 
-// Mainloop choices: the CUTLASS kernel schedule and the epilogue schedule that goes with it.
+// Mainloop choices: the CUTLASS kernel schedule for bf16 (Kernel) and for fp8 (KernelFp8), and
+// the epilogue schedule that goes with them.
 struct TmaCooperative {
   static constexpr const char* name = "tma_cooperative";
   using Kernel = cutlass::gemm::KernelTmaWarpSpecializedCooperative;
+  using KernelFp8 = cutlass::gemm::KernelTmaWarpSpecializedCooperativeFP8FastAccum;  // no promotion
   using Epilogue = cutlass::epilogue::TmaWarpSpecializedCooperative;
 };
 struct TmaPingpong {
   static constexpr const char* name = "tma_pingpong";
   using Kernel = cutlass::gemm::KernelTmaWarpSpecializedPingpong;
+  using KernelFp8 = cutlass::gemm::KernelTmaWarpSpecializedPingpongFP8FastAccum;     // no promotion
   using Epilogue = cutlass::epilogue::TmaWarpSpecialized;
 };
 struct CpAsyncCooperative {
   static constexpr const char* name = "cpasync_cooperative";
   using Kernel = cutlass::gemm::KernelCpAsyncWarpSpecializedCooperative;
+  using KernelFp8 = Kernel;               // CUTLASS's cp.async mainloop has no fp8 promotion
   using Epilogue = cutlass::epilogue::TmaWarpSpecializedCooperative;
 };
 struct CpAsyncPingpong {
   static constexpr const char* name = "cpasync_pingpong";
   using Kernel = cutlass::gemm::KernelCpAsyncWarpSpecializedPingpong;
+  using KernelFp8 = Kernel;
   using Epilogue = cutlass::epilogue::TmaWarpSpecialized;
 };
 
@@ -59,8 +72,21 @@ template <class Element> constexpr const char* element_name();
 template <> constexpr const char* element_name<bf16>() { return "bf16"; }
 template <> constexpr const char* element_name<fp8_e4m3>() { return "fp8_e4m3"; }
 
+// The kernel schedule of a mainloop for an input type.
+template <class Mainloop, class ElementAB>
+using KernelSchedule = cute::conditional_t<cute::is_same_v<ElementAB, fp8_e4m3>,
+                                           typename Mainloop::KernelFp8, typename Mainloop::Kernel>;
+
+// True for CUTLASS's promoting fp8 mainloop (a second fp32 accumulator fragment), which no
+// variant may get (see the top of this file).
+template <class DispatchPolicy> struct PromotesFp8 : cute::false_type {};
+template <int Stages, class ClusterShape, class Schedule>
+struct PromotesFp8<cutlass::gemm::MainloopSm90TmaGmmaWarpSpecializedFP8<Stages, ClusterShape, Schedule>>
+    : cute::true_type {};
+
 template <class Mainloop, class ElementAB, int TileM, int TileN, int TileK, int ClusterM, int ClusterN>
 struct Variant {
+  using Schedule = KernelSchedule<Mainloop, ElementAB>;
   using ElementD = bf16;
   using ElementAccumulator = float;
   using LayoutA = cutlass::layout::RowMajor;     // M×K, K contiguous
@@ -84,7 +110,10 @@ struct Variant {
       TileShape, ClusterShape,
       cutlass::gemm::collective::StageCountAutoCarveout<
           static_cast<int>(sizeof(typename CollectiveEpilogue::SharedStorage))>,
-      typename Mainloop::Kernel>::CollectiveOp;
+      Schedule>::CollectiveOp;
+  static_assert(!PromotesFp8<typename CollectiveMainloop::DispatchPolicy>::value,
+                "fp8 on a TMA schedule must take CUTLASS's FP8FastAccum schedule (no promotion), "
+                "like the cp.async mainloop: see the top of gemm_sm90.cuh");
 
   using Kernel = cutlass::gemm::kernel::GemmUniversal<
       cute::Shape<int, int, int, int>, CollectiveMainloop, CollectiveEpilogue>;

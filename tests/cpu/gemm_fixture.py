@@ -11,7 +11,12 @@ import pandas as pd
 
 from tma_study.studies.gemm import shapes as shapes_mod
 from tma_study.studies.gemm import variants as V
-from tma_study.studies.gemm.measure import CUBLAS, MEASURED, NOT_MEASURED
+from tma_study.studies.gemm.measure import (
+    CUBLAS,
+    CUBLAS_ACCUMULATION,
+    MEASURED,
+    NOT_MEASURED,
+)
 
 STUDY = {
     "variants": {
@@ -50,7 +55,8 @@ def write_raw_folder(folder: Path) -> Path:
         for dtype in ("bf16", "fp8_e4m3"):
             cublas = CUBLAS_TFLOPS[dtype] * (1.0 if shape.m >= 4096 else 0.65)
             rows.append({"variant": f"{CUBLAS}_{dtype}", "arch": "sm90", "implementation": CUBLAS, "dtype": dtype,
-                         "load": CUBLAS, **shape.columns(), "status": MEASURED, **_timing(shape.flop, cublas)})
+                         "load": CUBLAS, "accumulation": CUBLAS_ACCUMULATION[dtype], **shape.columns(),
+                         "status": MEASURED, **_timing(shape.flop, cublas)})
             for v in (v for v in V.variants(STUDY, "sm90") if v.dtype == dtype):
                 rows.append({**v.columns(), "implementation": "cutlass", **shape.columns(), "status": MEASURED,
                              **_timing(shape.flop, _tflops(v, shape))})

@@ -252,3 +252,65 @@ def test_paper_numbers_and_rules_of_thumb_come_from_the_derived_data(throttled):
     mainloop = next(r for r in rows if r["figure"] == "gemm_speedup")
     assert losses and f"cp.async won {losses} of {len(best)} shapes" in mainloop["rule"]   # the wording follows
     assert f"median {best.speedup.median():.2f}" in mainloop["evidence"]
+
+
+def test_every_row_says_how_it_accumulates(folders):
+    """Data that record ``accumulation``: every fp8 row of this code accumulates without
+    promotion (cuBLAS with use_fast_accum=True), and the tables say so."""
+    _, derived, tables = folders
+    measured = pd.read_csv(derived / "measured.csv")
+    fp8 = measured[measured.dtype == "fp8_e4m3"]
+    assert set(fp8.accumulation) == {"fp8_no_promotion"} and set(fp8.accumulation_source) == {"recorded"}
+    assert set(measured[measured.dtype == "bf16"].accumulation) == {"fp32"}
+    speedup = pd.read_csv(derived / "speedup.csv")
+    assert set(speedup[speedup.dtype == "fp8_e4m3"][["tma_accumulation", "cpasync_accumulation",
+                                                      "cublas_accumulation"]].stack()) == {"fp8_no_promotion"}
+    assert "| sm90 | fp8_e4m3 | square | 2 | no promotion / no promotion / no promotion |" in \
+        (tables / "gemm_speedup.md").read_text()
+    cublas = pd.read_csv(derived / "cublas.csv")
+    assert set(cublas[cublas.dtype == "fp8_e4m3"].cublas_accumulation) == {"fp8_no_promotion"}
+    run = (tables / "gemm_run.md").read_text()
+    assert "| fp8 accumulation | TMA: no promotion; cp.async: no promotion; cuBLAS: no promotion |" in run
+    assert "| cuBLAS fp8 use_fast_accum | not recorded (the run predates the key) |" in run   # fixture lacks it
+    assert "no promotion" in (tables / "gemm_kernels.md").read_text()
+
+
+@pytest.fixture(scope="module")
+def legacy(tmp_path_factory):
+    """The synthetic run as the committed H200 reference wrote it: no accumulation column in
+    gemm.csv or kernels.csv (fp8 TMA variants then promoted, and cuBLAS ran use_fast_accum=False)."""
+    import json
+
+    root = tmp_path_factory.mktemp("gemm-legacy")
+    raw = write_raw_folder(root / "results" / "gemm")
+    for name in ("gemm.csv", "kernels.csv"):
+        frame = pd.read_csv(raw / name)
+        frame.drop(columns=[c for c in ("accumulation", "kernel_schedule") if c in frame.columns]) \
+            .to_csv(raw / name, index=False)
+    aggregate(raw, raw / "derived")
+    write_tables(raw / "derived", json.loads((raw / "provenance.json").read_text()), root / "tables")
+    write_kernel_table(raw / "kernels.csv", root / "tables")
+    return raw / "derived", root / "tables"
+
+
+def test_data_before_the_accumulation_column_get_the_rule_of_their_code(legacy):
+    from tma_study.studies.gemm.macros import macros
+
+    derived, tables = legacy
+    measured = pd.read_csv(derived / "measured.csv")
+    accumulation = measured.groupby(["dtype", "load"]).accumulation.unique().map(list).to_dict()
+    assert accumulation == {("bf16", "cpasync"): ["fp32"], ("bf16", "cublas"): ["fp32"], ("bf16", "tma"): ["fp32"],
+                            ("fp8_e4m3", "cpasync"): ["fp8_no_promotion"], ("fp8_e4m3", "cublas"): ["fp8_promoted"],
+                            ("fp8_e4m3", "tma"): ["fp8_promoted"]}
+    assert set(measured.accumulation_source) == {"inferred: the data predate the accumulation column"}
+    run = (tables / "gemm_run.md").read_text()
+    assert ("| fp8 accumulation | TMA: promoted; cp.async: no promotion; cuBLAS: promoted "
+            "(inferred: the data predate the accumulation column) |") in run
+    assert "| sm90 | fp8_e4m3 | square | 2 | promoted / no promotion / promoted |" in \
+        (tables / "gemm_speedup.md").read_text()
+    kernels = (tables / "gemm_kernels.md").read_text()
+    assert "inferred: the data predate" in kernels and "| sm90_tma_cooperative_fp8_e4m3_t128x256x64_c1x1 | promoted |" \
+        in kernels
+    numbers = macros(derived, {"configurations": 1, "packages": {}})
+    assert (numbers["gemmFpeightAccumulationTma"], numbers["gemmFpeightAccumulationCpasync"],
+            numbers["gemmFpeightAccumulationCublas"]) == ("with promotion", "without promotion", "with promotion")

@@ -1,6 +1,7 @@
 """GEMM variants from the config: names, exclusions with reasons, generated sources, shapes,
 and the config errors a wrong gemm section gets."""
 import copy
+import re
 
 import pytest
 import yaml
@@ -64,7 +65,42 @@ def test_generated_source_holds_only_the_parameters():
     assert '#include "gemm_sm90.cuh"' in source
     assert "TMA_GEMM_SM90(sm90_tma_pingpong_fp8_e4m3_t128x128x64_c2x2, TmaPingpong, fp8_e4m3, 128, 128, 64, 2, 2)" \
         in source
-    assert len(source.splitlines()) == 4
+    assert len(source.splitlines()) == 5           # and the schedule check (next test)
+    assert len(V.render_source(V.parse_name("sm100_tma_1sm_bf16_t128x128x64_c1x1")).splitlines()) == 4
+
+
+def test_fp8_tma_variants_take_the_fp8_fast_accum_schedules(study):
+    """fp8 on TMA must not get CUTLASS's promoting fp8 mainloop, which cp.async has no counterpart
+    of: the generated source names (and static_asserts) the FP8FastAccum schedule."""
+    sm90 = V.variants(study, "sm90")
+    fp8_tma = [v for v in sm90 if v.dtype == "fp8_e4m3" and v.load == "tma"]
+    assert {v.schedule for v in fp8_tma} == {"cooperative", "pingpong"}
+    for v in fp8_tma:
+        fast = {"cooperative": "KernelTmaWarpSpecializedCooperativeFP8FastAccum",
+                "pingpong": "KernelTmaWarpSpecializedPingpongFP8FastAccum"}[v.schedule]
+        assert v.kernel_schedule == fast
+        assert (f"static_assert(cute::is_same_v<{v.name}_variant::Schedule, cutlass::gemm::{fast}>"
+                in V.render_source(v))
+    for v in sm90:
+        if not (v.dtype == "fp8_e4m3" and v.load == "tma"):
+            assert "FP8" not in v.kernel_schedule and "FP8" not in V.render_source(v)
+    assert {v.accumulation for v in V.variants(study) if v.dtype == "fp8_e4m3"} == {"fp8_no_promotion"}
+    assert {v.accumulation for v in V.variants(study) if v.dtype == "bf16"} == {"fp32"}
+
+
+def test_the_sm90_template_picks_the_schedules_the_table_records():
+    """gemm_sm90.cuh's Kernel (bf16) and KernelFp8 (fp8) per mainloop struct agree with
+    SM90_KERNEL_SCHEDULES, and the template refuses CUTLASS's promoting fp8 mainloop."""
+    text = (config_mod.REPO_ROOT / "kernels" / "gemm" / "gemm_sm90.cuh").read_text()
+    for mainloop, (struct, _, _) in V.MAINLOOPS["sm90"].items():
+        body = re.search(rf"struct {struct} \{{(.*?)\n\}};", text, re.DOTALL)
+        assert body, f"no struct {struct} in gemm_sm90.cuh"
+        bf16 = re.search(r"using Kernel = cutlass::gemm::(\w+);", body[1])[1]
+        fp8 = re.search(r"using KernelFp8 = (?:cutlass::gemm::)?(\w+);", body[1])[1]
+        assert bf16 == V.SM90_KERNEL_SCHEDULES[mainloop, "bf16"]
+        assert (bf16 if fp8 == "Kernel" else fp8) == V.SM90_KERNEL_SCHEDULES[mainloop, "fp8_e4m3"]
+    assert "static_assert(!PromotesFp8<typename CollectiveMainloop::DispatchPolicy>::value" in text
+    assert "MainloopSm90TmaGmmaWarpSpecializedFP8<Stages, ClusterShape, Schedule>" in text
 
 
 @pytest.mark.parametrize("name", ["sm90_tma_1sm_bf16_t128x128x64_c1x1", "sm80_tma_cooperative_bf16_t128x128x64_c1x1",

@@ -18,7 +18,10 @@
 - ``status.csv``    rows per (arch, implementation, load, status), and how many measured rows have
                     fewer samples than asked for or ran at the throttle floor
 
-Rows that were not measured keep their reason in every file that would show them.
+Rows that were not measured keep their reason in every file that would show them. Every row
+says how it accumulates (``accumulation``: a key of variants.ACCUMULATION), and the TMA vs
+cp.async and cuBLAS comparisons carry both sides', so a comparison of two kinds of fp8
+accumulation is visible as such.
 """
 from __future__ import annotations
 
@@ -42,6 +45,43 @@ NVBENCH_DEFAULT_THROTTLE_PERCENT = 75.0
 # power-limited for the whole measurement, and only samples that just cleared the floor were kept.
 FLOOR_TOLERANCE = 0.01
 BYTES_PER_ELEMENT = {"bf16": 2, "fp8_e4m3": 1}
+ACCUMULATION_COLUMN = "accumulation"
+# Whether a row's accumulation was written by the measure step or inferred (column
+# ``accumulation_source``): data written before gemm.csv and kernels.csv had the column (the
+# reference measured at git 1e6499b) came from code whose fp8 variants on SM90 TMA schedules took
+# CUTLASS's promoting fp8 mainloop (plain KernelTmaWarpSpecialized{Cooperative,Pingpong}) and whose
+# cuBLAS anchor ran torch._scaled_mm(use_fast_accum=False); its cp.async variants (and SM100's)
+# had no promotion. legacy_accumulation() applies that rule, and only to such data.
+RECORDED, INFERRED = "recorded", "inferred: the data predate the accumulation column"
+
+
+def legacy_accumulation(arch: str, dtype: str, load: str) -> str:
+    """How a row of data written before the ``accumulation`` column accumulated (see INFERRED)."""
+    if dtype != "fp8_e4m3":
+        return "fp32"
+    promoted = load == "cublas" or (arch == "sm90" and load == "tma")
+    return "fp8_promoted" if promoted else "fp8_no_promotion"
+
+
+def with_accumulation(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` (gemm.csv or kernels.csv rows) with ``accumulation`` and ``accumulation_source``.
+
+    Rows without arch, dtype or load columns (a kernels.csv reduced to a few columns) take them
+    from their variant's name.
+    """
+    from .variants import parse_name
+
+    frame = frame.copy()
+    if ACCUMULATION_COLUMN in frame.columns:
+        frame["accumulation_source"] = RECORDED
+        return frame
+    if {"arch", "dtype", "load"} <= set(frame.columns):
+        keys = zip(frame["arch"], frame["dtype"], frame["load"])
+    else:
+        keys = ((v.arch, v.dtype, v.load) for v in map(parse_name, frame["variant"]))
+    frame[ACCUMULATION_COLUMN] = [legacy_accumulation(*key) for key in keys]
+    frame["accumulation_source"] = INFERRED
+    return frame
 
 
 @dataclass(frozen=True)
@@ -123,6 +163,9 @@ def speedup(measured: pd.DataFrame, gemm: pd.DataFrame | None = None,
     candidates = (gemm if gemm is not None else measured)
     candidates = candidates[candidates.implementation == "cutlass"]
     spills = _spills(kernels)
+    anchors = measured[measured.implementation == "cublas"]
+    cublas_accumulation = (anchors.set_index(["dtype", "shape"])[ACCUMULATION_COLUMN]
+                           if ACCUMULATION_COLUMN in anchors.columns else pd.Series(dtype=object))
     rows = []
     for key, group in cutlass.groupby(SHAPE_KEYS):
         tma, cpa = group[group.load == "tma"], group[group.load == "cpasync"]
@@ -146,6 +189,9 @@ def speedup(measured: pd.DataFrame, gemm: pd.DataFrame | None = None,
                          "cpasync_not_measured": unmeasured["cpasync"],
                          "tma_spill_store_bytes": spills.get(t.variant, np.nan),
                          "cpasync_spill_store_bytes": spills.get(c.variant, np.nan),
+                         "tma_accumulation": t.get(ACCUMULATION_COLUMN, np.nan),
+                         "cpasync_accumulation": c.get(ACCUMULATION_COLUMN, np.nan),
+                         "cublas_accumulation": cublas_accumulation.get((key[1], key[2]), np.nan),
                          "tma_samples": t.samples, "cpasync_samples": c.samples,
                          "tma_sm_clock_mhz": t.sm_clock_mhz_mean, "cpasync_sm_clock_mhz": c.sm_clock_mhz_mean})
     return pd.DataFrame(rows)
@@ -219,6 +265,10 @@ def cublas_fractions(measured: pd.DataFrame, gemm: pd.DataFrame | None = None) -
         best["cublas_status"] = [anchor.get((d, s), "no cuBLAS row") for d, s in zip(best["dtype"], best["shape"])]
     columns = SHAPE_KEYS + ["load", "variant", "tflops", "cublas_tflops", "fraction_of_cublas"]
     columns += ["cublas_status"] if "cublas_status" in best.columns else []
+    if ACCUMULATION_COLUMN in measured.columns:      # each side's accumulation: cuBLAS's is the anchor's
+        anchor = measured[measured.implementation == "cublas"].set_index(["dtype", "shape"])[ACCUMULATION_COLUMN]
+        best["cublas_accumulation"] = [anchor.get((d, s), np.nan) for d, s in zip(best["dtype"], best["shape"])]
+        columns += [ACCUMULATION_COLUMN, "cublas_accumulation"]
     return best[columns].sort_values(["arch", "dtype", "family", "m", "n", "k", "load"]).reset_index(drop=True)
 
 
@@ -276,7 +326,7 @@ def aggregate(raw_dir: Path, derived_dir: Path, repeat_dir: Path | None = None) 
     from .predict import crossover_verdicts, multicast_verdicts, rules
 
     raw_dir, derived_dir = Path(raw_dir), Path(derived_dir)
-    gemm = pd.read_csv(raw_dir / "gemm.csv")
+    gemm = with_accumulation(pd.read_csv(raw_dir / "gemm.csv"))
     kernels = pd.read_csv(raw_dir / "kernels.csv") if (raw_dir / "kernels.csv").exists() else None
     provenance_path = raw_dir / "provenance.json"
     provenance = json.loads(provenance_path.read_text()) if provenance_path.exists() else {}

@@ -11,9 +11,12 @@ import pandas as pd
 
 from tma_study.macros import camel, number, percent, ratio, size
 
-from .aggregate import MEASURED, TimingLimits, short_variant
+from .aggregate import ACCUMULATION_COLUMN, MEASURED, TimingLimits, short_variant
 
 DTYPE_NAMES = {"bf16": "bf", "fp8_e4m3": "fpeight"}
+LOAD_NAMES = {"tma": "tma", "cpasync": "cpasync", "cublas": "cublas"}
+# how the text says a variants.ACCUMULATION key of fp8 rows
+ACCUMULATION_WORDS = {"fp8_promoted": "with promotion", "fp8_no_promotion": "without promotion"}
 CLUSTER_NAMES = {"1x2": "one by two", "2x1": "two by one", "2x2": "two by two"}
 SETS = {"hbm": "hbm", "l2": "ltwo"}
 
@@ -115,6 +118,22 @@ def _rules(rules: pd.DataFrame) -> dict[str, str]:
     return out
 
 
+def _accumulation(measured: pd.DataFrame) -> dict[str, str]:
+    """``gemmFpeightAccumulation<Load>``: how the run's fp8 rows of each load mechanism accumulated
+    ('with promotion', 'without promotion', or 'with and without promotion' if they differ)."""
+    if ACCUMULATION_COLUMN not in measured.columns:
+        return {}
+    out = {}
+    fp8 = measured[measured.dtype == "fp8_e4m3"]
+    for load, name in LOAD_NAMES.items():
+        kinds = sorted(set(fp8.loc[fp8.load == load, ACCUMULATION_COLUMN].dropna()))
+        if kinds:
+            words = [ACCUMULATION_WORDS.get(k, k) for k in kinds]
+            out[camel("gemm fpeight accumulation", name)] = (
+                words[0] if len(words) == 1 else "with and without promotion")
+    return out
+
+
 def macros(derived_dir: Path, provenance: dict) -> dict[str, str]:
     derived_dir = Path(derived_dir)
     out = {"gemmConfigurations": number(provenance.get("configurations", float("nan"))),
@@ -128,6 +147,9 @@ def macros(derived_dir: Path, provenance: dict) -> dict[str, str]:
     if "median_gain" in summary.columns:
         out |= _multicast(summary)
     out |= _rules(pd.read_csv(derived_dir / "rules.csv"))
+    measured = pd.read_csv(derived_dir / "measured.csv")
+    if "dtype" in measured.columns:
+        out |= _accumulation(measured)
     kernels = derived_dir.parent / "kernels.csv"
     if kernels.is_file():
         table = pd.read_csv(kernels)

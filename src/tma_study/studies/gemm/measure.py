@@ -10,7 +10,9 @@ Writes, atomically into ``out_dir``:
 Every (implementation, dtype, shape) is checked before it is timed: fresh random inputs, D
 poisoned with NaN, then sampled outputs compared with a float64 dot product of the same
 (bf16- or fp8-rounded) inputs, and no NaN left anywhere in D. cuBLAS is torch.matmul (bf16)
-and torch._scaled_mm (fp8, unit scales, use_fast_accum=False) on the same buffers and stream.
+and torch._scaled_mm (fp8, unit scales, use_fast_accum=CUBLAS_FP8_FAST_ACCUM) on the same
+buffers and stream. Every row says how it accumulates (column ``accumulation``, keys of
+``variants.ACCUMULATION``), and provenance.json records the anchor's fp8 setting.
 
 Needs PyTorch (the cuBLAS anchor and the buffers) and the libraries of ``gemm_build``.
 """
@@ -36,6 +38,14 @@ NOT_MEASURED = {"sm90": "not measured: needs an SM90 GPU (Hopper: H100, H200)",
                 "sm100": "not measured: needs an SM100 GPU (Blackwell: B200)"}
 MEASURED = "measured"
 CUBLAS = "cublas"
+# The fp8 anchor accumulates as the CUTLASS variants do: torch._scaled_mm(use_fast_accum=True)
+# sets cuBLASLt's CUBLASLT_MATMUL_DESC_FAST_ACCUM ("intermediate results will not periodically
+# be promoted to a higher precision"), the arithmetic of every fp8 variant built here (CUTLASS's
+# FP8FastAccum and cp.async mainloops: variants.ACCUMULATION). With False, cuBLAS would add the
+# promotion's extra registers and additions, and the fp8 fraction of cuBLAS would compare two
+# kinds of accumulation. Data measured before this constant existed used False.
+CUBLAS_FP8_FAST_ACCUM = True
+CUBLAS_ACCUMULATION = {"bf16": "fp32", "fp8_e4m3": "fp8_no_promotion" if CUBLAS_FP8_FAST_ACCUM else "fp8_promoted"}
 # Budget estimate: nvbench's per-configuration cost in the crossover study (1440 configurations
 # in 140 s, checks included) plus the samples themselves at a conservative throughput.
 SECONDS_PER_CASE = 0.1
@@ -97,7 +107,7 @@ class Problem:
         if self.dtype == "bf16":
             return torch.matmul(self.a, self.b.t(), out=self.d)
         return torch._scaled_mm(self.a, self.b.t(), scale_a=self.unit_scale, scale_b=self.unit_scale,
-                                out_dtype=torch.bfloat16, use_fast_accum=False)
+                                out_dtype=torch.bfloat16, use_fast_accum=CUBLAS_FP8_FAST_ACCUM)
 
     def release(self) -> None:
         del self.a, self.b, self.d, self.workspace
@@ -220,7 +230,8 @@ def measure(study: dict, gpu_probe: dict, out_dir: Path, build_dir: Path = BUILD
         for dtype in _dtypes(study, arch):
             cases.append(_cublas_case(torch, problems, shape, dtype, study["correctness"], checks))
             rows.append(({"variant": f"{CUBLAS}_{dtype}", "arch": arch, "implementation": CUBLAS,
-                          "dtype": dtype, "load": CUBLAS, **shape.columns()}, cases[-1]))
+                          "dtype": dtype, "load": CUBLAS, "accumulation": CUBLAS_ACCUMULATION[dtype],
+                          **shape.columns()}, cases[-1]))
             for v in (v for v in chosen if v.dtype == dtype):
                 status = handles[v.name]._can(shape.m, shape.n, shape.k)
                 columns = {**v.columns(), "implementation": "cutlass", **shape.columns()}
@@ -256,7 +267,9 @@ def measure(study: dict, gpu_probe: dict, out_dir: Path, build_dir: Path = BUILD
         extra={"nvidia_smi_before": clocks_before, "nvidia_smi_after": provenance.nvidia_smi_clocks(),
                "measured_arch": arch, "not_measured_arches": {a: NOT_MEASURED[a] for a in other},
                "timer": "cuda-bench (nvbench) cold samples: L2 flushed before every sample; device events",
-               "cublas": f"torch {torch.__version__}: matmul (bf16), _scaled_mm (fp8, unit scales)",
+               "cublas": f"torch {torch.__version__}: matmul (bf16), _scaled_mm (fp8, unit scales, "
+                         f"use_fast_accum={CUBLAS_FP8_FAST_ACCUM})",
+               "cublas_fp8_use_fast_accum": CUBLAS_FP8_FAST_ACCUM,
                "estimated_gpu_seconds": round(estimate, 1),
                "configurations": len(cases), "library": str(library.path)})
     with atomic.staged_directory(out_dir) as staging:

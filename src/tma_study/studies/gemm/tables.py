@@ -18,12 +18,19 @@ from tma_study.paper import (
 from tma_study.report.tables import source_line, write_table
 
 from .aggregate import (
+    ACCUMULATION_COLUMN,
     BAR_FRACTION,
     FLOOR_TOLERANCE,
+    INFERRED,
     MEASURED,
     NOT_MEASURED_TEXT,
     TimingLimits,
+    with_accumulation,
 )
+
+# variants.ACCUMULATION keys as the tables print them
+ACCUMULATION_LABEL = {"fp32": "fp32", "fp8_no_promotion": "no promotion", "fp8_promoted": "promoted"}
+LOAD_LABEL = {"tma": "TMA", "cpasync": "cp.async", "mixed": "mixed", "cublas": "cuBLAS"}
 
 
 def _read(path: Path) -> pd.DataFrame:
@@ -60,18 +67,28 @@ def bar_table(bar: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["", "value"])
 
 
+def _accumulation_labels(values) -> str:
+    """The distinct accumulations of some rows, as printed; rows without one (e.g. a cuBLAS run
+    that was not measured at that shape) are left out, and 'n/a' says that none had one."""
+    labels = sorted({ACCUMULATION_LABEL.get(v, v) for v in values if isinstance(v, str)})
+    return "+".join(labels) if labels else "n/a"
+
+
 def speedup_table(speedup: pd.DataFrame) -> pd.DataFrame:
     if _not_measured(speedup):
         return speedup[["status"]]
     best = speedup[speedup.compared == "best"]
     rows = []
     for (arch, dtype, family), group in best.groupby(["arch", "dtype", "family"]):
-        row = {"arch": arch, "dtype": dtype, "shapes": family, "count": len(group),
-               "TMA/cp.async median": f"{group.speedup.median():.2f}",
-               "min": f"{group.speedup.min():.2f}", "max": f"{group.speedup.max():.2f}",
-               "TMA wins / ties / cp.async wins": (f"{(group.winner == 'tma').sum()} / "
-                                                   f"{(group.winner == 'tie').sum()} / "
-                                                   f"{(group.winner == 'cpasync').sum()}")}
+        row = {"arch": arch, "dtype": dtype, "shapes": family, "count": len(group)}
+        if "tma_accumulation" in group.columns:
+            row["accumulation (TMA / cp.async / cuBLAS)"] = " / ".join(
+                _accumulation_labels(group[f"{side}_accumulation"]) for side in ("tma", "cpasync", "cublas"))
+        row |= {"TMA/cp.async median": f"{group.speedup.median():.2f}",
+                "min": f"{group.speedup.min():.2f}", "max": f"{group.speedup.max():.2f}",
+                "TMA wins / ties / cp.async wins": (f"{(group.winner == 'tma').sum()} / "
+                                                    f"{(group.winner == 'tie').sum()} / "
+                                                    f"{(group.winner == 'cpasync').sum()}")}
         if "tma_not_measured" in group.columns:
             row["candidates NOT MEASURED (TMA / cp.async)"] = (f"{int(group.tma_not_measured.sum())} of "
                                                                f"{int(group.tma_candidates.sum())} / "
@@ -145,7 +162,22 @@ def status_table(status: pd.DataFrame) -> pd.DataFrame:
                                   "at_throttle_floor": "of them: at the throttle floor"})
 
 
-def run_table(provenance: dict) -> pd.DataFrame:
+def fp8_accumulation_text(measured: pd.DataFrame) -> str:
+    """How the run's fp8 rows accumulated, per load mechanism, e.g. 'TMA: promoted; cp.async: no
+    promotion; cuBLAS: promoted' (and whether that was inferred for data that predate the column)."""
+    if ACCUMULATION_COLUMN not in measured.columns or "dtype" not in measured.columns:
+        return "not recorded"
+    fp8 = measured[measured.dtype == "fp8_e4m3"]
+    if fp8.empty:
+        return "no fp8 rows measured"
+    loads = [load for load in LOAD_LABEL if (fp8.load == load).any()]          # TMA, cp.async, ..., cuBLAS
+    parts = [f"{LOAD_LABEL[load]}: {_accumulation_labels(fp8.loc[fp8.load == load, ACCUMULATION_COLUMN])}"
+             for load in loads]
+    inferred = "accumulation_source" in fp8.columns and (fp8.accumulation_source == INFERRED).any()
+    return "; ".join(parts) + (f" ({INFERRED})" if inferred else "")
+
+
+def run_table(provenance: dict, measured: pd.DataFrame | None = None) -> pd.DataFrame:
     gpu = provenance.get("gpu", {})
     seconds = (pd.Timestamp(provenance["finished_utc"]) - pd.Timestamp(provenance["started_utc"])).total_seconds()
     packages = provenance.get("packages", {})
@@ -157,23 +189,35 @@ def run_table(provenance: dict) -> pd.DataFrame:
             ("measurement, start to finish", f"{int(seconds // 60)} min {int(seconds % 60)} s"),
             ("estimate printed before the run", f"{provenance.get('estimated_gpu_seconds')} s"),
             ("cuBLAS anchor", str(provenance.get("cublas"))),
+            ("cuBLAS fp8 use_fast_accum", str(provenance["cublas_fp8_use_fast_accum"])
+             if "cublas_fp8_use_fast_accum" in provenance else "not recorded (the run predates the key)"),
             ("nvidia-cutlass / torch / cuda-bench",
              " / ".join(str(packages.get(p)) for p in ("nvidia-cutlass", "torch", "cuda-bench"))),
             ("timer", str(provenance.get("timer")))]
+    if measured is not None:
+        rows.insert(rows.index(next(r for r in rows if r[0] == "cuBLAS fp8 use_fast_accum")) + 1,
+                    ("fp8 accumulation", fp8_accumulation_text(measured)))
     return pd.DataFrame(rows, columns=["", "value"])
 
 
 def kernels_table(kernels: pd.DataFrame) -> pd.DataFrame:
-    columns = {"variant": "variant", "registers": "regs/thread", "abi_stages": "stages",
-               "abi_shared_storage_bytes": "smem B", "spill_store_bytes": "spill B",
+    columns = {"variant": "variant", "accumulation": "accumulation", "registers": "regs/thread",
+               "abi_stages": "stages", "abi_shared_storage_bytes": "smem B", "spill_store_bytes": "spill B",
                "compile_seconds": "nvcc s", "expected_sass": "key SASS (count)"}
     present = [c for c in columns if c in kernels.columns]
-    return kernels[present].rename(columns=columns)
+    table = kernels[present].rename(columns=columns)
+    if "accumulation" in table.columns:
+        table["accumulation"] = table["accumulation"].map(lambda v: ACCUMULATION_LABEL.get(v, v))
+    return table
 
 
 def write_kernel_table(kernels_csv: Path, tables_dir: Path) -> None:
-    write_table(kernels_table(pd.read_csv(kernels_csv)), tables_dir, "gemm_kernels",
-                "GEMM variants (CUTLASS 4.2, nvcc -O3 -DNDEBUG): registers, pipeline stages, shared memory, "
+    kernels = with_accumulation(pd.read_csv(kernels_csv))
+    inferred = (kernels.accumulation_source == INFERRED).any()
+    write_table(kernels_table(kernels), tables_dir, "gemm_kernels",
+                "GEMM variants (CUTLASS 4.2, nvcc -O3 -DNDEBUG): how fp8 inputs accumulate (promoted into a "
+                "separate fp32 register accumulator, or not)"
+                + (f" ({INFERRED})" if inferred else "") + ", registers, pipeline stages, shared memory, "
                 "compile time and the SASS that shows each uses the load mechanism it is named for.")
 
 
@@ -191,7 +235,8 @@ def write_tables(derived_dir: Path, provenance: dict, tables_dir: Path) -> None:
     write_table(speedup_table(_read(derived_dir / "speedup.csv")), tables_dir, "gemm_speedup",
                 "Best TMA variant over best cp.async variant per shape (TFLOP/s ratio; ties within 2 % "
                 "or the runs' spread); the best of each mechanism is over its measured candidates (last column: "
-                f"how many were not measured). {source}.")
+                "how many were not measured). Accumulation: fp8 partial sums promoted into a separate fp32 "
+                f"register accumulator every few MMAs, or not (the tensor cores' accumulator alone). {source}.")
     write_table(multicast_table(_read(derived_dir / "multicast_summary.csv")), tables_dir, "gemm_multicast",
                 "TMA multicast: each cluster shape's TFLOP/s over the same variant with a 1x1 cluster; 'every CTA "
                 "with a tile' leaves out problems with fewer tiles along M or N than the cluster has CTAs. "
@@ -206,7 +251,8 @@ def write_tables(derived_dir: Path, provenance: dict, tables_dir: Path) -> None:
                 "measured rows, how many kept fewer samples than the run asked for (min_samples) and how many "
                 f"averaged an SM clock within {100 * FLOOR_TOLERANCE:.0f} % above nvbench's throttle floor "
                 f"({floor}). {source}.")
-    write_table(run_table(provenance), tables_dir, "gemm_run", f"How the gemm data were measured. {source}.")
+    measured = _read(derived_dir / "measured.csv")
+    write_table(run_table(provenance, measured), tables_dir, "gemm_run", f"How the gemm data were measured. {source}.")
 
 
 def main(argv=None) -> int:
