@@ -36,10 +36,10 @@ CLAUSE_TEXT = {CLAUSE_PAGE: "the page clause (page size not a multiple of kBlock
                CLAUSE_OTHER: "its other conditions (architecture, left padding, appended K/V)"}
 
 
-def listing(values) -> str:
-    """[1, 8, 32] -> '1, 8 and 32' (sorted, each once)."""
+def listing(values, last: str = "and") -> str:
+    """[1, 8, 32] -> '1, 8 and 32' (sorted, each once; ``last`` joins the last two)."""
     items = [str(v) for v in sorted(set(values))]
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + f" {last} " + items[-1]
 
 
 def compared(speedup: pd.DataFrame, page_sweep: bool = True) -> pd.DataFrame:

@@ -46,7 +46,7 @@ def _sweep(speedup: pd.DataFrame, tuning: pd.DataFrame) -> dict[str, str]:
            _name("page sizes tma"): facts.listing(pages["tma"]), _name("page sizes cpasync"): facts.listing(pages["cp_async"]),
            _name("smallest tma page"): number(min(pages["tma"])),
            _name("smallest page"): number(min(pages["cp_async"] + pages["tma"])),
-           _name("block n"): facts.listing(int(n) for n in tuning.block_n.dropna()),
+           _name("block n"): facts.listing((int(n) for n in tuning.block_n.dropna()), last="or"),
            _name("cpasync producer warps"): facts.listing(
                int(n) for n in tuning[tuning.load_path == "cp_async"].producer_warps.dropna())}
     for phase in facts.PHASES:
