@@ -1,5 +1,10 @@
 """The committed reference data, aggregated into a temporary results/<label>/ folder, for
-the paper-tier tests (macros, rules of thumb, README table) to read real derived numbers."""
+the paper-tier tests (macros, rules of thumb, README table) to read real derived numbers.
+
+A study that may lack reference data (``skip_analysis_without_data``) and has none committed
+gets a synthetic raw folder instead (``SYNTHETIC``), so its paper tier (rules, macros,
+section) is exercised before its first measurement lands; ``synthetic_studies`` names them.
+"""
 from __future__ import annotations
 
 import shutil
@@ -14,19 +19,37 @@ CONFIG = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
 REFERENCE = CONFIG["reference_gpu"]
 
 
+def _paged_kv(folder: Path) -> Path:
+    from test_paged_kv_study import synthetic_raw
+    return synthetic_raw(folder, CONFIG["studies"]["paged_kv"])
+
+
+SYNTHETIC = {"paged_kv": _paged_kv}      # study -> (raw folder) -> writes synthetic raw data there
+
+
 def configured_studies() -> dict:
     known = discover()
     return {name: known[name] for name in CONFIG["studies"]}
 
 
+def synthetic_studies() -> list[str]:
+    """The configured studies without committed reference data that the fixture fills in."""
+    return [name for name in configured_studies()
+            if name in SYNTHETIC and not (REPO / "results" / REFERENCE / name).is_dir()]
+
+
 def aggregated_reference(destination: Path, studies: dict | None = None) -> Path:
-    """destination/<label>/<study>/{raw, derived/} for every configured study with data."""
+    """destination/<label>/<study>/{raw, derived/} for every configured study with data
+    (committed, or synthetic for the studies of ``synthetic_studies``)."""
     results = destination / REFERENCE
     for name, study in (studies or configured_studies()).items():
         raw = REPO / "results" / REFERENCE / name
-        if not raw.is_dir():
+        if raw.is_dir():
+            shutil.copytree(raw, results / name, ignore=shutil.ignore_patterns("derived"))
+        elif name in SYNTHETIC:
+            SYNTHETIC[name](results / name)
+        else:
             continue
-        shutil.copytree(raw, results / name, ignore=shutil.ignore_patterns("derived"))
         repeat = REPO / "results" / f"{REFERENCE}-rerun" / name
         study.entry("aggregate")(results / name, results / name / "derived", repeat if repeat.is_dir() else None)
     return results

@@ -131,7 +131,7 @@ def synthetic_raw(folder: Path, study_config) -> Path:
     pd.DataFrame(ceilings).to_csv(folder / "ceilings.csv", index=False)
     (folder / "provenance.json").write_text(json.dumps({
         "gpu": {"name": "synthetic test data", "sm_count": SM_COUNT}, "finished_utc": "2026-01-01T00:00:00",
-        "source_sha256": "0" * 64}))
+        "source_sha256": "0" * 64, "config": study_config, "configurations": len(rows)}))
     return folder
 
 

@@ -1,5 +1,9 @@
 """Study ``paged_kv``: paged-KV attention, TMA vs cp.async K/V loads by page size, dtype,
-model shape and phase, next to FlashAttention-3's own rule (fa3_rule.py)."""
+model shape and phase, next to FlashAttention-3's own rule (fa3_rule.py).
+
+Its paper tier: facts.py (what the text, the rules and the summary table state), rules.py
+(rules of thumb), macros.py (numbers of paper/sections/studies/paged_kv.tex), compare.py
+(what moved between runs)."""
 from tma_study.studies.base import Study
 
 _HERE = __name__
@@ -13,10 +17,14 @@ STUDY = Study(
     derived_files=("tuning.csv", "speedup.csv", "decode.csv", "prefill.csv", "scaling.csv",
                    "fa3_agreement.csv"),
     figures=("paged_kv_speedup", "paged_kv_scaling"),
-    tables=("paged_kv_speedup", "paged_kv_decode", "paged_kv_fa3", "paged_kv_scaling", "paged_kv_stages"),
+    tables=("paged_kv_summary", "paged_kv_speedup", "paged_kv_decode", "paged_kv_fa3", "paged_kv_scaling",
+            "paged_kv_stages"),
     kernels=f"{_HERE}.kernels:compile_list",
     measure=f"{_HERE}.measure:measure",
     aggregate=f"{_HERE}.aggregate:aggregate",
     write_tables=f"{_HERE}.tables:write_tables",
+    rules=f"{_HERE}.rules:rules_of_thumb",
+    macros=f"{_HERE}.macros:macros",
+    compare=f"{_HERE}.compare:compare_runs",
     skip_analysis_without_data=True,   # until results/h200/paged_kv/ is measured and committed
 )

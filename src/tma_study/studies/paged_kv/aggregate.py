@@ -8,7 +8,8 @@ discarded: NaN times) is kept, marked "not measured", and never wins.
 
 - ``tuning.csv``: per (point, page size, load path): the stage counts swept, the time and
   resident CTAs per SM at each, the chosen count, and the chosen kernel (name, registers,
-  local bytes per thread, resident CTAs, launch bounds).
+  local bytes per thread, resident CTAs, launch bounds, KV tile rows, consumer and producer
+  warps).
 - ``speedup.csv``: per (point, page size): the TMA and cp.async times at their best stages
   where both ran, TMA's speedup (cp.async time / TMA time), the measured winner (a tie when
   the two medians are within each other's interquartile spread), FA3's choice for the same
@@ -37,6 +38,7 @@ POINT = ["shape", "q_heads", "kv_heads", "head_dim", "dtype", "phase", "batch", 
 CELL = POINT + ["page_size", "load_path"]
 KERNEL_COLUMNS = ["kernel", "registers", "local_bytes_per_thread", "resident_ctas_per_sm",
                   "launch_min_ctas_per_sm"]
+TILE_COLUMNS = ["block_n", "consumer_warps", "producer_warps"]   # the chosen kernel's tile and warps
 MEASURED = "measured"
 NOT_MEASURED = "not measured"
 DECODE_BAR_FRACTION = 0.70
@@ -67,7 +69,7 @@ def best_stages(attention: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     fewest stages with NaN times (``status`` "not measured: why"); ``tuning`` says per cell
     what each stage count measured and which kernel was chosen."""
     _require(attention, CELL + ["stages", "time_us_median", "time_us_q1", "time_us_q3", "gbps", "tflops",
-                                *KERNEL_COLUMNS],
+                                *KERNEL_COLUMNS, *TILE_COLUMNS],
              "attention.csv")
     stage_counts = sorted(int(s) for s in attention.stages.unique())
     chosen_rows, statuses, tuning_rows = [], [], []
@@ -86,7 +88,7 @@ def best_stages(attention: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
             at = cell[cell.stages == count]
             tuning[f"time_us_s{count}"] = at.time_us_median.iloc[0] if len(at) else float("nan")
             tuning[f"resident_ctas_per_sm_s{count}"] = at.resident_ctas_per_sm.iloc[0] if len(at) else None
-        tuning.update({column: chosen[column] for column in KERNEL_COLUMNS})
+        tuning.update({column: chosen[column] for column in (*KERNEL_COLUMNS, *TILE_COLUMNS)})
         tuning_rows.append(tuning)
     best = attention.loc[chosen_rows].assign(status=statuses).reset_index(drop=True)
     pages = best.groupby(POINT).page_size.nunique().rename("page_sizes_at_point")

@@ -39,6 +39,10 @@ from dataclasses import dataclass
 
 FA3_REPOSITORY = "Dao-AILab/flash-attention"
 FA3_COMMIT = "0251105a2fb19d2957484b7f023cd8c115286ced"
+# (file, first line, last line) at FA3_COMMIT, as catalog/fa3_forward.yaml cites them (a test checks)
+RULE_CITATION = ("hopper/flash_api.cpp", 415, 424)               # get_pagedkv_tma
+KV_STAGES_SM90 = 2                                                # K/V pipeline stages on sm90, both paths
+KV_STAGES_CITATION = ("hopper/flash_fwd_launch_template.h", 47, 47)
 ELEMENT_BYTES = {"bf16": 2, "fp16": 2, "e4m3": 1}
 
 

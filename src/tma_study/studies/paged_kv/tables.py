@@ -8,6 +8,8 @@ import pandas as pd
 
 from tma_study.report.tables import source_line, write_table
 
+from . import facts
+
 NA = "n/a"
 NOT_MEASURED = "not measured"
 
@@ -115,9 +117,35 @@ def _values(frame: pd.DataFrame, column: str) -> str:
     return "/".join(str(int(v)) for v in sorted(frame[column].dropna().unique())) or NA
 
 
+def summary_display(speedup: pd.DataFrame) -> pd.DataFrame:
+    """Per phase and dtype: who won the page-size sweep, by how much, the page-size rule it
+    gives and how often FA3's rule named the winner (facts.py; the paper's summary)."""
+    rows = []
+    for phase in facts.PHASES:
+        for dtype in facts.DTYPES:
+            rule = facts.page_rule(speedup, phase, dtype)
+            if rule is None:
+                continue
+            fa3 = facts.fa3_agreement(speedup[speedup.page_sweep.astype(bool)], phase, dtype)
+            rows.append({"phase": phase, "dtype": dtype, "compared": rule.tally.compared,
+                         "TMA wins": rule.tally.tma_wins, "ties": rule.tally.ties,
+                         "cp.async wins": rule.tally.cp_async_wins,
+                         "TMA speedup median (min-max)": f"{rule.speedup_median:.2f} ({rule.speedup_min:.2f}-"
+                                                        f"{rule.speedup_max:.2f})",
+                         "page-size rule": rule.verdict, "FA3 names the winner": f"{fa3.agrees} of {fa3.decided}"})
+    if not rows:
+        return pd.DataFrame({"phase": [f"{NOT_MEASURED}: no page size at which both load paths were timed"]})
+    return pd.DataFrame(rows)
+
+
 def write_tables(derived_dir: Path, provenance: dict, tables_dir: Path) -> None:
     derived_dir = Path(derived_dir)
     source = source_line(provenance)
+    write_table(summary_display(pd.read_csv(derived_dir / "speedup.csv")), tables_dir, "paged_kv_summary",
+                "Paged-KV attention, page-size sweep: TMA against cp.async K/V loads per phase and dtype, each "
+                "path at its best K/V ring stage count (speedup: cp.async time / TMA time; a tie: medians within "
+                "each other's interquartile range), the page-size rule this gives, and how often "
+                f"FlashAttention-3's rule names the measured winner ({source}).")
     write_table(speedup_display(pd.read_csv(derived_dir / "speedup.csv")), tables_dir, "paged_kv_speedup",
                 "Paged-KV attention: TMA over cp.async K/V loads by page size, each path at its best K/V "
                 f"ring stage count, and FlashAttention-3's rule for the same call ({source}).")

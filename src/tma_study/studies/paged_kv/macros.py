@@ -1,0 +1,195 @@
+"""The paged_kv study's numbers for the paper's text (entry point ``macros``).
+
+Names: ``pagedKv<Phase><Dtype><What>``, e.g. ``pagedKvDecodeBfTmaWins``; no digits in names
+(``Bf`` for bf16, ``Fpeight`` for fp8 e4m3, ``Cpasync`` for cp.async, ``FaThree`` for
+FlashAttention-3). Counts are over the page-size sweep's comparisons (facts.py) unless the
+name says ``Scaling``. Macros of something a run did not measure (torch SDPA, scaling
+points) are left out; the section tests for them with ``\\ifdefined``.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from tma_study.macros import MacroError, camel, number, percent, ratio
+
+from . import fa3_rule, facts
+
+DTYPE_NAMES = {"bf16": "bf", "e4m3": "fpeight"}
+PATH_NAMES = {"tma": "tma", "cp_async": "cpasync"}
+
+
+def _name(*words: str) -> str:
+    return camel("paged kv", *words)
+
+
+def _tally(prefix: tuple[str, ...], tally: facts.Tally) -> dict[str, str]:
+    return {_name(*prefix, "compared"): number(tally.compared), _name(*prefix, "tma wins"): number(tally.tma_wins),
+            _name(*prefix, "ties"): number(tally.ties), _name(*prefix, "cpasync wins"): number(tally.cp_async_wins)}
+
+
+def _page_rule(prefix: tuple[str, ...], rule: facts.PageRule) -> dict[str, str]:
+    return {**_tally(prefix, rule.tally), _name(*prefix, "page verdict"): rule.verdict,
+            _name(*prefix, "speedup median"): ratio(rule.speedup_median),
+            _name(*prefix, "speedup min"): ratio(rule.speedup_min),
+            _name(*prefix, "speedup max"): ratio(rule.speedup_max)}
+
+
+def _sweep(speedup: pd.DataFrame, tuning: pd.DataFrame) -> dict[str, str]:
+    """What was swept, read back from the data (not from the config)."""
+    sweep = speedup[speedup.page_sweep.astype(bool)]
+    pages = {path: sorted(int(p) for p in tuning[tuning.load_path == path].page_size.unique())
+             for path in facts.LOAD_PATHS}
+    out = {_name("shapes"): number(sweep["shape"].nunique()), _name("shape names"): facts.listing(sweep["shape"]),
+           _name("cells"): number(len(tuning)), _name("cells not measured"): number((tuning.status != "measured").sum()),
+           _name("page sizes tma"): facts.listing(pages["tma"]), _name("page sizes cpasync"): facts.listing(pages["cp_async"]),
+           _name("smallest tma page"): number(min(pages["tma"])),
+           _name("smallest page"): number(min(pages["cp_async"] + pages["tma"])),
+           _name("block n"): facts.listing((int(n) for n in tuning.block_n.dropna()), last="or"),
+           _name("cpasync producer warps"): facts.listing(
+               int(n) for n in tuning[tuning.load_path == "cp_async"].producer_warps.dropna())}
+    for phase in facts.PHASES:
+        rows = sweep[sweep.phase == phase]
+        if rows.empty:
+            continue
+        out |= {_name("sweep", phase, "query tokens"): facts.listing(rows.seqlen_q),
+                _name("sweep", phase, "batch"): facts.listing(rows.batch),
+                _name("sweep", phase, "context"): facts.listing(rows.context_tokens),
+                _name(phase, "stages swept"): facts.listing(facts.swept_stages(tuning, phase))}
+    return out
+
+
+def _scaling(speedup: pd.DataFrame) -> dict[str, str]:
+    rows = facts.compared(speedup, page_sweep=False)
+    if rows.empty:
+        return {}
+    scaling = speedup[~speedup.page_sweep.astype(bool)]
+    decode = scaling[scaling.phase == "decode"]
+    out = {**_tally(("scaling",), facts.Tally.of(rows)), _name("scaling shape"): facts.listing(scaling["shape"]),
+           _name("scaling page"): facts.listing(int(p) for p in scaling.page_size)}
+    if len(decode):
+        out |= {_name("scaling decode batches"): facts.listing(decode.batch),
+                _name("scaling decode contexts"): facts.listing(decode.context_tokens)}
+    return out
+
+
+def _comparisons(speedup: pd.DataFrame) -> dict[str, str]:
+    out = {}
+    for phase in facts.PHASES:
+        pooled = facts.page_rule(speedup, phase)
+        if pooled is None:
+            continue
+        out |= _page_rule((phase,), pooled)
+        out[_name(phase, "not measured")] = number(facts.not_measured(speedup, phase))
+        for dtype, short in DTYPE_NAMES.items():
+            rule = facts.page_rule(speedup, phase, dtype)
+            if rule is not None:
+                out |= _page_rule((phase, short), rule)
+    return out
+
+
+def _fa3(speedup: pd.DataFrame) -> dict[str, str]:
+    every = facts.fa3_agreement(speedup)
+    if not every.decided:
+        raise MacroError("speedup.csv has no configuration where both load paths ran: nothing to hold "
+                         "FlashAttention-3's rule against")
+    file, first, last = fa3_rule.RULE_CITATION
+    stages_file, stages_line, _ = fa3_rule.KV_STAGES_CITATION
+    out = {_name("fa three commit"): fa3_rule.FA3_COMMIT[:12], _name("fa three rule file"): file,
+           _name("fa three rule lines"): f"{first}--{last}", _name("fa three stages"): number(fa3_rule.KV_STAGES_SM90),
+           _name("fa three stages file"): stages_file, _name("fa three stages line"): number(stages_line),
+           _name("fa three decided"): number(every.decided), _name("fa three agrees"): number(every.agrees),
+           _name("fa three disagrees"): number(every.disagrees), _name("fa three agree percent"): percent(every.fraction, 0),
+           _name("fa three picks tma"): number(every.picks_tma), _name("fa three only path"): number(every.only_path)}
+    for clause, n in every.misses_by_clause.items():
+        out[_name("fa three misses", clause)] = number(n)
+    for phase in facts.PHASES:
+        mine = facts.fa3_agreement(speedup, phase)
+        if mine.decided:
+            out |= {_name("fa three", phase, "decided"): number(mine.decided),
+                    _name("fa three", phase, "agrees"): number(mine.agrees),
+                    _name("fa three", phase, "picks tma"): number(mine.picks_tma)}
+    tiles = {fa3_rule.fa3_choice(int(r.page_size), int(r.seqlen_q), int(r.q_heads), int(r.kv_heads),
+                                 int(r.head_dim), r.dtype, causal=True).tma_tile
+             for r in speedup.drop_duplicates(["q_heads", "kv_heads", "head_dim", "dtype", "seqlen_q"]).itertuples()}
+    out |= {_name("fa three block n min"): number(min(t.block_n for t in tiles)),
+            _name("fa three block n max"): number(max(t.block_n for t in tiles)),
+            _name("fa three block m min"): number(min(t.block_m for t in tiles)),
+            _name("fa three block m max"): number(max(t.block_m for t in tiles))}
+    return out
+
+
+def _decode(decode: pd.DataFrame) -> dict[str, str]:
+    copy = decode.d2d_copy_gbps.dropna()
+    out = {_name("copy gbps"): number(copy.iloc[0]) if len(copy) else "not measured",
+           _name("decode bar percent"): percent(facts.BAR["fraction"], 0),
+           _name("decode bar min context"): number(facts.BAR["min_context"]),
+           _name("decode bar min batch"): number(facts.BAR["min_batch"]),
+           _name("decode points"): number(decode.best_load_path.isin(facts.LOAD_PATHS).sum())}
+    for path in facts.LOAD_PATHS:
+        out[_name("decode best", PATH_NAMES[path])] = number((decode.best_load_path == path).sum())
+    for dtype, short in (*DTYPE_NAMES.items(), (None, "")):
+        bar = facts.decode_bar(decode, dtype)
+        if bar is None:
+            continue
+        out |= {_name("decode bar", short, "points"): number(bar.points), _name("decode bar", short, "met"): number(bar.met),
+                _name("decode bar", short, "min percent"): percent(bar.fraction_min, 0),
+                _name("decode bar", short, "median percent"): percent(bar.fraction_median, 0),
+                _name("decode bar", short, "max percent"): percent(bar.fraction_max, 0),
+                _name("decode bar", short, "best tma"): number(bar.best_tma),
+                _name("decode bar", short, "best cpasync"): number(bar.best_cp_async)}
+        if dtype is not None:
+            mine = decode[(decode.dtype == dtype) & decode.fraction_of_d2d_copy.notna()]
+            out[_name("decode best percent copy", short)] = percent(mine.fraction_of_d2d_copy.max(), 0)
+    sdpa = facts.sdpa(decode)
+    if sdpa is not None:
+        out |= {_name("sdpa points"): number(sdpa.points), _name("sdpa gbps median"): number(sdpa.gbps_median),
+                _name("sdpa ratio median"): ratio(sdpa.paged_over_sdpa_median),
+                _name("sdpa ratio min"): ratio(sdpa.paged_over_sdpa_min),
+                _name("sdpa ratio max"): ratio(sdpa.paged_over_sdpa_max)}
+    return out
+
+
+def _stages(tuning: pd.DataFrame) -> dict[str, str]:
+    out = {}
+    swept = [phase for phase in facts.PHASES if len(facts.swept_stages(tuning, phase)) > 1]
+    for path, path_name in PATH_NAMES.items():
+        for dtype, short in DTYPE_NAMES.items():
+            for phase in swept:             # a phase run at one stage count has nothing to choose
+                s = facts.stages(tuning, phase, path, dtype)
+                if s is None:
+                    continue
+                prefix = (phase, "stages", path_name, short)
+                out |= {_name(*prefix): number(s.chosen_most), _name(*prefix, "won"): number(s.chosen_most_cells),
+                        _name(*prefix, "cells"): number(s.cells), _name(*prefix, "deepest won"): number(s.deepest_cells)}
+    bounds = facts.launch_bounds(tuning)
+    out |= {_name("decode kernels"): number(bounds.kernels), _name("launch bounded kernels"): number(bounds.bounded_kernels),
+            _name("launch bounded cells"): number(bounds.bounded_cells)}
+    if bounds.bounded_kernels:
+        out |= {_name("launch bounds ctas"): facts.listing(bounds.bound_ctas),
+                _name("launch bounded local bytes max"): number(bounds.bounded_local_bytes_max)}
+    return out
+
+
+def _prefill(prefill: pd.DataFrame) -> dict[str, str]:
+    out = {}
+    for path, path_name in PATH_NAMES.items():
+        for dtype, short in (*DTYPE_NAMES.items(), (None, "")):
+            best = facts.prefill_best_tflops(prefill, path, dtype)
+            if best is not None:
+                out[_name("prefill best tflops", path_name, short)] = number(best, 1)
+    return out
+
+
+def macros(derived_dir: Path, provenance: dict) -> dict[str, str]:
+    derived_dir = Path(derived_dir)
+    speedup = pd.read_csv(derived_dir / "speedup.csv")
+    tuning = pd.read_csv(derived_dir / "tuning.csv")
+    out = {**_sweep(speedup, tuning), **_scaling(speedup), **_comparisons(speedup), **_fa3(speedup),
+           **_decode(pd.read_csv(derived_dir / "decode.csv")), **_stages(tuning),
+           **_prefill(pd.read_csv(derived_dir / "prefill.csv"))}
+    split = (provenance.get("config") or {}).get("decode_min_ctas_per_sm")
+    if split is not None:
+        out[_name("decode min ctas per sm")] = number(split)
+    return out

@@ -1,0 +1,139 @@
+"""The paged_kv study's rules of thumb (entry point ``rules``), computed from its derived data.
+
+Every verdict follows the data (facts.py): the page-size rule says TMA, cp.async, a tie or
+"no threshold" as the comparisons do; the FA3 row says whether, and through which clause,
+FA3's rule picked the slower path; the decode row says whether the copy-rate bar was met.
+The only fixed numbers are the issue's decode bar (aggregate.DECODE_BAR_*) and MAJORITY.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from . import facts
+from .facts import PATH_LABELS, PageRule
+
+MAJORITY = 0.5          # a rule that holds in more than half of the comparisons is worth stating
+PHASE_SITUATIONS = {"decode": "paged-KV decode (few query tokens): load K/V pages with TMA or gather with cp.async",
+                    "prefill": "paged-KV prefill (causal, long queries): load K/V pages with TMA or gather with cp.async"}
+
+
+def _advice(rule: PageRule) -> str:
+    """What a kernel writer should do, from one page-size verdict."""
+    if rule.tma_from is None:
+        if rule.tally.tma_wins == 0:
+            return "gather K/V with cp.async: TMA was never faster at any page size"
+        return (f"no page-size rule: cp.async still won at {rule.pages[-1]}-token pages while TMA won elsewhere; "
+                "measure the shape")
+    smallest = rule.tma_from == rule.pages[0]
+    if rule.tma_wins_from == 0:
+        return ("either path: TMA was never slower" + ("" if smallest else f" from {rule.tma_from}-token pages")
+                + ", and never faster")
+    if smallest:
+        return f"load K/V with TMA at every page size its boxes take (from {rule.pages[0]} tokens)"
+    return (f"load K/V with TMA from {rule.tma_from}-token pages; gather smaller pages with cp.async "
+            f"(the threshold lies above {rule.below} tokens)")
+
+
+def _page_row(speedup: pd.DataFrame, phase: str) -> dict | None:
+    pooled = facts.page_rule(speedup, phase)
+    if pooled is None:
+        return None
+    by_dtype = {dtype: facts.page_rule(speedup, phase, dtype) for dtype in facts.DTYPES}
+    by_dtype = {dtype: rule for dtype, rule in by_dtype.items() if rule is not None}
+    if len({rule.verdict for rule in by_dtype.values()}) > 1:
+        rule = "; ".join(f"{dtype}: {_advice(r)}" for dtype, r in by_dtype.items())
+    else:
+        rule = _advice(pooled)
+    parts = [f"{dtype}: {r.tally.text()}, cp.async time / TMA time median {r.speedup_median:.2f} "
+             f"({r.speedup_min:.2f} .. {r.speedup_max:.2f})" for dtype, r in by_dtype.items()]
+    evidence = (f"page-size sweep, each path at its best K/V stage count; {'; '.join(parts)}; cp.async wins by "
+                f"page size (tokens: count) {pooled.losses_text()}")
+    return {"situation": PHASE_SITUATIONS[phase], "rule": rule, "evidence": evidence, "figure": "paged_kv_speedup"}
+
+
+def _fa3_row(speedup: pd.DataFrame) -> dict | None:
+    every = facts.fa3_agreement(speedup)
+    if not every.decided:
+        return None
+    main = every.main_miss()
+    if main is None:
+        rule = "follow FlashAttention-3's rule: it never chose the slower path here"
+    elif every.fraction > MAJORITY:
+        rule = (f"follow FlashAttention-3's rule, knowing it chose the slower path in {every.disagrees} of "
+                f"{every.decided}, mostly through {facts.CLAUSE_TEXT[main]}")
+    else:
+        rule = (f"do not take FlashAttention-3's choice as the faster path on this GPU: it chose the slower one in "
+                f"{every.disagrees} of {every.decided}, mostly through {facts.CLAUSE_TEXT[main]}")
+    phases = [(phase, facts.fa3_agreement(speedup, phase)) for phase in facts.PHASES]
+    misses = ", ".join(f"{clause} {n}" for clause, n in every.misses_by_clause.items() if n)
+    evidence = ("where both paths ran (a tie agrees with either choice): "
+                + "; ".join(f"{phase} {a.agrees} of {a.decided} agree, FA3 picks TMA in {a.picks_tma}"
+                            for phase, a in phases if a.decided)
+                + (f"; misses by clause: {misses}" if misses else ""))
+    return {"situation": "FlashAttention-3's paged-KV dispatch (TMA iff page size % kBlockN == 0 and query rows "
+                         "per KV head > kBlockM)", "rule": rule, "evidence": evidence, "figure": "paged_kv_fa3"}
+
+
+def _decode_row(decode: pd.DataFrame) -> dict | None:
+    bar = facts.decode_bar(decode)
+    if bar is None:
+        return None
+    percent, context, batch = (100 * facts.BAR["fraction"], facts.BAR["min_context"], facts.BAR["min_batch"])
+    if bar.met == bar.points:
+        rule = f"expect paged decode to read K/V at {percent:.0f} % or more of the copy rate, with either path's best"
+    elif bar.met == 0:
+        rule = f"budget paged decode below {percent:.0f} % of the copy rate: no point reached it"
+    else:
+        rule = f"{percent:.0f} % of the copy rate is reached at some decode points only ({bar.met} of {bar.points})"
+    parts = []
+    for dtype in facts.DTYPES:
+        mine = facts.decode_bar(decode, dtype)
+        if mine is not None:
+            parts.append(f"{dtype}: {100 * mine.fraction_min:.0f} .. {100 * mine.fraction_max:.0f} % of copy "
+                         f"(median {100 * mine.fraction_median:.0f} %), better path TMA at {mine.best_tma} of "
+                         f"{mine.points} points")
+    sdpa = facts.sdpa(decode)
+    if sdpa is not None:
+        parts.append(f"bf16 paged / torch SDPA on a contiguous cache: median {sdpa.paged_over_sdpa_median:.2f} "
+                     f"at {sdpa.points} points")
+    return {"situation": f"paged-KV decode at contexts of {context} tokens or more, batch {batch} or more: "
+                         "how close to the copy rate",
+            "rule": rule, "evidence": "; ".join(parts), "figure": "paged_kv_decode"}
+
+
+def _stages_row(tuning: pd.DataFrame) -> dict | None:
+    swept = facts.swept_stages(tuning, "decode")
+    if len(swept) < 2:
+        return None
+    found = {(path, dtype): facts.stages(tuning, "decode", path, dtype)
+             for path in facts.LOAD_PATHS for dtype in facts.DTYPES}
+    found = {key: s for key, s in found.items() if s is not None}
+    if not found:
+        return None
+    deeper = {key: s for key, s in found.items() if s.chosen_most != swept[0]}
+    if not deeper:
+        rule = f"a {swept[0]}-stage K/V ring is enough for either load path in decode"
+    else:
+        rule = "; ".join(f"give {PATH_LABELS[path]} {dtype} decode a {s.chosen_most}-stage K/V ring"
+                         for (path, dtype), s in deeper.items())
+        shallow = [f"{PATH_LABELS[path]} {dtype}" for path, dtype in found if (path, dtype) not in deeper]
+        if shallow:
+            rule += f"; {', '.join(shallow)}: {swept[0]} stages"
+    bounds = facts.launch_bounds(tuning)
+    evidence = ("stage count that won the most decode cells: " + "; ".join(
+        f"{PATH_LABELS[path]} {dtype} {s.chosen_most} ({s.chosen_most_cells} of {s.cells})"
+        for (path, dtype), s in found.items())
+        + f"; {bounds.bounded_kernels} of {bounds.kernels} chosen decode kernels compiled with launch bounds")
+    return {"situation": f"K/V ring depth of a paged decode kernel ({' or '.join(map(str, swept))} stages)",
+            "rule": rule, "evidence": evidence, "figure": "paged_kv_stages"}
+
+
+def rules_of_thumb(derived_dir: Path, provenance: dict) -> list[dict]:
+    derived_dir = Path(derived_dir)
+    speedup = pd.read_csv(derived_dir / "speedup.csv")
+    rows = [_page_row(speedup, phase) for phase in facts.PHASES]
+    rows += [_fa3_row(speedup), _decode_row(pd.read_csv(derived_dir / "decode.csv")),
+             _stages_row(pd.read_csv(derived_dir / "tuning.csv"))]
+    return [row for row in rows if row is not None]

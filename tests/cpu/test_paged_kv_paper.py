@@ -1,0 +1,228 @@
+"""The paged_kv paper tier on synthetic raw data (test_paged_kv_study.synthetic_raw): rules of
+thumb whose wording follows the data, macros that are complete, finite and equal to the
+derived numbers, a section whose macros are all generated, and the comparison between runs.
+
+The synthetic data's known answers (see synthetic_time there): TMA is 20 % faster from page
+64 and 10 % slower below; 4 K/V stages win only for e4m3 cp.async decode; one bf16 cell has
+only its 4-stage TMA row timed (cp.async wins it at page 128) and one e4m3 cell is not
+measured at all.
+"""
+import copy
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+from test_paged_kv_study import synthetic_raw
+
+from tma_study import catalog, rules_of_thumb
+from tma_study import macros as macros_mod
+from tma_study.studies.paged_kv import STUDY, fa3_rule, facts
+from tma_study.studies.paged_kv.aggregate import aggregate
+from tma_study.studies.paged_kv.compare import compare_runs
+from tma_study.studies.paged_kv.macros import macros
+from tma_study.studies.paged_kv.rules import rules_of_thumb as paged_kv_rules
+from tma_study.studies.paged_kv.tables import write_tables
+
+REPO = Path(__file__).resolve().parents[2]
+SECTION = REPO / "paper" / "sections" / "studies" / "paged_kv.tex"
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    """(derived dir, provenance) of the synthetic run."""
+    root = tmp_path_factory.mktemp("paged_kv_paper")
+    config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())["studies"]["paged_kv"]
+    raw = synthetic_raw(root / "raw", copy.deepcopy(config))
+    aggregate(raw, root / "derived")
+    return root / "derived", json.loads((raw / "provenance.json").read_text())
+
+
+def rule_of(rows: list[dict], situation_start: str) -> dict:
+    (row,) = [r for r in rows if r["situation"].startswith(situation_start)]
+    return row
+
+
+# ---------------------------------------------------------------- rules of thumb
+
+def test_rules_name_their_figures_and_follow_the_known_answers(run):
+    derived, provenance = run
+    rows = paged_kv_rules(derived, provenance)
+    rules_of_thumb.check_rows(rows, STUDY)
+    assert [r["figure"] for r in rows] == ["paged_kv_speedup", "paged_kv_speedup", "paged_kv_fa3",
+                                           "paged_kv_decode", "paged_kv_stages"]
+    prefill = rule_of(rows, "paged-KV prefill")
+    assert prefill["rule"].startswith("load K/V with TMA from 64-token pages") and "above 32 tokens" in prefill["rule"]
+    assert "cp.async wins by page size (tokens: count) 16: 10, 32: 10, 64: 0, 128: 0, 256: 0" in prefill["evidence"]
+    # decode: the half-timed bf16 cell (cp.async wins at page 128) moves bf16's threshold to 256
+    decode = rule_of(rows, "paged-KV decode (few")
+    assert decode["rule"].startswith("bf16: load K/V with TMA from 256-token pages")
+    assert "e4m3: load K/V with TMA from 64-token pages" in decode["rule"]
+    stages = rule_of(rows, "K/V ring depth")
+    assert stages["rule"].startswith("give cp.async e4m3 decode a 4-stage K/V ring")
+    assert "cp.async e4m3 4 (74 of 74)" in stages["evidence"]
+    bar = rule_of(rows, "paged-KV decode at contexts")
+    assert "some decode points only" in bar["rule"] and "SDPA" in bar["evidence"]
+
+
+def page_rows(winners_by_page: dict[int, list[str]]) -> pd.DataFrame:
+    rows = [{"page_size": page, "measured_winner": w, "tma_speedup": {"tma": 1.2, "tie": 1.0, "cp_async": 0.8}[w],
+             "phase": "decode", "dtype": "bf16", "page_sweep": True}
+            for page, winners in winners_by_page.items() for w in winners]
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize("winners, verdict", [
+    ({16: ["cp_async"], 32: ["cp_async", "tma"], 64: ["tma", "tie"], 128: ["tma"]}, "TMA from 64-token pages"),
+    ({16: ["tma"], 32: ["tie"], 64: ["tma"]}, "TMA at every page size"),
+    ({16: ["cp_async"], 32: ["cp_async"], 64: ["cp_async"]}, "cp.async at every page size"),
+    ({16: ["tma"], 32: ["cp_async"], 64: ["tma", "cp_async"]},
+     "no page-size threshold (cp.async still won at 64-token pages)"),
+    ({16: ["cp_async"], 32: ["tie"], 64: ["tie"]}, "a tie from 32-token pages"),
+])
+def test_the_page_size_verdict_follows_the_winners(winners, verdict):
+    rule = facts.PageRule.of(page_rows(winners))
+    assert rule.verdict == verdict
+    assert rule.tally.compared == sum(len(w) for w in winners.values())
+
+
+def test_the_rule_wording_follows_the_data(run, tmp_path):
+    derived = tmp_path / "derived"
+    shutil.copytree(run[0], derived)
+    speedup = pd.read_csv(derived / "speedup.csv")
+    decided = speedup.measured_winner.isin(facts.DECIDED)
+    speedup.loc[decided, "measured_winner"] = "cp_async"
+    speedup.loc[decided, "fa3_agrees"] = speedup.loc[decided, "fa3_load_path"] == "cp_async"
+    speedup.to_csv(derived / "speedup.csv", index=False)
+    rows = paged_kv_rules(derived, run[1])
+    for phase in ("decode (few", "prefill"):
+        assert rule_of(rows, f"paged-KV {phase}")["rule"].startswith("gather K/V with cp.async: TMA was never faster")
+    fa3 = rule_of(rows, "FlashAttention-3")
+    assert fa3["rule"].startswith("follow FlashAttention-3's rule, knowing it chose the slower path")
+    assert "through its TMA choice" in fa3["rule"]
+
+
+def test_fa3_reasons_map_to_their_clauses():
+    page = fa3_rule.fa3_choice(64, 2048, 32, 8, 128, "bf16", causal=True)
+    rows = fa3_rule.fa3_choice(128, 1, 32, 8, 128, "bf16", causal=True)
+    tma = fa3_rule.fa3_choice(256, 2048, 32, 8, 128, "bf16", causal=True)
+    other = fa3_rule.fa3_choice(256, 2048, 32, 8, 128, "bf16", causal=True, append_kv=True)
+    assert [facts.fa3_clause(c.load_path, c.reason) for c in (page, rows, tma, other)] == [
+        facts.CLAUSE_PAGE, facts.CLAUSE_ROWS, facts.CLAUSE_TMA, facts.CLAUSE_OTHER]
+
+
+def test_fa3_citations_agree_with_the_catalog():
+    document = catalog.load_file(catalog.CATALOG_DIR / "fa3_forward.yaml")
+    entries = {entry["id"]: entry for entry in document["entries"]}
+
+    def cited(entry_id):
+        return {(c["file"], c["line"], c.get("end_line", c["line"])) for c in entries[entry_id]["citations"]}
+
+    assert fa3_rule.RULE_CITATION in cited("fa3.paged_kv.tma")
+    assert fa3_rule.KV_STAGES_CITATION in cited("fa3.k.tma")
+    assert document["citation_defaults"]["commit"] == fa3_rule.FA3_COMMIT
+
+
+# ---------------------------------------------------------------- macros
+
+def test_macros_are_complete_finite_and_named_for_the_study(run):
+    found = macros(*run)
+    macros_mod.check_macros(found, "paged_kv", prefix="pagedKv")
+    for name, value in found.items():
+        assert not re.search(r"\bnan\b|\binf\b", value.lower()), (name, value)
+
+
+def test_macros_carry_the_derived_numbers(run):
+    derived, provenance = run
+    found = macros(derived, provenance)
+    speedup = pd.read_csv(derived / "speedup.csv")
+    sweep = speedup[speedup.page_sweep & (speedup.phase == "decode") & (speedup.dtype == "bf16")]
+    assert found["pagedKvDecodeBfTmaWins"] == str((sweep.measured_winner == "tma").sum())
+    assert found["pagedKvDecodeBfCpasyncWins"] == str((sweep.measured_winner == "cp_async").sum())
+    assert found["pagedKvDecodeBfPageVerdict"] == "TMA from 256-token pages"
+    assert found["pagedKvPrefillPageVerdict"] == "TMA from 64-token pages"
+    assert found["pagedKvDecodeNotMeasured"] == "1" and found["pagedKvCellsNotMeasured"] == "1"
+    both = speedup[speedup.measured_winner.isin(facts.DECIDED)]
+    assert found["pagedKvFaThreeDecided"] == str(len(both))
+    assert found["pagedKvFaThreeAgrees"] == str((both.fa3_agrees.astype(str) == "True").sum())
+    assert found["pagedKvFaThreeCommit"] == fa3_rule.FA3_COMMIT[:12]
+    decode = pd.read_csv(derived / "decode.csv")
+    bar = decode[decode.bar_applies & (decode.dtype == "e4m3")]
+    assert found["pagedKvDecodeBarFpeightMet"] == str((bar.fraction_of_d2d_copy >= 0.70).sum())
+    assert found["pagedKvDecodeBarFpeightMaxPercent"] == f"{100 * bar.fraction_of_d2d_copy.max():.0f}"
+    assert found["pagedKvDecodeStagesCpasyncFpeight"] == "4" and found["pagedKvDecodeStagesTmaBf"] == "2"
+    assert found["pagedKvPrefillBestTflopsTmaBf"] == "625.0"      # 1e12 flops / (2000 us x 0.8)
+    assert found["pagedKvSdpaGbpsMedian"] == "3000" and found["pagedKvDecodeMinCtasPerSm"] == "2"
+    assert found["pagedKvShapeNames"].endswith("and mqa_8x256") and found["pagedKvBlockN"] == "32 or 64"
+
+
+def test_unmeasured_extras_leave_their_macros_out(run, tmp_path):
+    """No torch SDPA and no scaling points: their macros are absent (the section tests
+    \\ifdefined), everything else still formats."""
+    derived = tmp_path / "derived"
+    shutil.copytree(run[0], derived)
+    decode = pd.read_csv(derived / "decode.csv").assign(torch_sdpa_gbps=float("nan"))
+    decode.to_csv(derived / "decode.csv", index=False)
+    speedup = pd.read_csv(derived / "speedup.csv")
+    speedup[speedup.page_sweep].to_csv(derived / "speedup.csv", index=False)
+    found = macros(derived, {})
+    macros_mod.check_macros(found, "paged_kv", prefix="pagedKv")
+    assert not any(name.startswith(("pagedKvSdpa", "pagedKvScaling")) for name in found)
+    assert "pagedKvDecodeMinCtasPerSm" not in found
+
+
+# ---------------------------------------------------------------- the section
+
+def section_macros() -> tuple[set[str], set[str]]:
+    """(every pagedKv macro the section uses, those it guards with \\ifdefined)."""
+    text = re.sub(r"(?<!\\)%.*", "", SECTION.read_text())
+    used = set(re.findall(r"\\(pagedKv[A-Za-z]+)", text))
+    guarded = set(re.findall(r"\\ifdefined\\(pagedKv[A-Za-z]+)", text))
+    return used, guarded
+
+
+def test_every_macro_the_section_uses_is_generated(run):
+    used, guarded = section_macros()
+    found = macros(*run)
+    assert used and not sorted(used - set(found)), sorted(used - set(found))
+    text = SECTION.read_text()
+    for claims_macro in set(re.findall(r"\\(claimsOf[A-Za-z]+)", text)):
+        assert claims_macro in {macros_mod.camel("claims of", name) for name in (*STUDY.figures, *STUDY.tables)}
+    assert guarded == {"pagedKvScalingCompared", "pagedKvSdpaPoints"}
+
+
+def test_the_section_includes_the_study_figures_and_existing_tables(run, tmp_path):
+    text = SECTION.read_text()
+    for figure in STUDY.figures:
+        assert f"{{{figure}.pdf}}" in text
+    write_tables(run[0], run[1], tmp_path)
+    for table in re.findall(r"\\input\{tables/([a-z_]+)\}", text):
+        assert table in STUDY.tables or table == "paged_kv_comparison", table
+        if table in STUDY.tables:
+            assert (tmp_path / f"{table}.tex").is_file()
+    summary = (tmp_path / "paged_kv_summary.md").read_text()
+    assert "| decode | e4m3 | 50 | 30 | 0 | 20 |" in summary and "TMA from 64-token pages" in summary
+
+
+# ---------------------------------------------------------------- comparison between runs
+
+def test_compare_names_what_moved(run, tmp_path):
+    derived, _ = run
+    alone = compare_runs({"h200": derived}, "h200")
+    assert alone.moved.tolist() == ["nothing to compare"]
+    other = tmp_path / "other"
+    shutil.copytree(derived, other)
+    speedup = pd.read_csv(other / "speedup.csv")
+    prefill = speedup.phase == "prefill"
+    speedup.loc[prefill & speedup.measured_winner.isin(facts.DECIDED), "measured_winner"] = "cp_async"
+    speedup.loc[prefill, "tma_speedup"] *= 0.5
+    speedup.to_csv(other / "speedup.csv", index=False)
+    table = compare_runs({"h200": derived, "other": other}, "h200").set_index("quantity")
+    assert table.loc["prefill, bf16: page-size rule", "moved"] == "other"
+    assert table.loc["prefill, bf16: page-size rule", "other"].startswith("cp.async at every page size")
+    assert table.loc["prefill, e4m3: median cp.async / TMA time", "moved"] == "other"
+    assert table.loc["decode, bf16: page-size rule", "moved"] == "no"
+    assert table.loc["decode, e4m3: better path, median % of copy (bar's points)", "moved"] == "no"

@@ -1,0 +1,74 @@
+"""The main pipeline builds the paged_kv paper tier as soon as results/<reference>/paged_kv/
+exists, with no further code: in a copy of the checkout (given the synthetic raw folder of
+test_paged_kv_study where no reference data are committed yet), ``snakemake -c2`` makes the
+rules of thumb with paged_kv rows, its macros and comparison table and lists its section,
+and ``snakemake -c2 paper`` builds the PDF with it where TeX is installed.
+"""
+import re
+import shutil
+
+import pytest
+import yaml
+from test_paged_kv_study import synthetic_raw
+from test_pipeline_no_gpu import (
+    REFERENCE_GPU,
+    REPO,
+    copy_checkout,
+    output_of,
+    snakemake,
+)
+
+from tma_study import macros as macros_mod
+
+pytestmark = pytest.mark.slow
+
+RAW = f"results/{REFERENCE_GPU}/paged_kv"
+PAPER_TIER = ["paper/generated/macros.tex", "paper/generated/studies.tex", "paper/tables/rules_of_thumb.md",
+              "paper/tables/paged_kv_comparison.md", "paper/tables/paged_kv_summary.tex"]
+HAS_TEX = bool(shutil.which("latexmk") and shutil.which("pdflatex"))
+
+
+@pytest.fixture(scope="module")
+def checkout(tmp_path_factory):
+    root = copy_checkout(tmp_path_factory.mktemp("checkout"))
+    if not (root / RAW).exists():
+        config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())["studies"]["paged_kv"]
+        synthetic_raw(root / RAW, config)
+    return root
+
+
+@pytest.fixture(scope="module")
+def paper_tier(checkout):
+    result = snakemake(checkout, "-c2", *PAPER_TIER)
+    assert result.returncode == 0, output_of(result)[-5000:]
+    return checkout
+
+
+def test_the_paper_tier_lists_the_section_and_its_rules(paper_tier):
+    studies = (paper_tier / "paper/generated/studies.tex").read_text()
+    assert r"\input{sections/studies/paged_kv}" in studies
+    rules = (paper_tier / "paper/tables/rules_of_thumb.md").read_text()
+    assert len(re.findall(r"^\| paged_kv \|", rules, flags=re.MULTILINE)) >= 4
+    assert "paged_kv_speedup" in rules and "paged_kv_fa3" in rules
+    comparison = (paper_tier / "paper/tables/paged_kv_comparison.md").read_text()
+    assert "paged_kv" in comparison
+
+
+def test_every_macro_of_the_section_is_generated(paper_tier):
+    defined = macros_mod.parse((paper_tier / "paper/generated/macros.tex").read_text())
+    section = re.sub(r"(?<!\\)%.*", "", (REPO / "paper/sections/studies/paged_kv.tex").read_text())
+    used = set(re.findall(r"\\((?:pagedKv|claimsOf)[A-Za-z]+)", section))
+    assert not sorted(used - set(defined)), sorted(used - set(defined))
+
+
+@pytest.mark.skipif(not HAS_TEX, reason="building the PDF needs latexmk and pdflatex")
+def test_the_paper_builds_with_the_paged_kv_section(paper_tier):
+    result = snakemake(paper_tier, "-c2", "paper")
+    assert result.returncode == 0, output_of(result)[-5000:]
+    assert (paper_tier / "paper/main.pdf").stat().st_size > 0
+    aux = (paper_tier / "build/paper/main.aux").read_text(errors="replace")
+    for label in ("sec:paged_kv", "fig:paged_kv_speedup", "tab:paged_kv_summary", "tab:paged_kv_comparison"):
+        assert f"\\newlabel{{{label}}}" in aux, label
+    log = (paper_tier / "build/paper/main.log").read_text(errors="replace")
+    assert not re.search(r"Reference `(tab|fig|sec):paged_kv[^']*' on page \d+ undefined", log), log[-3000:]
+    assert "Undefined control sequence" not in log
