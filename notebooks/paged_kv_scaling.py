@@ -13,8 +13,9 @@
 # The scaling points (one model shape at one page size, see `scaling.csv`): decode K/V read
 # rate of each path against the batch at a fixed context (left) and against the context at a
 # fixed batch (middle); prefill TFLOP/s of each path per prefill point (right). Every path is
-# drawn at its own best K/V ring stage count; the marker says which count won (circle 2,
-# diamond 3, square 4). Grey line: the same run's device-to-device copy (read + write bytes
+# drawn at its own best K/V ring stages and producer warps; the marker says which stage count
+# won (circle 2, diamond 3, square 4); the producer-warp count that won is in the
+# paged_kv_scaling table ("N st., M pw"). Grey line: the same run's device-to-device copy (read + write bytes
 # per second); black dotted: torch `scaled_dot_product_attention` on a contiguous (unpaged)
 # bf16 cache, where measured. Solid lines bf16, dashed e4m3 (half the bytes per token). Other
 # runs found beside this one under `results/` are overlaid thin in the same colours.

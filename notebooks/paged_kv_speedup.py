@@ -12,8 +12,8 @@
 #
 # One panel per point of the page-size sweep (decode with 1 or 4 query tokens, causal
 # prefill), one line per model shape and dtype: cp.async time / TMA time at each page size
-# where both paths run (> 1: TMA is faster), each path at its own best K/V ring stage count
-# (paged_kv_stages table). Filled markers: FlashAttention-3's rule would pick TMA for that
+# where both paths run (> 1: TMA is faster), each path at its own best K/V ring stages and
+# producer warps (paged_kv_tuning table). Filled markers: FlashAttention-3's rule would pick TMA for that
 # call; hollow: it would gather with cp.async. The TMA path needs pages of at least 16 tokens
 # (cp.async also runs at 1 and 8; see paged_kv_speedup table). The batch and context scaling
 # points, measured at one page size, are in paged_kv_scaling.

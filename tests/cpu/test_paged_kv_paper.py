@@ -3,7 +3,8 @@ thumb whose wording follows the data, macros that are complete, finite and equal
 derived numbers, a section whose macros are all generated, and the comparison between runs.
 
 The synthetic data's known answers (see synthetic_time there): TMA is 20 % faster from page
-64 and 10 % slower below; 4 K/V stages win only for e4m3 cp.async decode; one bf16 cell has
+64 and 10 % slower below; 4 K/V stages win only for e4m3 cp.async decode; in cp.async decode
+1 producer warp wins in bf16 and 4 in e4m3 (one bf16 cell's 1-warp rows are untimed); one bf16 cell has
 only its 4-stage TMA row timed (cp.async wins it at page 128) and one e4m3 cell is not
 measured at all.
 """
@@ -53,7 +54,7 @@ def test_rules_name_their_figures_and_follow_the_known_answers(run):
     rows = paged_kv_rules(derived, provenance)
     rules_of_thumb.check_rows(rows, STUDY)
     assert [r["figure"] for r in rows] == ["paged_kv_speedup", "paged_kv_speedup", "paged_kv_fa3",
-                                           "paged_kv_decode", "paged_kv_stages"]
+                                           "paged_kv_decode", "paged_kv_tuning"]
     prefill = rule_of(rows, "paged-KV prefill")
     assert prefill["rule"].startswith("load K/V with TMA from 64-token pages") and "above 32 tokens" in prefill["rule"]
     assert "cp.async wins by page size (tokens: count) 16: 10, 32: 10, 64: 0, 128: 0, 256: 0" in prefill["evidence"]
@@ -61,9 +62,13 @@ def test_rules_name_their_figures_and_follow_the_known_answers(run):
     decode = rule_of(rows, "paged-KV decode (few")
     assert decode["rule"].startswith("bf16: load K/V with TMA from 256-token pages")
     assert "e4m3: load K/V with TMA from 64-token pages" in decode["rule"]
-    stages = rule_of(rows, "K/V ring depth")
-    assert stages["rule"].startswith("give cp.async e4m3 decode a 4-stage K/V ring")
-    assert "cp.async e4m3 4 (74 of 74)" in stages["evidence"]
+    tuning = rule_of(rows, "K/V ring depth and producer warps")
+    assert tuning["rule"].startswith("give cp.async e4m3 decode a 4-stage K/V ring")
+    assert "gather e4m3 decode K/V with 4 cp.async producer warps; bf16: 1 producer warp" in tuning["rule"]
+    assert "cp.async e4m3 4 (74 of 74)" in tuning["evidence"]
+    assert "producer-warp count that won the most decode cells: bf16 1 (74 of 75); e4m3 4 (74 of 74)" \
+        in tuning["evidence"]
+    assert "cp.async bf16 2 stages x 1 producer warp (74 of 75)" in tuning["evidence"]
     bar = rule_of(rows, "paged-KV decode at contexts")
     assert "some decode points only" in bar["rule"] and "SDPA" in bar["evidence"]
 
@@ -154,6 +159,20 @@ def test_macros_carry_the_derived_numbers(run):
     assert found["pagedKvDecodeBarFpeightMet"] == str((bar.fraction_of_d2d_copy >= 0.70).sum())
     assert found["pagedKvDecodeBarFpeightMaxPercent"] == f"{100 * bar.fraction_of_d2d_copy.max():.0f}"
     assert found["pagedKvDecodeStagesCpasyncFpeight"] == "4" and found["pagedKvDecodeStagesTmaBf"] == "2"
+    tuning = pd.read_csv(derived / "tuning.csv")
+    gather = tuning[(tuning.load_path == "cp_async") & (tuning.phase == "decode") & (tuning.status == "measured")]
+    for dtype, short, warps in (("bf16", "Bf", 1), ("e4m3", "Fpeight", 4)):
+        mine = gather[gather.dtype == dtype]
+        assert found[f"pagedKvDecodeProducerWarpsCpasync{short}"] == str(warps)
+        assert found[f"pagedKvDecodeProducerWarpsCpasync{short}Won"] == str((mine.producer_warps_chosen == warps).sum())
+        assert found[f"pagedKvDecodeProducerWarpsCpasync{short}Cells"] == str(len(mine))
+    assert found["pagedKvDecodeComboCpasyncFpeightStages"] == "4"
+    assert found["pagedKvDecodeComboCpasyncFpeightProducerWarps"] == "4"
+    assert (found["pagedKvDecodeComboCpasyncBfStages"], found["pagedKvDecodeComboCpasyncBfProducerWarps"]) == ("2", "1")
+    assert found["pagedKvDecodeProducerWarpsSwept"] == "1 and 4" and found["pagedKvCpasyncProducerWarps"] == "1 and 4"
+    # nothing to choose: TMA's one producer warp, prefill's one stage count and warp count
+    assert not any(name.startswith(("pagedKvDecodeProducerWarpsTma", "pagedKvPrefillProducerWarpsCpasync",
+                                    "pagedKvPrefillStagesCpasync")) for name in found)
     assert found["pagedKvPrefillBestTflopsTmaBf"] == "625.0"      # 1e12 flops / (2000 us x 0.8)
     assert found["pagedKvSdpaGbpsMedian"] == "3000" and found["pagedKvDecodeMinCtasPerSm"] == "2"
     assert found["pagedKvShapeNames"].endswith("and mqa_8x256") and found["pagedKvBlockN"] == "32 or 64"

@@ -86,20 +86,34 @@ def test_grid_size_and_kernel_choices(study_config):
 
 
 NOT_TIMED = "not measured: no valid cold sample within the timeout (synthetic)"
-# a cell with no timed stage count (both NaN): it must say "not measured", not vanish
+# a cell with no timed combination (all NaN): it must say "not measured", not vanish
 # (shape, dtype, phase, batch, query tokens, context, page, path)
 UNTIMED_CELL = ("llama3_8b", "e4m3", "decode", 1, 1, 8192, 64, "cp_async")
 # a cell whose 2-stage row was not timed: its slower 4-stage row must be chosen
 HALF_TIMED_CELL = ("mha_16x64", "bf16", "decode", 32, 4, 8192, 128, "tma")
+# a bf16 cp.async decode cell whose fastest combination (2 stages, 1 producer warp) was not
+# timed: the next fastest timed one (2 stages, 4 warps) must be chosen, never the NaN row
+FAST_UNTIMED_CELL = ("llama3_70b", "bf16", "decode", 32, 1, 8192, 32, "cp_async")
+ONE_WARP_FASTER = 0.95       # bf16 cp.async decode: 1 producer warp, more resident CTAs
+ONE_WARP_SLOWER = 1.05       # e4m3 cp.async decode: 4 producer warps win
 
 
 def synthetic_time(c) -> float:
     """TMA is 20 % faster from page 64 and 10 % slower below; 4 K/V stages cost 30 % except for
-    e4m3 cp.async decode, where they save 10 %: the winners and chosen stages are known."""
+    e4m3 cp.async decode, where they save 10 %; in cp.async decode one producer warp (more
+    resident CTAs) saves 5 % in bf16 and costs 5 % in e4m3: the winners and chosen knobs are known."""
     base = 500.0 if c.phase.name == "decode" else 2000.0
     path = 0.8 if c.load_path == "tma" and c.page_size >= 64 else 1.1 if c.load_path == "tma" else 1.0
     deeper = 0.9 if (c.load_path, c.dtype, c.phase.name) == ("cp_async", "e4m3", "decode") else 1.3
-    return base * path * (deeper if c.stages == 4 else 1.0)
+    warps = 1.0
+    if c.load_path == "cp_async" and c.producer_warps == 1:
+        warps = ONE_WARP_FASTER if c.dtype == "bf16" else ONE_WARP_SLOWER
+    return base * path * warps * (deeper if c.stages == 4 else 1.0)
+
+
+def synthetic_resident_ctas(c) -> int:
+    """2 CTAs per SM at 2 stages, 1 at 4; a 1-warp cp.async producer fits one more."""
+    return (2 if c.stages == 2 else 1) + (1 if c.load_path == "cp_async" and c.producer_warps == 1 else 0)
 
 
 def cell_of(c) -> tuple:
@@ -113,12 +127,13 @@ def synthetic_raw(folder: Path, study_config) -> Path:
     rows = []
     for c in sweep_configs(study_config):
         time = synthetic_time(c)
-        if cell_of(c) == UNTIMED_CELL or (cell_of(c) == HALF_TIMED_CELL and c.stages == 2):
+        if (cell_of(c) == UNTIMED_CELL or (cell_of(c) == HALF_TIMED_CELL and c.stages == 2)
+                or (cell_of(c) == FAST_UNTIMED_CELL and (c.stages, c.producer_warps) == (2, 1))):
             time = float("nan")
         kv = 2 * c.phase.batch * c.phase.context * c.shape.kv_heads * c.shape.head_dim * (
             2 if c.dtype == "bf16" else 1)
         rows.append({**c.columns(SM_COUNT), "kernel": c.variant().name, "registers": 168,
-                     "local_bytes_per_thread": 0, "resident_ctas_per_sm": 2 if c.stages == 2 else 1,
+                     "local_bytes_per_thread": 0, "resident_ctas_per_sm": synthetic_resident_ctas(c),
                      "launch_min_ctas_per_sm": 1, "time_us_median": time, "time_us_q1": 0.99 * time,
                      "time_us_q3": 1.01 * time, "timing_status": NOT_TIMED if math.isnan(time) else "ok",
                      "bytes_moved": kv, "gbps": kv / (time * 1e3), "flops": 1e12, "tflops": 1e12 / (time * 1e6)})
@@ -149,7 +164,10 @@ def test_aggregate_finds_the_known_winners(analysed):
     assert set(both[both.page_size >= 64].measured_winner) == {"tma"}
     assert set(both[both.page_size < 64].measured_winner) == {"cp_async"}
     e4m3_decode = (both.dtype == "e4m3") & (both.phase == "decode")
-    assert np.allclose(both[(both.page_size >= 64) & ~e4m3_decode].tma_speedup, 1.25)
+    bf16_decode = (both.dtype == "bf16") & (both.phase == "decode")
+    assert np.allclose(both[(both.page_size >= 64) & ~e4m3_decode & ~bf16_decode].tma_speedup, 1.25)
+    # bf16 cp.async decode runs at its 1-producer-warp time
+    assert np.allclose(both[(both.page_size >= 64) & bf16_decode].tma_speedup, ONE_WARP_FASTER / 0.8)
     # only the 4-stage TMA row was timed there (1.3 x 0.8 of the cp.async time)
     assert speedup.loc[half_timed, "measured_winner"].tolist() == ["cp_async"]
     only = speedup[speedup.page_size < 16]
@@ -168,20 +186,68 @@ def cell_rows(frame: pd.DataFrame, cell: tuple) -> pd.DataFrame:
 
 def test_each_path_runs_at_its_best_stage_count(analysed):
     tuning = pd.read_csv(analysed / "derived" / "tuning.csv")
-    measured = tuning[tuning.status == "measured"].drop(cell_rows(tuning, HALF_TIMED_CELL).index)
+    odd = cell_rows(tuning, HALF_TIMED_CELL).index.union(cell_rows(tuning, FAST_UNTIMED_CELL).index)
+    measured = tuning[tuning.status == "measured"].drop(odd)
     deeper_wins = (measured.load_path == "cp_async") & (measured.dtype == "e4m3") & (measured.phase == "decode")
     assert set(measured[deeper_wins].stages_chosen) == {4}
     assert set(measured[~deeper_wins].stages_chosen) == {2}
     assert set(measured[deeper_wins].kernel.str.contains("_s4_")) == {True}
+    # distinct counts, whatever the number of producer-warp rows per stage count
     assert set(tuning[tuning.phase == "decode"].stages_swept) == {"2 4", "2"}   # bf16 head dim 256: 2 only
     (half,) = cell_rows(tuning, HALF_TIMED_CELL).itertuples()
-    assert half.status == "measured" and half.stages_chosen == 4 and pd.isna(half.time_us_s2)
-    assert half.resident_ctas_per_sm == 1
+    assert half.status == "measured" and half.stages_chosen == 4 and pd.isna(half.time_us_s2_p1)
+    assert half.resident_ctas_per_sm == 1 and half.producer_warps_chosen == 1
     speedup = pd.read_csv(analysed / "derived" / "speedup.csv")
     e4m3 = speedup[(speedup.dtype == "e4m3") & (speedup.phase == "decode") & (speedup.page_size >= 64)
                    & speedup.tma_speedup.notna()]
     assert np.allclose(e4m3.tma_speedup, 0.9 / 0.8) and set(e4m3.cp_async_stages) == {4}
     assert set(e4m3.tma_stages) == {2}
+
+
+def test_each_path_runs_at_its_best_producer_warps(analysed):
+    """cp.async decode sweeps 1 and 4 producer warps: 1 wins in bf16 (more resident CTAs), 4 in
+    e4m3; TMA and prefill run 1 and 4 warps respectively, with nothing to choose."""
+    tuning = pd.read_csv(analysed / "derived" / "tuning.csv")
+    measured = tuning[tuning.status == "measured"].drop(cell_rows(tuning, FAST_UNTIMED_CELL).index)
+    gather_decode = measured[(measured.load_path == "cp_async") & (measured.phase == "decode")]
+    assert set(tuning[(tuning.load_path == "cp_async") & (tuning.phase == "decode")].producer_warps_swept) == {"1 4"}
+    assert set(tuning[tuning.load_path == "tma"].producer_warps_swept) == {"1"}
+    bf16, e4m3 = gather_decode[gather_decode.dtype == "bf16"], gather_decode[gather_decode.dtype == "e4m3"]
+    assert set(bf16.producer_warps_chosen) == {1} and set(bf16.stages_chosen) == {2}
+    assert set(bf16.kernel.str.endswith("_s2_p1_causal")) == {True} and set(bf16.producer_warps) == {1}
+    assert set(bf16.resident_ctas_per_sm) == {3} and set(bf16.resident_ctas_per_sm_s2_p4) == {2}
+    assert set(e4m3.producer_warps_chosen) == {4} and set(e4m3.stages_chosen) == {4}
+    assert np.allclose(e4m3.time_us_s4_p1 / e4m3.time_us_s4_p4, ONE_WARP_SLOWER)
+    assert set(measured[measured.load_path == "tma"].producer_warps_chosen) == {1}
+    assert set(measured[(measured.load_path == "cp_async") & (measured.phase == "prefill")].producer_warps_chosen) \
+        == {4}
+    assert tuning[tuning.load_path == "tma"].time_us_s2_p4.isna().all()
+    speedup = pd.read_csv(analysed / "derived" / "speedup.csv")
+    decode = speedup[(speedup.phase == "decode") & speedup.tma_speedup.notna()]
+    assert set(decode[decode.dtype == "e4m3"].cp_async_producer_warps) == {4}
+    assert set(decode.tma_producer_warps) == {1}
+
+
+def test_an_untimed_combination_never_wins(analysed):
+    """The fastest combination of FAST_UNTIMED_CELL was not timed: the fastest timed one wins,
+    and every downstream table carries its knobs and its time."""
+    derived = analysed / "derived"
+    (cell,) = cell_rows(pd.read_csv(derived / "tuning.csv"), FAST_UNTIMED_CELL).itertuples()
+    assert cell.status == "measured" and pd.isna(cell.time_us_s2_p1)
+    assert (cell.stages_chosen, cell.producer_warps_chosen) == (2, 4) and cell.kernel.endswith("_s2_p4_causal")
+    assert cell.resident_ctas_per_sm == 2
+    speedup = pd.read_csv(derived / "speedup.csv")
+    (row,) = cell_rows(speedup.assign(load_path="cp_async"), FAST_UNTIMED_CELL).itertuples()
+    assert row.cp_async_time_us == 500.0 and (row.cp_async_stages, row.cp_async_producer_warps) == (2, 4)
+    # every other bf16 cp.async decode cell at this page ran at 1 warp, 5 % faster
+    others = speedup[(speedup.dtype == "bf16") & (speedup.phase == "decode") & (speedup.page_size == 32)]
+    assert set(others.drop(row.Index).cp_async_time_us) == {500.0 * ONE_WARP_FASTER}
+    decode = pd.read_csv(derived / "decode.csv")
+    assert set(decode[decode.best_load_path == "cp_async"].best_producer_warps.dropna()) <= {1, 4}
+    assert {"best_stages", "best_producer_warps"} <= set(decode.columns)
+    for name in ("prefill.csv", "scaling.csv"):
+        frame = pd.read_csv(derived / name)
+        assert frame.loc[frame.status == "measured", ["stages", "producer_warps"]].notna().all().all(), name
 
 
 def test_a_cell_without_a_timed_row_says_not_measured(analysed):
@@ -191,13 +257,15 @@ def test_a_cell_without_a_timed_row_says_not_measured(analysed):
     speedup = pd.read_csv(derived / "speedup.csv")
     (row,) = cell_rows(speedup.assign(load_path="cp_async"), UNTIMED_CELL).itertuples()
     assert row.measured_winner == "not measured: cp_async" and pd.isna(row.fa3_agrees)
-    assert pd.isna(row.tma_speedup) and row.tma_stages == 2
+    assert pd.isna(row.tma_speedup) and row.tma_stages == 2 and pd.isna(row.cp_async_producer_warps)
+    assert pd.isna(untimed.producer_warps_chosen)
     agreement = pd.read_csv(derived / "fa3_agreement.csv").set_index(["dtype", "phase"])
     assert agreement.not_measured.to_dict() == {("bf16", "decode"): 0, ("bf16", "prefill"): 0,
                                                 ("e4m3", "decode"): 1, ("e4m3", "prefill"): 0}
     scaling = pd.read_csv(derived / "scaling.csv")
     (missing,) = cell_rows(scaling[scaling.series == "decode_batch"], UNTIMED_CELL).itertuples()
     assert missing.status.startswith("not measured") and pd.isna(missing.stages) and pd.isna(missing.gbps)
+    assert pd.isna(missing.producer_warps)
 
 
 def test_decode_fraction_of_copy_and_bar(analysed):
@@ -205,6 +273,7 @@ def test_decode_fraction_of_copy_and_bar(analysed):
     row = decode[(decode["shape"] == "llama3_8b") & (decode.dtype == "bf16") & (decode.seqlen_q == 1)
                  & (decode.batch == 32) & (decode.context_tokens == 8192)].iloc[0]
     assert row.best_load_path == "tma" and row.best_stages == 2 and row.d2d_copy_gbps == COPY_GBPS
+    assert row.best_producer_warps == 1
     assert row.fraction_of_d2d_copy == pytest.approx(row.best_gbps / COPY_GBPS)
     assert row.bar_applies and row.torch_sdpa_gbps == 3000.0
     scaling_points = decode[(decode["shape"] == "llama3_8b") & (decode.seqlen_q == 1)]
@@ -255,9 +324,21 @@ def test_tables_and_figures(analysed, monkeypatch):
         assert (tables / f"{name}.md").read_text().count("|") > 10
         assert "synthetic test data" in (tables / f"{name}.tex").read_text()
     scaling = (tables / "paged_kv_scaling.md").read_text()
-    assert "not measured" in scaling and "TFLOP/s (2 st.)" in scaling and "GB/s (4 st.)" in scaling
-    stages = (tables / "paged_kv_stages.md").read_text()
-    assert "| decode q1 | llama3_8b | e4m3 | cp_async |" in stages and "median time 4/2 stages" in stages
+    assert "not measured" in scaling and "TFLOP/s (2 st., 4 pw)" in scaling and "GB/s (4 st., 4 pw)" in scaling
+    assert "GB/s (2 st., 1 pw)" in scaling       # bf16 cp.async decode: 1 producer warp won
+    tuning = (tables / "paged_kv_tuning.md").read_text()
+    assert "median time 4/2 stages" in tuning and "median time 4/1 producer warps" in tuning
+    assert "CTAs/SM at 2 st., 1 pw" in tuning
+    # llama3_8b e4m3 decode q1 cp.async: 4 stages and 4 warps won every measured cell (one of
+    # the 12 is UNTIMED_CELL); the ratios: time at 4 / at 2 stages, at 4 / at 1 producer warps
+    row = next(line for line in tuning.splitlines() if line.startswith("| decode q1 | llama3_8b | e4m3 | cp_async |"))
+    assert "| 12 | 1 | 4: 11 | 4: 11 | 4 st., 4 pw: 11 | 0.90 | 0.95 |" in row
+    row = next(line for line in tuning.splitlines() if line.startswith("| decode q1 | llama3_8b | bf16 | cp_async |"))
+    assert "| 12 | 0 | 2: 12 | 1: 12 | 2 st., 1 pw: 12 | 1.30 | 1.05 |" in row
+    speedup = (tables / "paged_kv_speedup.md").read_text()
+    assert "cp.async producer warps" in speedup
+    decode = (tables / "paged_kv_decode.md").read_text()
+    assert "st., " in decode and " pw" in decode
     # the speedup figure: only the page-size sweep's three points, not the scaling points
     fig = render(analysed, monkeypatch, "paged_kv_speedup")
     assert len(fig.axes) == 3 and all(ax.lines for ax in fig.axes)

@@ -18,7 +18,7 @@ STUDY = Study(
                    "fa3_agreement.csv"),
     figures=("paged_kv_speedup", "paged_kv_scaling"),
     tables=("paged_kv_summary", "paged_kv_speedup", "paged_kv_decode", "paged_kv_fa3", "paged_kv_scaling",
-            "paged_kv_stages"),
+            "paged_kv_tuning"),
     kernels=f"{_HERE}.kernels:compile_list",
     measure=f"{_HERE}.measure:measure",
     aggregate=f"{_HERE}.aggregate:aggregate",

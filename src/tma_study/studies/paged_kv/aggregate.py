@@ -1,25 +1,32 @@
 """Derived tables of the paged_kv study, from attention.csv and ceilings.csv.
 
-attention.csv holds one row per (point, page size, load path, K/V ring stages). Every
-comparison below uses each path at its own best stage count (the lowest median time among
-the stage counts measured for that cell), as measurement.md asks ("each mechanism gets its
-best configuration from a sweep of its own knobs"). A cell with no timed row (every sample
-discarded: NaN times) is kept, marked "not measured", and never wins.
+attention.csv holds one row per (point, page size, load path, K/V ring stages, producer
+warps): each load path has two tuning knobs, the ring depth and (cp.async only; TMA's
+producer is one warp) the number of warps gathering K/V (grid.py). Every comparison below
+uses each path at its own best combination of both (the lowest median time among the
+combinations measured for that cell), as measurement.md asks ("each mechanism gets its best
+configuration from a sweep of its own knobs"). A cell with no timed row (every sample
+discarded: NaN times) is kept, marked "not measured", and never wins; an untimed
+combination never wins either.
 
-- ``tuning.csv``: per (point, page size, load path): the stage counts swept, the time and
-  resident CTAs per SM at each, the chosen count, and the chosen kernel (name, registers,
-  local bytes per thread, resident CTAs, launch bounds, KV tile rows, consumer and producer
-  warps).
-- ``speedup.csv``: per (point, page size): the TMA and cp.async times at their best stages
-  where both ran, TMA's speedup (cp.async time / TMA time), the measured winner (a tie when
-  the two medians are within each other's interquartile spread), FA3's choice for the same
+- ``tuning.csv``: per (point, page size, load path): the stage and producer-warp counts
+  swept, the time and resident CTAs per SM at each combination (columns ``time_us_s{stages}_p{warps}``,
+  ``resident_ctas_per_sm_s{stages}_p{warps}``, blank where a path did not run that
+  combination), the chosen counts (``stages_chosen``, ``producer_warps_chosen``) and the
+  chosen kernel (name, registers, local bytes per thread, resident CTAs, launch bounds, KV
+  tile rows, consumer and producer warps).
+- ``speedup.csv``: per (point, page size): the TMA and cp.async times at their best knobs
+  (``{path}_stages``, ``{path}_producer_warps``) where both ran, TMA's speedup (cp.async
+  time / TMA time), the measured winner (a tie when the two medians are within each
+  other's interquartile spread), FA3's choice for the same
   call and whether they agree; ``page_sweep`` marks points measured at more than one page
   size (the page-size sweep, as opposed to the one-page batch/context scaling points).
-- ``decode.csv``: per decode point, the better path's K/V read rate as a fraction of the
+- ``decode.csv``: per decode point, the better path (with its page size, stages and
+  producer warps: ``best_*``) and its K/V read rate as a fraction of the
   same run's device-to-device copy rate (read + write bytes per second), next to torch
   SDPA on a contiguous cache, and whether it meets the issue's bar (>= 70 % at contexts
   >= 8K with batch >= 32).
-- ``prefill.csv``: TFLOP/s of each path (best stages) per prefill configuration.
+- ``prefill.csv``: TFLOP/s of each path (best knobs) per prefill configuration.
 - ``scaling.csv``: the batch/context scaling series at the scaling points' shape and page
   size: decode K/V GB/s of each path vs batch (at a fixed context) and vs context (at a
   fixed batch), with the copy rate and torch SDPA; prefill TFLOP/s per prefill point.
@@ -39,12 +46,13 @@ CELL = POINT + ["page_size", "load_path"]
 KERNEL_COLUMNS = ["kernel", "registers", "local_bytes_per_thread", "resident_ctas_per_sm",
                   "launch_min_ctas_per_sm"]
 TILE_COLUMNS = ["block_n", "consumer_warps", "producer_warps"]   # the chosen kernel's tile and warps
+KNOBS = ["stages", "producer_warps"]      # each load path's tuning knobs, swept per cell (grid.py)
 MEASURED = "measured"
 NOT_MEASURED = "not measured"
 DECODE_BAR_FRACTION = 0.70
 DECODE_BAR_MIN_CONTEXT = 8192
 DECODE_BAR_MIN_BATCH = 32
-SCALING_COLUMNS = ["series", *POINT, "page_size", "load_path", "status", "stages", "time_us_median",
+SCALING_COLUMNS = ["series", *POINT, "page_size", "load_path", "status", *KNOBS, "time_us_median",
                    "gbps", "tflops", *KERNEL_COLUMNS, "d2d_copy_gbps", "fraction_of_d2d_copy",
                    "torch_sdpa_gbps"]
 
@@ -63,38 +71,51 @@ def _not_measured_reason(cell: pd.DataFrame) -> str:
     return f"{NOT_MEASURED}: {text}" if text else f"{NOT_MEASURED}: no time recorded"
 
 
-def best_stages(attention: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+def knob_label(stages: int, producer_warps: int) -> str:
+    """The tuning combination's label in tuning.csv's column names: 's4_p1' is 4 K/V stages
+    filled by 1 producer warp."""
+    return f"s{int(stages)}_p{int(producer_warps)}"
+
+
+def _swept(values) -> str:
+    return " ".join(str(int(v)) for v in sorted(set(values)))
+
+
+def best_tuning(attention: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(best, tuning): ``best`` keeps one row per cell, the timed row with the lowest median
-    time (``status`` "measured"), or, when no stage count was timed, the cell's row at its
-    fewest stages with NaN times (``status`` "not measured: why"); ``tuning`` says per cell
-    what each stage count measured and which kernel was chosen."""
-    _require(attention, CELL + ["stages", "time_us_median", "time_us_q1", "time_us_q3", "gbps", "tflops",
+    time over every tuning combination (K/V ring stages x producer warps; ``status``
+    "measured"), or, when no combination was timed, the cell's row at its fewest stages and
+    producer warps with NaN times (``status`` "not measured: why"); ``tuning`` says per cell
+    what each combination measured and which one, and which kernel, was chosen."""
+    _require(attention, CELL + [*KNOBS, "time_us_median", "time_us_q1", "time_us_q3", "gbps", "tflops",
                                 *KERNEL_COLUMNS, *TILE_COLUMNS],
              "attention.csv")
-    stage_counts = sorted(int(s) for s in attention.stages.unique())
+    combinations = sorted({(int(s), int(w)) for s, w in zip(attention.stages, attention.producer_warps)})
     chosen_rows, statuses, tuning_rows = [], [], []
     for key, cell in attention.groupby(CELL, sort=True):
         timed = cell[cell.time_us_median.notna()]
         if timed.empty:
-            chosen, status = cell.sort_values("stages").iloc[0], _not_measured_reason(cell)
+            chosen, status = cell.sort_values(KNOBS).iloc[0], _not_measured_reason(cell)
         else:
             chosen, status = timed.loc[timed.time_us_median.idxmin()], MEASURED
         chosen_rows.append(chosen.name)
         statuses.append(status)
         tuning = {**dict(zip(CELL, key)), "status": status,
-                  "stages_swept": " ".join(str(int(s)) for s in sorted(cell.stages)),
-                  "stages_chosen": int(chosen.stages) if len(timed) else None}
-        for count in stage_counts:
-            at = cell[cell.stages == count]
-            tuning[f"time_us_s{count}"] = at.time_us_median.iloc[0] if len(at) else float("nan")
-            tuning[f"resident_ctas_per_sm_s{count}"] = at.resident_ctas_per_sm.iloc[0] if len(at) else None
+                  "stages_swept": _swept(cell.stages), "producer_warps_swept": _swept(cell.producer_warps),
+                  "stages_chosen": int(chosen.stages) if len(timed) else None,
+                  "producer_warps_chosen": int(chosen.producer_warps) if len(timed) else None}
+        for stages, warps in combinations:
+            at = cell[(cell.stages == stages) & (cell.producer_warps == warps)]
+            label = knob_label(stages, warps)
+            tuning[f"time_us_{label}"] = at.time_us_median.iloc[0] if len(at) else float("nan")
+            tuning[f"resident_ctas_per_sm_{label}"] = at.resident_ctas_per_sm.iloc[0] if len(at) else None
         tuning.update({column: chosen[column] for column in (*KERNEL_COLUMNS, *TILE_COLUMNS)})
         tuning_rows.append(tuning)
     best = attention.loc[chosen_rows].assign(status=statuses).reset_index(drop=True)
     pages = best.groupby(POINT).page_size.nunique().rename("page_sizes_at_point")
     best = best.join(pages, on=POINT)
-    tuning = _integers(pd.DataFrame(tuning_rows), ["stages_chosen", *(
-        f"resident_ctas_per_sm_s{count}" for count in stage_counts)])
+    tuning = _integers(pd.DataFrame(tuning_rows), ["stages_chosen", "producer_warps_chosen", *(
+        f"resident_ctas_per_sm_{knob_label(*c)}" for c in combinations)])
     return best, tuning
 
 
@@ -118,6 +139,7 @@ def speedup_table(best: pd.DataFrame) -> pd.DataFrame:
             row[f"{path}_time_us"] = r.time_us_median
             row[f"{path}_gbps"] = r.gbps
             row[f"{path}_stages"] = r.stages if r.status == MEASURED else None
+            row[f"{path}_producer_warps"] = r.producer_warps if r.status == MEASURED else None
             row[f"{path}_status"] = r.status
         missing = [path for path, r in by_path.items() if r.status != MEASURED]
         row["tma_speedup"] = float("nan")
@@ -137,7 +159,7 @@ def speedup_table(best: pd.DataFrame) -> pd.DataFrame:
             # FA3 choosing the one path that runs agrees; choosing the other is not compared here
             row["fa3_agrees"] = True if row["fa3_load_path"] == path else None
         rows.append(row)
-    return _integers(pd.DataFrame(rows), [f"{path}_stages" for path in ("tma", "cp_async")])
+    return _integers(pd.DataFrame(rows), [f"{path}_{knob}" for path in ("tma", "cp_async") for knob in KNOBS])
 
 
 def _copy_gbps(ceilings: pd.DataFrame) -> float:
@@ -162,11 +184,12 @@ def decode_table(best: pd.DataFrame, ceilings: pd.DataFrame) -> pd.DataFrame:
         timed = cell[cell.status == MEASURED]
         if timed.empty:
             row.update({"best_load_path": NOT_MEASURED, "best_page_size": None, "best_stages": None,
-                        "best_gbps": float("nan")})
+                        "best_producer_warps": None, "best_gbps": float("nan")})
         else:
             top = timed.loc[timed.gbps.idxmax()]
             row.update({"best_load_path": top.load_path, "best_page_size": int(top.page_size),
-                        "best_stages": int(top.stages), "best_gbps": top.gbps})
+                        "best_stages": int(top.stages), "best_producer_warps": int(top.producer_warps),
+                        "best_gbps": top.gbps})
         row.update({"d2d_copy_gbps": copy_gbps, "fraction_of_d2d_copy": row["best_gbps"] / copy_gbps,
                     "best_tma_gbps": timed.loc[timed.load_path == "tma", "gbps"].max(),
                     "best_cp_async_gbps": timed.loc[timed.load_path == "cp_async", "gbps"].max(),
@@ -177,12 +200,12 @@ def decode_table(best: pd.DataFrame, ceilings: pd.DataFrame) -> pd.DataFrame:
         row["meets_bar"] = (bool(row["fraction_of_d2d_copy"] >= DECODE_BAR_FRACTION)
                             if in_scope and len(timed) else None)
         rows.append(row)
-    return _integers(pd.DataFrame(rows), ["best_page_size", "best_stages"])
+    return _integers(pd.DataFrame(rows), ["best_page_size", "best_stages", "best_producer_warps"])
 
 
 def prefill_table(best: pd.DataFrame) -> pd.DataFrame:
     prefill = best[best.phase == "prefill"]
-    return prefill[POINT + ["page_size", "load_path", "status", "stages", "time_us_median", "tflops",
+    return prefill[POINT + ["page_size", "load_path", "status", *KNOBS, "time_us_median", "tflops",
                             "fa3_load_path", *KERNEL_COLUMNS]]
 
 
@@ -214,8 +237,9 @@ def scaling_table(best: pd.DataFrame, ceilings: pd.DataFrame) -> pd.DataFrame:
     frame["torch_sdpa_gbps"] = [
         _sdpa_gbps(ceilings, r.shape, r.seqlen_q, r.batch, r.context_tokens) if r.phase == "decode"
         else float("nan") for r in frame.itertuples()]
-    frame["stages"] = frame.stages.where(frame.status == MEASURED)
-    return _integers(frame[SCALING_COLUMNS], ["stages"]).sort_values(["series", "shape", "dtype", "load_path", "batch",
+    for knob in KNOBS:
+        frame[knob] = frame[knob].where(frame.status == MEASURED)
+    return _integers(frame[SCALING_COLUMNS], KNOBS).sort_values(["series", "shape", "dtype", "load_path", "batch",
                                               "seqlen_q", "context_tokens"]).reset_index(drop=True)
 
 
@@ -238,7 +262,7 @@ def aggregate(raw_dir: Path, derived_dir: Path, repeat_dir: Path | None = None) 
     ceilings = pd.read_csv(Path(raw_dir) / "ceilings.csv")
     derived_dir = Path(derived_dir)
     derived_dir.mkdir(parents=True, exist_ok=True)
-    best, tuning = best_stages(attention)
+    best, tuning = best_tuning(attention)
     speedup = speedup_table(best)
     for name, frame in (("tuning.csv", tuning), ("speedup.csv", speedup),
                         ("decode.csv", decode_table(best, ceilings)), ("prefill.csv", prefill_table(best)),

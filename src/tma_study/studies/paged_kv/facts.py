@@ -5,8 +5,8 @@ The rules of thumb (rules.py), the paper's numbers (macros.py), the summary tabl
 in the text, a rule and a table cannot disagree.
 
 A *comparison* is a configuration of the page-size sweep (``speedup.page_sweep``) at which
-both load paths were timed, each at its own best K/V ring stage count; its winner is TMA,
-cp.async, or a tie (the two medians within each other's interquartile range,
+both load paths were timed, each at its own best K/V ring stages and producer warps; its
+winner is TMA, cp.async, or a tie (the two medians within each other's interquartile range,
 aggregate.speedup_table). The batch/context scaling points (one page size) are counted
 apart, since they would weigh one page size more than the others.
 """
@@ -242,33 +242,76 @@ def sdpa(decode: pd.DataFrame) -> Sdpa | None:
                 float(ratio.max()))
 
 
-# ---------------------------------------------------------------- K/V ring stages and kernels
+# ---------------------------------------------------------------- tuning knobs and kernels
+
+KNOB_NAMES = ("stages", "producer_warps")     # tuning.csv's {knob}_swept and {knob}_chosen
+
 
 @dataclass(frozen=True)
-class Stages:
-    """Which K/V ring stage count won for one (phase, load path, dtype)."""
+class KnobChoice:
+    """Which value of one tuning knob (K/V ring stages or producer warps) won for one
+    (phase, load path, dtype): each cell's fastest timed combination of both knobs counts."""
 
     swept: tuple[int, ...]
     cells: int
-    chosen_most: int        # the stage count that won most cells (the shallower one on a tie)
+    chosen_most: int        # the value that won most cells (the smaller one on a tie)
     chosen_most_cells: int
-    deepest_cells: int      # cells the deepest swept ring won
+    largest_cells: int      # cells the largest swept value won
 
 
-def stages(tuning: pd.DataFrame, phase: str, load_path: str, dtype: str) -> Stages | None:
+def _swept(rows: pd.DataFrame, knob: str) -> tuple[int, ...]:
+    return tuple(sorted({int(v) for text in rows[f"{knob}_swept"].dropna() for v in str(text).split()}))
+
+
+def knob_choice(tuning: pd.DataFrame, knob: str, phase: str, load_path: str, dtype: str) -> KnobChoice | None:
+    if knob not in KNOB_NAMES:
+        raise ValueError(f"unknown tuning knob {knob!r}: one of {KNOB_NAMES}")
     rows = tuning[(tuning.phase == phase) & (tuning.load_path == load_path) & (tuning.dtype == dtype)]
-    swept = tuple(sorted({int(s) for text in rows.stages_swept.dropna() for s in str(text).split()}))
+    swept = _swept(rows, knob)
     rows = rows[rows.status == MEASURED]
     if rows.empty:
         return None
-    counts = rows.stages_chosen.astype(int).value_counts()
+    counts = rows[f"{knob}_chosen"].astype(int).value_counts()
     most = int(min(counts.index[counts == counts.max()]))
-    return Stages(swept, len(rows), most, int(counts[most]), int(counts.get(max(swept), 0)))
+    return KnobChoice(swept, len(rows), most, int(counts[most]), int(counts.get(max(swept), 0)))
+
+
+def stages(tuning: pd.DataFrame, phase: str, load_path: str, dtype: str) -> KnobChoice | None:
+    return knob_choice(tuning, "stages", phase, load_path, dtype)
+
+
+def producer_warps(tuning: pd.DataFrame, phase: str, load_path: str, dtype: str) -> KnobChoice | None:
+    return knob_choice(tuning, "producer_warps", phase, load_path, dtype)
 
 
 def swept_stages(tuning: pd.DataFrame, phase: str) -> tuple[int, ...]:
-    rows = tuning[tuning.phase == phase]
-    return tuple(sorted({int(s) for text in rows.stages_swept.dropna() for s in str(text).split()}))
+    return _swept(tuning[tuning.phase == phase], "stages")
+
+
+def swept_producer_warps(tuning: pd.DataFrame, phase: str, load_path: str = "cp_async") -> tuple[int, ...]:
+    return _swept(tuning[(tuning.phase == phase) & (tuning.load_path == load_path)], "producer_warps")
+
+
+@dataclass(frozen=True)
+class Combination:
+    """The (stages, producer warps) combination that won most cells of one (phase, load path,
+    dtype), so that a text naming each knob's winner can also say whether they won together."""
+
+    stages: int
+    producer_warps: int
+    cells_won: int
+    cells: int
+
+
+def combination(tuning: pd.DataFrame, phase: str, load_path: str, dtype: str) -> Combination | None:
+    rows = tuning[(tuning.phase == phase) & (tuning.load_path == load_path) & (tuning.dtype == dtype)
+                  & (tuning.status == MEASURED)]
+    if rows.empty:
+        return None
+    pairs = pd.Series(list(zip(rows.stages_chosen.astype(int), rows.producer_warps_chosen.astype(int))))
+    counts = pairs.value_counts()
+    top = min(counts.index[counts == counts.max()])
+    return Combination(int(top[0]), int(top[1]), int(counts[top]), len(rows))
 
 
 @dataclass(frozen=True)

@@ -48,7 +48,8 @@ def _sweep(speedup: pd.DataFrame, tuning: pd.DataFrame) -> dict[str, str]:
            _name("smallest page"): number(min(pages["cp_async"] + pages["tma"])),
            _name("block n"): facts.listing((int(n) for n in tuning.block_n.dropna()), last="or"),
            _name("cpasync producer warps"): facts.listing(
-               int(n) for n in tuning[tuning.load_path == "cp_async"].producer_warps.dropna())}
+               int(n) for text in tuning[tuning.load_path == "cp_async"].producer_warps_swept.dropna()
+               for n in str(text).split())}
     for phase in facts.PHASES:
         rows = sweep[sweep.phase == phase]
         if rows.empty:
@@ -56,7 +57,8 @@ def _sweep(speedup: pd.DataFrame, tuning: pd.DataFrame) -> dict[str, str]:
         out |= {_name("sweep", phase, "query tokens"): facts.listing(rows.seqlen_q),
                 _name("sweep", phase, "batch"): facts.listing(rows.batch),
                 _name("sweep", phase, "context"): facts.listing(rows.context_tokens),
-                _name(phase, "stages swept"): facts.listing(facts.swept_stages(tuning, phase))}
+                _name(phase, "stages swept"): facts.listing(facts.swept_stages(tuning, phase)),
+                _name(phase, "producer warps swept"): facts.listing(facts.swept_producer_warps(tuning, phase))}
     return out
 
 
@@ -151,18 +153,29 @@ def _decode(decode: pd.DataFrame) -> dict[str, str]:
     return out
 
 
-def _stages(tuning: pd.DataFrame) -> dict[str, str]:
+def _knob(prefix: tuple[str, ...], choice: facts.KnobChoice) -> dict[str, str]:
+    return {_name(*prefix): number(choice.chosen_most), _name(*prefix, "won"): number(choice.chosen_most_cells),
+            _name(*prefix, "cells"): number(choice.cells), _name(*prefix, "largest won"): number(choice.largest_cells)}
+
+
+def _tuning(tuning: pd.DataFrame) -> dict[str, str]:
+    """Per phase, load path and dtype, the stage count and producer-warp count that won most
+    cells, only where that knob had more than one value to choose from; and the combination
+    of both that won most (``...Combo...``) where either knob had a choice."""
     out = {}
-    swept = [phase for phase in facts.PHASES if len(facts.swept_stages(tuning, phase)) > 1]
     for path, path_name in PATH_NAMES.items():
         for dtype, short in DTYPE_NAMES.items():
-            for phase in swept:             # a phase run at one stage count has nothing to choose
-                s = facts.stages(tuning, phase, path, dtype)
-                if s is None:
-                    continue
-                prefix = (phase, "stages", path_name, short)
-                out |= {_name(*prefix): number(s.chosen_most), _name(*prefix, "won"): number(s.chosen_most_cells),
-                        _name(*prefix, "cells"): number(s.cells), _name(*prefix, "deepest won"): number(s.deepest_cells)}
+            for phase in facts.PHASES:
+                chosen = {knob: facts.knob_choice(tuning, knob, phase, path, dtype) for knob in facts.KNOB_NAMES}
+                chosen = {knob: c for knob, c in chosen.items() if c is not None and len(c.swept) > 1}
+                for knob, choice in chosen.items():     # a knob run at one value has nothing to choose
+                    out |= _knob((phase, knob.replace("_", " "), path_name, short), choice)
+                combo = facts.combination(tuning, phase, path, dtype)
+                if chosen and combo is not None:
+                    prefix = (phase, "combo", path_name, short)
+                    out |= {_name(*prefix, "stages"): number(combo.stages),
+                            _name(*prefix, "producer warps"): number(combo.producer_warps),
+                            _name(*prefix, "won"): number(combo.cells_won), _name(*prefix, "cells"): number(combo.cells)}
     bounds = facts.launch_bounds(tuning)
     out |= {_name("decode kernels"): number(bounds.kernels), _name("launch bounded kernels"): number(bounds.bounded_kernels),
             _name("launch bounded cells"): number(bounds.bounded_cells)}
@@ -187,7 +200,7 @@ def macros(derived_dir: Path, provenance: dict) -> dict[str, str]:
     speedup = pd.read_csv(derived_dir / "speedup.csv")
     tuning = pd.read_csv(derived_dir / "tuning.csv")
     out = {**_sweep(speedup, tuning), **_scaling(speedup), **_comparisons(speedup), **_fa3(speedup),
-           **_decode(pd.read_csv(derived_dir / "decode.csv")), **_stages(tuning),
+           **_decode(pd.read_csv(derived_dir / "decode.csv")), **_tuning(tuning),
            **_prefill(pd.read_csv(derived_dir / "prefill.csv"))}
     split = (provenance.get("config") or {}).get("decode_min_ctas_per_sm")
     if split is not None:

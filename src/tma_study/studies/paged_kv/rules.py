@@ -103,31 +103,63 @@ def _decode_row(decode: pd.DataFrame) -> dict | None:
             "rule": rule, "evidence": "; ".join(parts), "figure": "paged_kv_decode"}
 
 
-def _stages_row(tuning: pd.DataFrame) -> dict | None:
-    swept = facts.swept_stages(tuning, "decode")
-    if len(swept) < 2:
-        return None
-    found = {(path, dtype): facts.stages(tuning, "decode", path, dtype)
-             for path in facts.LOAD_PATHS for dtype in facts.DTYPES}
-    found = {key: s for key, s in found.items() if s is not None}
-    if not found:
-        return None
-    deeper = {key: s for key, s in found.items() if s.chosen_most != swept[0]}
-    if not deeper:
-        rule = f"a {swept[0]}-stage K/V ring is enough for either load path in decode"
+def _warps(n: int) -> str:
+    return f"{n} producer warp{'s' if n > 1 else ''}"
+
+
+def _knob_advice(found: dict, swept: tuple[int, ...], what: str) -> str:
+    """'give cp.async e4m3 decode a 4-stage K/V ring; TMA bf16, ...: 2 stages' from the
+    per-(path, dtype) winners of one knob (``what``: 'stages' or 'producer warps')."""
+    unusual = {key: c for key, c in found.items() if c.chosen_most != swept[0]}
+    if not unusual:
+        return (f"a {swept[0]}-stage K/V ring is enough for either load path in decode" if what == "stages"
+                else f"{_warps(swept[0])} for the cp.async gather in decode, in either dtype")
+    if what == "stages":
+        parts = [f"give {PATH_LABELS[path]} {dtype} decode a {c.chosen_most}-stage K/V ring"
+                 for (path, dtype), c in unusual.items()]
     else:
-        rule = "; ".join(f"give {PATH_LABELS[path]} {dtype} decode a {s.chosen_most}-stage K/V ring"
-                         for (path, dtype), s in deeper.items())
-        shallow = [f"{PATH_LABELS[path]} {dtype}" for path, dtype in found if (path, dtype) not in deeper]
-        if shallow:
-            rule += f"; {', '.join(shallow)}: {swept[0]} stages"
+        parts = [f"gather {dtype} decode K/V with {c.chosen_most} cp.async producer warps"
+                 for (_, dtype), c in unusual.items()]
+    rule = "; ".join(parts)
+    usual = [f"{PATH_LABELS[path]} {dtype}" if what == "stages" else dtype for path, dtype in found
+             if (path, dtype) not in unusual]
+    if usual:
+        rule += f"; {', '.join(usual)}: " + (f"{swept[0]} stages" if what == "stages" else _warps(swept[0]))
+    return rule
+
+
+def _tuning_row(tuning: pd.DataFrame) -> dict | None:
+    """The decode tuning rule: which ring depth, and for the cp.async gather which producer-warp
+    count, won most cells per path and dtype (each cell's fastest timed combination)."""
+    swept = facts.swept_stages(tuning, "decode")
+    warps = facts.swept_producer_warps(tuning, "decode")
+    keys = [(path, dtype) for path in facts.LOAD_PATHS for dtype in facts.DTYPES]
+    depth = {key: facts.stages(tuning, "decode", *key) for key in keys}
+    depth = {key: c for key, c in depth.items() if c is not None}
+    producers = {key: facts.producer_warps(tuning, "decode", *key) for key in keys if key[0] == "cp_async"}
+    producers = {key: c for key, c in producers.items() if c is not None}
+    parts, evidence = [], []
+    if len(swept) > 1 and depth:
+        parts.append(_knob_advice(depth, swept, "stages"))
+        evidence.append("stage count that won the most decode cells: " + "; ".join(
+            f"{PATH_LABELS[path]} {dtype} {c.chosen_most} ({c.chosen_most_cells} of {c.cells})"
+            for (path, dtype), c in depth.items()))
+    if len(warps) > 1 and producers:
+        parts.append(_knob_advice(producers, warps, "producer warps"))
+        evidence.append("cp.async producer-warp count that won the most decode cells: " + "; ".join(
+            f"{dtype} {c.chosen_most} ({c.chosen_most_cells} of {c.cells})" for (_, dtype), c in producers.items()))
+    if not parts:
+        return None
+    combos = [(key, facts.combination(tuning, "decode", *key)) for key in depth]
+    evidence.append("combination that won the most: " + "; ".join(
+        f"{PATH_LABELS[path]} {dtype} {c.stages} stages x {_warps(c.producer_warps)} ({c.cells_won} of {c.cells})"
+        for (path, dtype), c in combos if c is not None))
     bounds = facts.launch_bounds(tuning)
-    evidence = ("stage count that won the most decode cells: " + "; ".join(
-        f"{PATH_LABELS[path]} {dtype} {s.chosen_most} ({s.chosen_most_cells} of {s.cells})"
-        for (path, dtype), s in found.items())
-        + f"; {bounds.bounded_kernels} of {bounds.kernels} chosen decode kernels compiled with launch bounds")
-    return {"situation": f"K/V ring depth of a paged decode kernel ({' or '.join(map(str, swept))} stages)",
-            "rule": rule, "evidence": evidence, "figure": "paged_kv_stages"}
+    evidence.append(f"{bounds.bounded_kernels} of {bounds.kernels} chosen decode kernels compiled with launch bounds")
+    knobs = [f"{' or '.join(map(str, swept))} stages"] if len(swept) > 1 else []
+    knobs += [f"{' or '.join(map(str, warps))} cp.async producer warps"] if len(warps) > 1 else []
+    return {"situation": f"K/V ring depth and producer warps of a paged decode kernel ({', '.join(knobs)})",
+            "rule": "; ".join(parts), "evidence": "; ".join(evidence), "figure": "paged_kv_tuning"}
 
 
 def rules_of_thumb(derived_dir: Path, provenance: dict) -> list[dict]:
@@ -135,5 +167,5 @@ def rules_of_thumb(derived_dir: Path, provenance: dict) -> list[dict]:
     speedup = pd.read_csv(derived_dir / "speedup.csv")
     rows = [_page_row(speedup, phase) for phase in facts.PHASES]
     rows += [_fa3_row(speedup), _decode_row(pd.read_csv(derived_dir / "decode.csv")),
-             _stages_row(pd.read_csv(derived_dir / "tuning.csv"))]
+             _tuning_row(pd.read_csv(derived_dir / "tuning.csv"))]
     return [row for row in rows if row is not None]

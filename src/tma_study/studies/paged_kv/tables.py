@@ -1,5 +1,6 @@
 """Tables of the paged_kv study (paper/tables/paged_kv_*.tex|md). Every time is a path at its
-own best K/V ring stage count (aggregate.best_stages); paged_kv_stages says which won where."""
+own best tuning, K/V ring stages x producer warps (aggregate.best_tuning); paged_kv_tuning says
+which combination won where. "N st., M pw": N K/V stages filled by M producer warps."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -26,15 +27,22 @@ def _stages(value) -> str:
     return "-" if pd.isna(value) else str(int(value))
 
 
+def _knobs(stages, producer_warps) -> str:
+    """'2 st., 1 pw' (2 K/V stages, 1 producer warp); '-' where nothing was timed."""
+    return "-" if pd.isna(stages) else f"{int(stages)} st., {int(producer_warps)} pw"
+
+
 def speedup_display(speedup: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for r in speedup.itertuples():
         tma_us, tma_stages = getattr(r, "tma_time_us", float("nan")), getattr(r, "tma_stages", float("nan"))
         gather_us = getattr(r, "cp_async_time_us", float("nan"))
         gather_stages = getattr(r, "cp_async_stages", float("nan"))
+        gather_warps = getattr(r, "cp_async_producer_warps", float("nan"))
         rows.append({"shape": r.shape, "dtype": r.dtype, "phase": _phase(r), "page": r.page_size,
                      "TMA us": _number(tma_us), "cp.async us": _number(gather_us),
                      "stages (TMA/cp.async)": f"{_stages(tma_stages)}/{_stages(gather_stages)}",
+                     "cp.async producer warps": _stages(gather_warps),
                      "TMA speedup": _number(r.tma_speedup, 2),
                      "measured": r.measured_winner, "FA3 rule": r.fa3_load_path,
                      "agree": NA if pd.isna(r.fa3_agrees) else ("yes" if r.fa3_agrees else "no")})
@@ -46,8 +54,8 @@ def decode_display(decode: pd.DataFrame) -> pd.DataFrame:
     for r in decode.itertuples():
         measured = r.best_load_path != NOT_MEASURED
         rows.append({"shape": r.shape, "dtype": r.dtype, "phase": _phase(r),
-                     "best": (f"{r.best_load_path}, page {r.best_page_size}, {r.best_stages} stages"
-                              if measured else NOT_MEASURED),
+                     "best": (f"{r.best_load_path}, page {r.best_page_size}, "
+                              f"{_knobs(r.best_stages, r.best_producer_warps)}" if measured else NOT_MEASURED),
                      "GB/s": _number(r.best_gbps, 0), "% of D2D copy": _number(100 * r.fraction_of_d2d_copy),
                      "TMA best GB/s": _number(r.best_tma_gbps, 0),
                      "cp.async best GB/s": _number(r.best_cp_async_gbps, 0),
@@ -59,7 +67,7 @@ def decode_display(decode: pd.DataFrame) -> pd.DataFrame:
 
 def scaling_display(scaling: pd.DataFrame) -> pd.DataFrame:
     """One row per (series, dtype, point): each path's rate (GB/s of K/V for decode, TFLOP/s
-    for prefill) at its best stage count, with the copy rate and torch SDPA for decode."""
+    for prefill) at its best stages and producer warps, with the copy rate and torch SDPA for decode."""
     if scaling.empty:
         return pd.DataFrame({"series": [f"{NOT_MEASURED}: no point was measured at a single page size"]})
     rows = []
@@ -79,36 +87,68 @@ def scaling_display(scaling: pd.DataFrame) -> pd.DataFrame:
             else:
                 value = at.gbps.iloc[0] if decode else at.tflops.iloc[0]
                 out[label] = (f"{value:.0f} GB/s" if decode else f"{value:.1f} TFLOP/s") + \
-                    f" ({_stages(at.stages.iloc[0])} st.)"
+                    f" ({_knobs(at.stages.iloc[0], at.producer_warps.iloc[0])})"
         out["D2D copy GB/s"] = _number(first.d2d_copy_gbps, 0) if decode else NA
         out["torch SDPA GB/s (bf16)"] = _number(first.torch_sdpa_gbps, 0) if decode else NA
         rows.append(out)
     return pd.DataFrame(rows)
 
 
-def stages_display(tuning: pd.DataFrame) -> pd.DataFrame:
-    """Per (phase, shape, dtype, load path): how often each stage count won, the median time
-    ratio of the deepest to the shallowest ring, and what the chosen kernels were."""
-    counts = sorted(int(c.removeprefix("time_us_s")) for c in tuning.columns if c.startswith("time_us_s"))
-    lo, hi = counts[0], counts[-1]
+def _ratio_at_chosen(measured: pd.DataFrame, vary: str, low: int, high: int) -> float:
+    """Median over cells of time(high) / time(low) of knob ``vary`` ("s" stages, "p" producer
+    warps), the other knob held at the cell's chosen value; NaN where no cell timed both."""
+    ratios = []
+    for r in measured.itertuples():
+        if vary == "s":
+            hi, lo = f"time_us_s{high}_p{int(r.producer_warps_chosen)}", f"time_us_s{low}_p{int(r.producer_warps_chosen)}"
+        else:
+            hi, lo = f"time_us_s{int(r.stages_chosen)}_p{high}", f"time_us_s{int(r.stages_chosen)}_p{low}"
+        if hi in measured and lo in measured:
+            ratios.append(getattr(r, hi) / getattr(r, lo))
+    ratios = pd.Series(ratios, dtype=float).dropna()
+    return float(ratios.median()) if len(ratios) else float("nan")
+
+
+def _wins(measured: pd.DataFrame, column: str) -> str:
+    counts = measured[column].value_counts().sort_index()
+    return ", ".join(f"{int(v)}: {n}" for v, n in counts.items()) or NA
+
+
+def tuning_display(tuning: pd.DataFrame) -> pd.DataFrame:
+    """Per (phase, shape, dtype, load path): how often each stage count, each producer-warp
+    count and each combination won, the median time ratio of the deepest to the shallowest ring
+    and of the most to the fewest producer warps (the other knob at its chosen value), the
+    resident CTAs per SM at each combination, and what the chosen kernels were."""
+    labels = [c.removeprefix("time_us_") for c in tuning.columns if c.startswith("time_us_s")]
+    combos = sorted((int(label[1:].split("_p")[0]), int(label.split("_p")[1])) for label in labels)
+    stage_counts = sorted({s for s, _ in combos})
+    warp_counts = sorted({w for _, w in combos})
     rows = []
     keys = ["phase", "seqlen_q", "shape", "dtype", "load_path"]
     for key, group in tuning.groupby(keys, sort=True):
         row = dict(zip(keys, key))
         measured = group[group.status == "measured"]
-        wins = measured.stages_chosen.value_counts().sort_index()
-        both = measured[[f"time_us_s{lo}", f"time_us_s{hi}"]].dropna() if hi != lo else pd.DataFrame()
-        ratio = (both[f"time_us_s{hi}"] / both[f"time_us_s{lo}"]).median() if len(both) else float("nan")
-
-        rows.append({"phase": f"{row['phase']} q{row['seqlen_q']}", "shape": row["shape"], "dtype": row["dtype"],
-                     "path": row["load_path"], "cells": len(group),
-                     "not measured": len(group) - len(measured),
-                     "chosen stages (cells)": ", ".join(f"{int(s)}: {n}" for s, n in wins.items()) or NA,
-                     **({f"median time {hi}/{lo} stages": _number(ratio, 2)} if hi != lo else {}),
-                     **{f"CTAs/SM at {c} stages": _values(measured, f"resident_ctas_per_sm_s{c}") for c in counts},
-                     "registers (chosen)": _values(measured, "registers"),
-                     "local B/thread (chosen)": _values(measured, "local_bytes_per_thread"),
-                     "launch min CTAs/SM (chosen)": _values(measured, "launch_min_ctas_per_sm")})
+        swept = [(s, w) for s, w in combos if group[f"time_us_s{s}_p{w}"].notna().any()]
+        chosen = measured.apply(lambda r: f"{int(r.stages_chosen)} st., {int(r.producer_warps_chosen)} pw", axis=1)
+        out = {"phase": f"{row['phase']} q{row['seqlen_q']}", "shape": row["shape"], "dtype": row["dtype"],
+               "path": row["load_path"], "cells": len(group), "not measured": len(group) - len(measured),
+               "chosen stages (cells)": _wins(measured, "stages_chosen"),
+               "chosen producer warps (cells)": _wins(measured, "producer_warps_chosen"),
+               "chosen combination (cells)": ", ".join(f"{c}: {n}" for c, n in
+                                                       chosen.value_counts().sort_index().items()) or NA}
+        if len(stage_counts) > 1:
+            lo, hi = stage_counts[0], stage_counts[-1]
+            out[f"median time {hi}/{lo} stages"] = _number(_ratio_at_chosen(measured, "s", lo, hi), 2)
+        if len(warp_counts) > 1:
+            lo, hi = warp_counts[0], warp_counts[-1]
+            out[f"median time {hi}/{lo} producer warps"] = _number(_ratio_at_chosen(measured, "p", lo, hi), 2)
+        for s, w in combos:
+            out[f"CTAs/SM at {s} st., {w} pw"] = (_values(measured, f"resident_ctas_per_sm_s{s}_p{w}")
+                                                 if (s, w) in swept else NA)
+        out |= {"registers (chosen)": _values(measured, "registers"),
+                "local B/thread (chosen)": _values(measured, "local_bytes_per_thread"),
+                "launch min CTAs/SM (chosen)": _values(measured, "launch_min_ctas_per_sm")}
+        rows.append(out)
     return pd.DataFrame(rows)
 
 
@@ -143,22 +183,26 @@ def write_tables(derived_dir: Path, provenance: dict, tables_dir: Path) -> None:
     source = source_line(provenance)
     write_table(summary_display(pd.read_csv(derived_dir / "speedup.csv")), tables_dir, "paged_kv_summary",
                 "Paged-KV attention, page-size sweep: TMA against cp.async K/V loads per phase and dtype, each "
-                "path at its best K/V ring stage count (speedup: cp.async time / TMA time; a tie: medians within "
+                "path at its best K/V ring stages and producer warps (speedup: cp.async time / TMA time; a tie: medians within "
                 "each other's interquartile range), the page-size rule this gives, and how often "
                 f"FlashAttention-3's rule names the measured winner ({source}).")
     write_table(speedup_display(pd.read_csv(derived_dir / "speedup.csv")), tables_dir, "paged_kv_speedup",
                 "Paged-KV attention: TMA over cp.async K/V loads by page size, each path at its best K/V "
-                f"ring stage count, and FlashAttention-3's rule for the same call ({source}).")
+                "ring stage count and (cp.async; TMA's producer is one warp) producer-warp count, and "
+                f"FlashAttention-3's rule for the same call ({source}).")
     write_table(decode_display(pd.read_csv(derived_dir / "decode.csv")), tables_dir, "paged_kv_decode",
-                "Paged-KV decode: K/V read rate of the better path (at its best page size and stage count) "
+                "Paged-KV decode: K/V read rate of the better path (at its best page size, stages and producer "
+                "warps: st., pw) "
                 f"against the same run's copy ({source}).")
     write_table(pd.read_csv(derived_dir / "fa3_agreement.csv"), tables_dir, "paged_kv_fa3",
                 f"Where FlashAttention-3's paged-KV TMA rule agrees with the measured winner ({source}).")
     write_table(scaling_display(pd.read_csv(derived_dir / "scaling.csv")), tables_dir, "paged_kv_scaling",
-                "Paged-KV batch and context scaling: each path at its best K/V ring stage count; decode "
+                "Paged-KV batch and context scaling: each path at its best K/V ring stages (st.) and "
+                "producer warps (pw); decode "
                 "K/V GB/s with the same run's device-to-device copy and torch SDPA on a contiguous bf16 "
                 f"cache, prefill TFLOP/s ({source}).")
-    write_table(stages_display(pd.read_csv(derived_dir / "tuning.csv")), tables_dir, "paged_kv_stages",
-                "Paged-KV K/V ring stages: which stage count each path won with, what the deeper ring "
-                "cost, and the chosen kernels' registers, spills, residency and launch bounds "
+    write_table(tuning_display(pd.read_csv(derived_dir / "tuning.csv")), tables_dir, "paged_kv_tuning",
+                "Paged-KV tuning: which K/V ring stage count (st.) and producer-warp count (pw) each path "
+                "won with, what the deeper ring and the larger producer cost, the resident CTAs per SM "
+                "at each combination, and the chosen kernels' registers, spills and launch bounds "
                 f"({source}).")
