@@ -46,7 +46,7 @@ def _compile_one(compile_path: str, item) -> str:
     module, function = compile_path.split(":")
     use_cache_dir(Path(os.environ["NUMBA_CACHE_DIR"]))
     getattr(importlib.import_module(module), function)(item)
-    return repr(item)
+    return getattr(item, "name", repr(item))
 
 
 def warm(compile_path: str, items: list, cache: Path, workers: int | None = None, progress=None) -> None:
