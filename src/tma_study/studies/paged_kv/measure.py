@@ -63,7 +63,9 @@ def fit_residency(runner, target_ctas_per_sm: int):
     compiled fits fewer (registers: e4m3 cp.async decode at 176 per thread fits one 5-warp
     CTA), rebuild it with launch bounds ``(threads, target)`` as FA3 compiles its kernels,
     and keep that build if it fits more CTAs and adds at most BOUNDED_SPILL_BYTES of local
-    memory per thread (spills); otherwise keep the unbounded one. Only variants that miss the target change."""
+    memory per thread (spills); otherwise keep the unbounded one. Only variants that miss the target change.
+    The rebuilt kernel is the same code capped in registers: the compile step checks the SASS of
+    the unbounded build, tests/cpu/test_paged_kv_occupancy.py that of one bounded build."""
     from tma_kernels.paged_kv.runner import AttentionRunner
     if resident_ctas(runner) >= target_ctas_per_sm:
         return runner
