@@ -7,13 +7,12 @@ to measure would not be the one running.
 """
 from __future__ import annotations
 
-import concurrent.futures
-import multiprocessing
 from pathlib import Path
 
 import pandas as pd
 
 from tma_study.harness.atomic import atomic_write_text
+from tma_study.harness.parallel_compile import process_map
 from tma_study.report.tables import write_table
 
 
@@ -41,12 +40,7 @@ def _compile_kernel(study_name: str, index: int) -> dict:
 def _compiled_kernels(study, workers: int):
     """Every compiled kernel of the study, in the compile list's order."""
     count = len(study.entry("kernels")())
-    if workers <= 1 or count <= 1:
-        yield from (_compile_kernel(study.name, i) for i in range(count))
-        return
-    context = multiprocessing.get_context("spawn")
-    with concurrent.futures.ProcessPoolExecutor(min(workers, count), mp_context=context) as pool:
-        yield from pool.map(_compile_kernel, [study.name] * count, range(count))
+    yield from process_map(_compile_kernel, [study.name] * count, range(count), workers=workers)
 
 
 def compile_study(study, out_dir: Path, workers: int = 1) -> pd.DataFrame:

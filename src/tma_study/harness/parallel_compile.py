@@ -49,15 +49,24 @@ def _compile_one(compile_path: str, item) -> str:
     return getattr(item, "name", repr(item))
 
 
+def process_map(function, *iterables, workers: int):
+    """``map(function, *iterables)`` in ``workers`` spawned processes (each its own CUDA
+    context and numba state), results in order; in this process when ``workers`` is 1.
+    ``function`` must be importable by name (module level)."""
+    arguments = list(zip(*iterables))
+    if workers <= 1 or len(arguments) <= 1:
+        yield from (function(*a) for a in arguments)
+        return
+    context = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(min(workers, len(arguments)), mp_context=context) as pool:
+        yield from pool.map(function, *zip(*arguments))      # an error surfaces here, in order
+
+
 def warm(compile_path: str, items: list, cache: Path, workers: int | None = None, progress=None) -> None:
     """Run ``compile_path`` ("module:function", which compiles one item with
     ``cache=True``) on every item in worker processes, filling ``cache``."""
     use_cache_dir(cache)
-    workers = max(1, min(len(items), workers or os.cpu_count() or 1))
-    context = multiprocessing.get_context("spawn")
-    with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context) as pool:
-        futures = [pool.submit(_compile_one, compile_path, item) for item in items]
-        for future in concurrent.futures.as_completed(futures):
-            done = future.result()          # a compile error surfaces here, naming the item
-            if progress is not None:
-                progress.step(done)
+    for done in process_map(_compile_one, [compile_path] * len(items), items,
+                            workers=workers or os.cpu_count() or 1):
+        if progress is not None:
+            progress.step(done)
