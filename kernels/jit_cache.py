@@ -39,6 +39,9 @@ def jit_cached(signature: str, key: str, **options):
         dispatcher._cache = keyed_cache(dispatcher.py_func, key)
         argtypes, _ = sigutils.normalize_signature(signature)
         dispatcher.compile(argtypes)
+        # as cuda.jit(signature) does (numba_cuda decorators.py): one signature, no more
+        # compiles, so get_regs_per_thread() & co. answer a number rather than a dict by signature
+        dispatcher._specialized = True
         dispatcher.disable_compile()
         return dispatcher
     return decorate

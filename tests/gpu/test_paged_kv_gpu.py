@@ -11,8 +11,9 @@ compares with the float64 reference on the same bf16- / e4m3-rounded inputs:
 - NaN left in the output: rows never written, or a read of the poison page ("coverage");
 - on a mismatch of a causal case, whether the output matches the *non-causal* reference
   (the mask was not applied) is reported too.
-Tolerances (absolute, unit-variance inputs): O 1e-2 bf16, 6e-2 e4m3 (P is rounded to the
-operand type before P V; the CPU warp emulation sees 1e-3 / 1.5e-2), lse 1e-2 (log2 units).
+Tolerances: lse 1e-2 (log2 units); O per element ``problem.output_tolerance``: the bound on
+what rounding P to the operand type before P V moves O (as FA3 does; about 6e-2 for e4m3 on long
+rows, up to twice that on a causal row of a few keys), plus 1e-2.
 
 The cases cover GQA (32/8, 64/8, 8/1) and multi-head (32/32, 16/16), decode (1 and 4
 query tokens, packed into M) and causal prefill (130-200 tokens over longer caches),
@@ -42,12 +43,15 @@ from tma_kernels.paged_kv import (
     make_attention_kernel,
 )
 
-from tma_study.studies.paged_kv.problem import Problem, make_inputs, reference
+from tma_study.studies.paged_kv.problem import (
+    LSE_TOLERANCE,
+    Problem,
+    make_inputs,
+    output_tolerance,
+    reference,
+)
 
 pytestmark = pytest.mark.gpu
-
-TOLERANCE_OUT = {"bf16": 1e-2, "e4m3": 6e-2}
-TOLERANCE_LSE = 1e-2
 
 
 def _variant(dtype, head_dim, path, warps, causal=True):
@@ -139,7 +143,7 @@ def _where(index, shape, names):
     return ", ".join(f"{n}={i}" for n, i in zip(names, np.unravel_index(index, shape)))
 
 
-def _diagnose(inputs, out, split_lse, dtype, seed, key, splits):
+def _diagnose(inputs, out, split_lse, seed, key, splits):
     """Empty string when the output matches; else what differs, where, and which stage."""
     p = inputs.problem
     expected, expected_lse = reference(inputs)
@@ -153,24 +157,26 @@ def _diagnose(inputs, out, split_lse, dtype, seed, key, splits):
                         f"poison page), first at (batch, token, head) = {tuple(rows[0])}; "
                         f"lse of that row {lse[tuple(rows[0])]:.4g}")
     lse_error = np.abs(lse - expected_lse)
-    if not np.all(lse_error <= TOLERANCE_LSE):
+    if not np.all(lse_error <= LSE_TOLERANCE):
         i = int(np.nanargmax(np.where(np.isnan(lse_error), np.inf, lse_error)))
         problems.append(f"[scores] lse (log2 softmax denominator) max |error| "
                         f"{np.nanmax(lse_error):.4g} at {_where(i, lse.shape, ('batch', 'token', 'head'))}: "
                         f"got {lse.flat[i]:.5g}, expected {expected_lse.flat[i]:.5g} "
                         f"(S = Q K^T, mask or softmax)")
     error = np.abs(out - expected)
-    if not np.all(error <= TOLERANCE_OUT[dtype]):
+    allowed = output_tolerance(inputs)
+    if not np.all(error <= allowed):
         i = int(np.argmax(np.where(np.isnan(error), np.inf, error)))
         where = _where(i, out.shape, ("batch", "token", "head", "dim"))
-        stage = "[pv]" if np.all(lse_error <= TOLERANCE_LSE) else "[after scores]"
+        stage = "[pv]" if np.all(lse_error <= LSE_TOLERANCE) else "[after scores]"
         problems.append(f"{stage} O max |error| {np.nanmax(error):.4g} at {where}: got "
-                        f"{out.flat[i]:.5g}, expected {expected.flat[i]:.5g}; rows over tolerance: "
-                        f"{int(np.any(error > TOLERANCE_OUT[dtype], axis=-1).sum())} of "
+                        f"{out.flat[i]:.5g}, expected {expected.flat[i]:.5g} (allowed there "
+                        f"{allowed.flat[i]:.3g}); rows over tolerance: "
+                        f"{int(np.any(error > allowed, axis=-1).sum())} of "
                         f"{p.batch * p.seqlen_q * p.q_heads}")
         if p.causal:
             unmasked, _ = reference(inputs, causal=False)
-            if np.nanmax(np.abs(out - unmasked)) <= TOLERANCE_OUT[dtype]:
+            if np.all(np.abs(out - unmasked) <= allowed):
                 problems.append("[mask] the output matches the NON-causal reference: no mask applied")
     if not problems:
         return ""
@@ -182,7 +188,7 @@ def test_matches_float64_reference(case):
     key, problem, splits = case
     seed = int.from_bytes(os.urandom(4), "little")
     inputs, out, split_lse = _run(key, problem, splits, seed)
-    message = _diagnose(inputs, out, split_lse, problem.dtype, seed, key, splits)
+    message = _diagnose(inputs, out, split_lse, seed, key, splits)
     assert not message, message
 
 
@@ -202,3 +208,17 @@ def test_tma_and_cp_async_agree_bitwise(case):
                     f"values differ, first at (batch, token, head, dim) = {first}: tma "
                     f"{tma_out[first]:.6g}, cp_async {gather_out[first]:.6g} (same tiles must give "
                     "the same bits: suspect the tensor map, box coordinates or swizzle)")
+
+
+def test_cached_build_reports_its_resources():
+    """measure.fit_residency reads the registers and static shared memory of a kernel built
+    through the on-disk cache (tma_kernels.jit_cache); numba once answered a dict by signature
+    there, and the full sweep stopped at its first decode kernel."""
+    from tma_kernels.paged_kv.runner import AttentionRunner
+
+    from tma_study.studies.paged_kv.measure import kernel_columns, resident_ctas
+    runner = AttentionRunner(VARIANTS["bf16_d128_tma_w4"], cache=True)
+    assert isinstance(runner.kernel.get_regs_per_thread(), int)
+    assert isinstance(runner.kernel.get_shared_mem_per_block(), int)
+    assert resident_ctas(runner) >= 1
+    assert isinstance(kernel_columns(runner)["registers"], int)

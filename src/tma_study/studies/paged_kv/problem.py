@@ -136,14 +136,23 @@ def make_inputs(problem: Problem, rng: np.random.Generator) -> HostInputs:
                       q, k_pool, v_pool, poison_page)
 
 
-def reference(inputs: HostInputs, causal: bool | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """float64 attention: (out (batch, seqlen_q, q_heads, head_dim), lse_log2 (batch, seqlen_q,
-    q_heads)) where lse_log2 = log2(sum_j exp(scale * q . k_j)). ``causal`` overrides the
-    problem's own (a diagnostic: does the kernel mask?)."""
+# How far the kernel may stray from the float64 reference (``output_tolerance``). The kernel
+# rounds the softmax weights P to the MMA operand type before O += P V, as FA3 does, while the
+# row sum l adds the unrounded fp32 weights. A weight in e4m3's normal range carries a relative
+# error of at most its unit roundoff; below the smallest normal (2**-6) the spacing is 2**-9,
+# an absolute error of at most 2**-10 (bf16 shares float32's exponent range: no such term).
+P_UNIT_ROUNDOFF = {"bf16": 2.0 ** -8, "e4m3": 2.0 ** -4}
+P_SUBNORMAL_ERROR = {"bf16": 0.0, "e4m3": 2.0 ** -10}
+# Everything else: fp32 accumulation order, ex2.approx, the output's rounding to bf16
+# (inputs are standard normal: |O| stays below a few units).
+OTHER_OUTPUT_ERROR = 1e-2
+LSE_TOLERANCE = 1e-2                # log2 units; l adds unrounded fp32 weights
+
+
+def _rows(inputs: HostInputs, causal: bool):
+    """(b, h, softmax weights normalized (seqlen_q, n), visible mask, row max, row sum, V (n, d))
+    of every (sequence, query head), in float64."""
     p = inputs.problem
-    causal = p.causal if causal is None else causal
-    out = np.empty((p.batch, p.seqlen_q, p.q_heads, p.head_dim))
-    lse = np.empty((p.batch, p.seqlen_q, p.q_heads))
     for b in range(p.batch):
         keys, values = inputs.keys(b), inputs.values(b)          # (n, kv_heads, d)
         n = keys.shape[0]
@@ -157,6 +166,36 @@ def reference(inputs: HostInputs, causal: bool | None = None) -> tuple[np.ndarra
             top = scores.max(axis=1, keepdims=True)
             weights = np.exp(scores - top)
             total = weights.sum(axis=1, keepdims=True)
-            out[b, :, h, :] = (weights / total) @ values[:, kv, :]
-            lse[b, :, h] = (top[:, 0] + np.log(total[:, 0])) / math.log(2.0)
+            yield b, h, weights / total, visible, top, total, values[:, kv, :]
+
+
+def reference(inputs: HostInputs, causal: bool | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """float64 attention: (out (batch, seqlen_q, q_heads, head_dim), lse_log2 (batch, seqlen_q,
+    q_heads)) where lse_log2 = log2(sum_j exp(scale * q . k_j)). ``causal`` overrides the
+    problem's own (a diagnostic: does the kernel mask?)."""
+    p = inputs.problem
+    causal = p.causal if causal is None else causal
+    out = np.empty((p.batch, p.seqlen_q, p.q_heads, p.head_dim))
+    lse = np.empty((p.batch, p.seqlen_q, p.q_heads))
+    for b, h, weights, _, top, total, values in _rows(inputs, causal):
+        out[b, :, h, :] = weights @ values
+        lse[b, :, h] = (top[:, 0] + np.log(total[:, 0])) / math.log(2.0)
     return out, lse
+
+
+def output_tolerance(inputs: HostInputs) -> np.ndarray:
+    """Largest |O - reference| allowed per output element (same shape as the output).
+
+    Rounding each weight P_j to the operand type moves O_d by at most
+    u * sum_j P_j |V_jd| + e * sum_j |V_jd| / l (u, e: P_UNIT_ROUNDOFF, P_SUBNORMAL_ERROR;
+    l >= 1: the row sum relative to the row max); OTHER_OUTPUT_ERROR covers the rest. For
+    e4m3 this is about 0.06 on long rows, more on rows of a few keys, where one weight's
+    rounding is not averaged out (a causal prefill's first rows); a wrong page, tile or mask
+    moves O by order one."""
+    p = inputs.problem
+    u, e = P_UNIT_ROUNDOFF[p.dtype], P_SUBNORMAL_ERROR[p.dtype]
+    bound = np.empty((p.batch, p.seqlen_q, p.q_heads, p.head_dim))
+    for b, h, weights, visible, _, total, values in _rows(inputs, p.causal):
+        magnitude = np.abs(values)
+        bound[b, :, h, :] = u * (weights @ magnitude) + e * (visible @ magnitude) / total
+    return bound + OTHER_OUTPUT_ERROR
