@@ -24,7 +24,7 @@ of the sequence's KV tiles (split-KV, for decode grids too small to fill the GPU
     threads [.., + 32 * producer_warps)   producer: K and V tiles into the rings (producers.py)
 
     K tile k uses stage s = k % stages of the K ring and of the V ring.
-    producer: look up tile k + 1's pages (cp.async) -> wait empty[s] (after the first round)
+    producer: look up tile k + 1's pages -> wait empty[s] (after the first round)
               -> K tile -> full_k[s]; V tile -> full_v[s]
     consumer: wait full_k[s] -> S, softmax -> wait full_v[s] -> O += P V -> arrive empty[s]
 
@@ -133,7 +133,7 @@ def make_attention_kernel(variant: Variant):
         # Step 3: producer and consumers run the ring.
         if tid >= consumer_threads:
             rank = tid - consumer_threads
-            # Page-table entries (cp.async; producers.py): tile k's in `pages`; tile k + 1's
+            # Page-table entries (both paths; producers.py): tile k's in `pages`; tile k + 1's
             # loaded into `next_pages` before the wait on `empty`, and first read after tile
             # k's copies, so their latency hides behind the wait and the copies.
             pages = cuda.local.array(page_entries, int32)

@@ -15,13 +15,24 @@ Each path is ``look_up`` + ``produce`` (``make_producer``). The kernel's produce
 (before it waits on ``empty``), the wait, ``produce`` K and V of tile k from ``pages``
 (looked up one iteration earlier), then ``pages = next_pages``.
 
-- ``tma``: ``look_up`` does nothing. In ``produce`` lane 0 of the producer warp arms
-  ``full`` with the tile's bytes, then issues one ``cp.async.bulk.tensor.4d``
-  (``UTMALDG.4D``) per chunk per *page slice*: a box of ``min(page_size, block_n)``
-  tokens x ``row_bytes``, at coordinates (chunk column, kv_head, row in page, physical
-  page) of a tensor map over the whole pool. With ``page_size >= block_n`` (FA3's
+- ``tma``: ``look_up`` (lane 0 of the producer warp) loads one page-table entry per
+  *slot* of the tile, a slot being the smallest box the swizzle allows
+  (``TILE_ALIGN_BYTES / row_bytes`` rows: 8 for 128-byte rows), all issued before any is
+  used, a tile ahead like the cp.async path's (FA3's TMA path loads its page index before
+  acquiring the stage too: ``load_page_table_TMA``, ``paged_kv.h``:157-168, called at
+  ``mainloop_fwd_sm90_tma_gmma_ws.hpp``:868 before ``load_K``'s ``producer_acquire`` at
+  :750). In
+  ``produce`` lane 0 arms ``full`` with the tile's bytes, then issues one
+  ``cp.async.bulk.tensor.4d`` (``UTMALDG.4D``) per chunk per *page slice*: a box of
+  ``min(page_size, block_n)`` tokens x ``row_bytes``, at coordinates (chunk column,
+  kv_head, row in page, physical page) of a tensor map over the whole pool, the page
+  being the entry of the slot where the box starts. With ``page_size >= block_n`` (FA3's
   condition ``page_size % kBlockN == 0``) that is one box per chunk per tile; with
-  smaller pages, one per page.
+  smaller pages, one per page. Slots inside a box are looked up too (one entry each,
+  the same page): a fixed count keeps the entries in registers. Before this, lane 0
+  loaded each box's entry after the wait on ``empty``, right before the box, so every
+  tile's boxes waited on a page-table load from HBM (L2 is flushed before each timed
+  sample) while the cp.async path had its entries a tile ahead.
 - ``cp_async``: every producer thread copies ``rows_per_thread`` 16-byte pieces of a
   tile with ``cp.async.cg`` (``LDGSTS``), one per row, always the same piece column
   (:class:`GatherPlan`), then ``cp.async.mbarrier.arrive.noinc`` (the barrier expects
@@ -58,7 +69,7 @@ from tma_kernels.ptx import (
     tma_load_4d,
 )
 
-from .geometry import PIECE_BYTES, tile_offset
+from .geometry import PIECE_BYTES, TILE_ALIGN_BYTES, tile_offset
 
 FULL_MASK = 0xFFFFFFFF
 WARP_LANES = 32
@@ -122,9 +133,8 @@ def copy_source_lane(lane, copy, pieces_per_row):
 
 # ---------------------------------------------------------------- the two paths
 def make_tma_producer(variant):
-    """``produce(dst, tensor_map, pool, full, page_table, pages, batch, kv_head, first_row,
-    kv_len, log2_page_size, kv_heads, producer_rank)`` for the TMA path of ``variant``
-    (``pages`` unused: lane 0 looks up one entry per box itself)."""
+    """``look_up`` and ``produce`` (same arguments as the cp.async ones) for the TMA path of
+    ``variant``: ``pages`` holds the entries of the tile's ``page_entries`` slots."""
     block_n = variant.block_n
     log2_block_n = block_n.bit_length() - 1
     row_bytes = variant.row_bytes
@@ -132,28 +142,34 @@ def make_tma_producer(variant):
     chunk_bytes = block_n * row_bytes
     chunk_elements = row_bytes // variant.element_bytes
     tile_bytes = variant.kv_tile_bytes
+    slot_rows = min(block_n, TILE_ALIGN_BYTES // row_bytes)     # geometry.check_page_size
+    page_entries = block_n // slot_rows
 
     @cuda.jit(device=True, inline=True)
     def look_up(pages, page_table, batch, first_row, kv_len, log2_page_size, producer_rank):
-        pass
+        if producer_rank == 0:
+            last_page = (kv_len - 1) >> log2_page_size
+            for slot in range(page_entries):
+                row = first_row + slot * slot_rows
+                pages[slot] = page_table[batch, min(row >> log2_page_size, last_page)]
 
     @cuda.jit(device=True, inline=True)
     def produce(dst, tensor_map, pool, full, page_table, pages, batch, kv_head, first_row, kv_len,
                 log2_page_size, kv_heads, producer_rank):
         if producer_rank == 0:
             mbarrier_arrive_expect_tx(full, tile_bytes)
-            log2_box_rows = min(log2_page_size, log2_block_n)
-            last_page = (kv_len - 1) >> log2_page_size
+            box_rows_mask = (1 << min(log2_page_size, log2_block_n)) - 1
             row_mask = (1 << log2_page_size) - 1
-            for box in range(block_n >> log2_box_rows):
-                row = first_row + (box << log2_box_rows)
-                page = page_table[batch, min(row >> log2_page_size, last_page)]
-                box_dst = dst + uint32((box << log2_box_rows) * row_bytes)
-                for chunk in range(chunks):
-                    tma_load_4d(box_dst + uint32(chunk * chunk_bytes), tensor_map, full,
-                                chunk * chunk_elements, kv_head, row & row_mask, page)
+            for slot in range(page_entries):
+                tile_row = slot * slot_rows
+                if tile_row & box_rows_mask == 0:                   # a box starts here
+                    box_dst = dst + uint32(tile_row * row_bytes)
+                    for chunk in range(chunks):
+                        tma_load_4d(box_dst + uint32(chunk * chunk_bytes), tensor_map, full,
+                                    chunk * chunk_elements, kv_head, (first_row + tile_row) & row_mask,
+                                    pages[slot])
 
-    return types.SimpleNamespace(page_entries=1, look_up=look_up, produce=produce)
+    return types.SimpleNamespace(page_entries=page_entries, look_up=look_up, produce=produce)
 
 
 def make_cp_async_producer(variant):

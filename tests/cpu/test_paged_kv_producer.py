@@ -197,3 +197,77 @@ def test_variant_rejects_an_uneven_gather_split(monkeypatch):
     with pytest.raises(VariantError, match="producer_warps=3: the cp_async path needs"):
         Variant(dtype="e4m3", head_dim=128, load_path="cp_async", producer_warps=3)
     Variant(dtype="e4m3", head_dim=128, load_path="tma", producer_warps=3)   # TMA: no gather
+
+
+class BoxRecorder:
+    """cp.async.bulk.tensor.4d: (shared-memory byte offset, coordinates) of each box."""
+
+    def __init__(self):
+        self.boxes = []
+        self.armed = 0
+
+    def tma_load_4d(self, dst, tensor_map, full, c0, c1, c2, c3):
+        self.boxes.append((int(dst), (int(c0), int(c1), int(c2), int(c3))))
+
+
+TMA_VARIANTS = [
+    Variant(dtype="bf16", head_dim=128, load_path="tma", consumer_warps=1),        # 8-row slots
+    Variant(dtype="e4m3", head_dim=64, load_path="tma", consumer_warps=1),         # 64-B rows: 16
+    Variant(dtype="e4m3", head_dim=256, load_path="tma", block_n=32, consumer_warps=1),
+]
+
+
+@pytest.mark.parametrize("variant", TMA_VARIANTS, ids=lambda v: v.name)
+@pytest.mark.parametrize("page_size", [16, 32, 64, 256])
+def test_tma_boxes_use_entries_looked_up_a_tile_ahead(monkeypatch, variant, page_size):
+    """The kernel's sequence (look up tile k + 1 before tile k's boxes; produce tile k from
+    the entries looked up one iteration earlier) issues, per chunk, one box per page slice
+    at (chunk column, kv_head, row in page, physical page) of the token's page: the boxes a
+    per-box lookup issues. Only lane 0 reads the page table, page_entries entries per tile,
+    none past the sequence's last page."""
+    recorder = BoxRecorder()
+    for name, value in {
+        "cuda": type("FakeCuda", (), {"jit": cuda.jit}),
+        "tma_load_4d": recorder.tma_load_4d,
+        "mbarrier_arrive_expect_tx": lambda full, nbytes: setattr(recorder, "armed", recorder.armed + nbytes),
+        "uint32": int,
+        "min": min,
+    }.items():
+        monkeypatch.setattr(producers, name, value, raising=False)
+    rng = np.random.default_rng(page_size)
+    log2_page_size = page_size.bit_length() - 1
+    block_n = variant.block_n
+    max_pages = -(-max(n for _, n in SEQUENCES) // page_size) + 1
+    table = rng.permutation(len(SEQUENCES) * max_pages).astype(np.int32).reshape(len(SEQUENCES), -1)
+    parts = producers.make_tma_producer(variant)
+    box_rows = min(page_size, block_n)
+    chunk_elements = variant.row_bytes // variant.element_bytes
+    for batch, kv_len in SEQUENCES:
+        tiles = -(-kv_len // block_n)
+        last_page = (kv_len - 1) >> log2_page_size
+        counting = CountingTable(table)
+        pages, next_pages = [None] * parts.page_entries, [None] * parts.page_entries
+        for rank in (1, 31):                      # other producer lanes read nothing
+            parts.look_up.py_func(pages, counting, batch, 0, kv_len, log2_page_size, rank)
+        assert not counting.reads
+        parts.look_up.py_func(pages, counting, batch, 0, kv_len, log2_page_size, 0)
+        for k in range(tiles):
+            first_row = k * block_n
+            if k + 1 < tiles:
+                parts.look_up.py_func(next_pages, counting, batch, first_row + block_n, kv_len,
+                                      log2_page_size, 0)
+            recorder.boxes.clear()
+            parts.produce.py_func(0, None, None, None, None, pages, batch, KV_HEAD, first_row,
+                                  kv_len, log2_page_size, KV_HEADS, 0)
+            expected = []
+            for box in range(block_n // box_rows):
+                row = first_row + box * box_rows
+                page = int(table[batch, min(row >> log2_page_size, last_page)])
+                for chunk in range(variant.chunks):
+                    expected.append((box * box_rows * variant.row_bytes + chunk * block_n * variant.row_bytes,
+                                     (chunk * chunk_elements, KV_HEAD, row & (page_size - 1), page)))
+            assert sorted(recorder.boxes) == sorted(expected), f"{variant.name}, page {page_size}, tile {k}"
+            pages[:] = next_pages
+        assert len(counting.reads) == tiles * parts.page_entries
+        assert max(int(r) for r in counting.reads) <= last_page
+    assert recorder.armed == variant.kv_tile_bytes * sum(-(-n // block_n) for _, n in SEQUENCES)

@@ -29,7 +29,7 @@ import re
 import pytest
 from tma_kernels.build import compile_for_sm90a
 from tma_kernels.paged_kv import SIGNATURE, Variant, make_attention_kernel
-from tma_kernels.paged_kv.producers import GatherPlan
+from tma_kernels.paged_kv.producers import GatherPlan, make_producer
 
 _LABEL = re.compile(r"^\.(L_x_\d+):\s*$")
 _INSTRUCTION = re.compile(r"^\s*/\*[0-9a-f]+\*/\s+(?P<text>.*?)\s*;?\s*$")
@@ -59,18 +59,18 @@ def parse(sass):
     return instructions, labels
 
 
-def producer_loop(sass):
-    """Instructions of the smallest loop holding the empty wait and the LDGSTS copies."""
+def producer_loop(sass, copy="LDGSTS"):
+    """Instructions of the smallest loop holding the empty wait and the ``copy`` instructions."""
     instructions, labels = parse(sass)
     loops = []
     for end, text in enumerate(instructions):
         branch = _BACK_BRANCH.match(text)
         if branch and labels.get(branch.group(1), end + 1) <= end:
             body = instructions[labels[branch.group(1)]:end + 1]
-            if (any(t.startswith("LDGSTS") for t in body) and any(_WAIT in t for t in body)
+            if (any(t.startswith(copy) for t in body) and any(_WAIT in t for t in body)
                     and not any("EXIT" in t for t in body)):
                 loops.append(body)
-    assert loops, "no SASS loop holds both the empty wait and the LDGSTS copies"
+    assert loops, f"no SASS loop holds both the empty wait and the {copy} copies"
     return min(loops, key=len)
 
 
@@ -101,3 +101,29 @@ def test_page_table_loads_are_batched_ahead_of_the_copies(variant):
         users = [i for i in range(index + 1, copies[-1] + 1) if reads(body[i], register)]
         assert not users, (f"{where}: {register} (page-table LDG at {index}) read at {users[0]}, "
                            f"before the last LDGSTS ({copies[-1]}): a copy waits on the lookup")
+
+
+TMA_DECODE = [Variant(dtype=dtype, head_dim=128, load_path="tma", block_n=64, consumer_warps=1,
+                      stages=2, producer_warps=1) for dtype in ("bf16", "e4m3")]
+
+
+@pytest.mark.parametrize("variant", TMA_DECODE, ids=lambda v: v.name)
+def test_tma_page_entries_are_loaded_a_tile_ahead(variant):
+    """The TMA path's producer loop: its page_entries page-table LDGs (one per 8- or 16-row
+    slot, producers.make_tma_producer) come before the wait and before the first box
+    (UTMALDG), and no box of this tile reads one (they are the next tile's): no box waits
+    on a page-table load from HBM, as every box did when lane 0 loaded each box's entry
+    right before issuing it."""
+    entries = make_producer(variant).page_entries
+    body = producer_loop(compiled(variant).sass, copy="UTMALDG")
+    loads = [(i, _PAGE_LOAD.match(t).group(1)) for i, t in enumerate(body) if _PAGE_LOAD.match(t)]
+    boxes = [i for i, t in enumerate(body) if t.startswith("UTMALDG")]
+    wait = min(i for i, t in enumerate(body) if _WAIT in t)
+    where = f"{variant.name}: producer loop of {len(body)} instructions"
+    assert len(loads) == entries, f"{where}: {len(loads)} page-table LDGs per tile, not {entries}"
+    for index, register in loads:
+        assert index < wait and index < boxes[0], (
+            f"{where}: page-table LDG at {index} after the wait ({wait}) or a box ({boxes[0]})")
+        users = [i for i in range(index + 1, boxes[-1] + 1) if reads(body[i], register)]
+        assert not users, (f"{where}: {register} (page-table LDG at {index}) read at {users[0]}, "
+                           f"before the last box ({boxes[-1]}): a box waits on the lookup")
