@@ -30,7 +30,10 @@ def _bar(bar: pd.DataFrame) -> dict[str, str]:
         out |= {"gemmBarPercentCublas": percent(r.fraction_of_cublas), "gemmBarVariant": short_variant(r.variant),
                 "gemmBarTflops": number(r.tflops), "gemmBarCublasTflops": number(r.cublas_tflops),
                 "gemmBarSamples": number(r.samples), "gemmBarClockMhz": number(r.sm_clock_mhz),
-                "gemmBarCublasClockMhz": number(r.cublas_sm_clock_mhz)}
+                "gemmBarCublasClockMhz": number(r.cublas_sm_clock_mhz),
+                # per SM clock cycle: the two rows ran at different power-limited clocks
+                "gemmBarPercentCublasPerClock": percent(
+                    (r.tflops / r.sm_clock_mhz) / (r.cublas_tflops / r.cublas_sm_clock_mhz))}
     return out
 
 

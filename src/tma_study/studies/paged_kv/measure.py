@@ -366,6 +366,7 @@ def measure(study: dict, gpu_probe: dict, out_dir: Path) -> None:
                "timer": "cuda-bench (nvbench) cold samples: L2 flushed before every sample; device events",
                "configurations": len(configs), "kernel_variants": len(variants),
                "fa3_source": "Dao-AILab/flash-attention@0251105a2fb19d2957484b7f023cd8c115286ced hopper/",
+               "tma_page_lookup": "a tile ahead, before the wait on a free stage (producers.make_tma_producer)",
                "torch_sdpa_measured": any(c["ceiling"] == "torch_sdpa_contiguous" for c, _ in ceiling_cases),
                "numpy_row_stack_shim_applied": numpy_compat.SHIM_APPLIED})
     with atomic.staged_directory(out_dir) as staging:
