@@ -314,3 +314,28 @@ def test_data_before_the_accumulation_column_get_the_rule_of_their_code(legacy):
     numbers = macros(derived, {"configurations": 1, "packages": {}})
     assert (numbers["gemmFpeightAccumulationTma"], numbers["gemmFpeightAccumulationCpasync"],
             numbers["gemmFpeightAccumulationCublas"]) == ("with promotion", "without promotion", "with promotion")
+
+
+def test_the_bar_and_multicast_rules_follow_the_data(throttled, tmp_path):
+    """The cuBLAS rule says "comes close" only when the bar passes, and otherwise gives the
+    per-clock share; the multicast rule names the dtype and cluster that gained (a pandas row's
+    ``.dtype`` is the Series' own dtype, which once printed "object")."""
+    import json
+
+    from tma_study.studies.gemm.macros import macros
+    from tma_study.studies.gemm.rules import _bar_rule, _multicast_rule
+
+    derived, _ = throttled
+    bar = pd.read_csv(derived / "bar.csv")
+    passing = _bar_rule(bar.assign(passes=True))["rule"]
+    failing = _bar_rule(bar.assign(passes=False))["rule"]
+    r = bar.iloc[0]
+    per_clock = (r.tflops / r.sm_clock_mhz) / (r.cublas_tflops / r.cublas_sm_clock_mhz)
+    assert "comes close" in passing and "comes close" not in failing
+    assert f"per clock cycle it did {100 * per_clock:.0f} %" in failing
+    provenance = json.loads((derived.parent / "provenance.json").read_text())
+    assert macros(derived, provenance)["gemmBarPercentCublasPerClock"] == f"{100 * per_clock:.1f}"
+    summary = pd.DataFrame({"dtype": ["bf16", "fp8_e4m3"], "cluster": ["1x2", "2x1"],
+                            "median_gain": [0.99, 1.05], "wins": [1, 3], "comparisons": [4, 4]})
+    rule = _multicast_rule(summary)["rule"]
+    assert "fp8_e4m3 cluster 2x1 (1.05x)" in rule and "object" not in rule

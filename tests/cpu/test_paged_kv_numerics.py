@@ -55,6 +55,30 @@ def test_e4m3_table_and_round_trip():
     assert numerics.float_to_e4m3_bits([np.nan])[0] == 0x7F
 
 
+def _nearest_e4m3(values):
+    """The definition, by search: the nearest finite e4m3 value, ties to the even code."""
+    x = np.asarray(values, dtype=np.float64)
+    finite = numerics.E4M3_VALUES[:0x7F]                      # codes 0x00 .. 0x7E, increasing
+    magnitude = np.minimum(np.abs(x), numerics.E4M3_MAX)
+    upper = np.clip(np.searchsorted(finite, magnitude, side="left"), 0, 0x7E)
+    lower = np.maximum(upper - 1, 0)
+    gap_down, gap_up = magnitude - finite[lower], finite[upper] - magnitude
+    take_upper = (gap_up < gap_down) | ((gap_up == gap_down) & (upper % 2 == 0))
+    code = np.where(take_upper, upper, lower).astype(np.uint8)
+    return np.where(np.signbit(x), code | 0x80, code).astype(np.uint8)
+
+
+def test_e4m3_rounding_equals_the_nearest_value_search():
+    finite = numerics.E4M3_VALUES[:0x7F]
+    midpoints = (finite[1:] + finite[:-1]) / 2                 # every tie
+    rng = np.random.default_rng(0)
+    values = np.concatenate([finite, midpoints, np.nextafter(midpoints, 0), np.nextafter(midpoints, 1e9),
+                             rng.standard_normal(200_000) * 4, rng.uniform(-500, 500, 100_000),
+                             np.exp2(rng.uniform(-14, 9, 100_000)), [0.0, 448.0, 460.0, 464.0, 1e30]])
+    values = np.concatenate([values, -values])
+    assert np.array_equal(numerics.float_to_e4m3_bits(values), _nearest_e4m3(values))
+
+
 def test_round_to_rejects_unknown_dtype():
     with pytest.raises(ValueError, match="'fp16' is not one of"):
         numerics.round_to("fp16", [1.0])

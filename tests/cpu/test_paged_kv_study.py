@@ -146,7 +146,8 @@ def synthetic_raw(folder: Path, study_config) -> Path:
     pd.DataFrame(ceilings).to_csv(folder / "ceilings.csv", index=False)
     (folder / "provenance.json").write_text(json.dumps({
         "gpu": {"name": "synthetic test data", "sm_count": SM_COUNT}, "finished_utc": "2026-01-01T00:00:00",
-        "source_sha256": "0" * 64, "config": study_config, "configurations": len(rows)}))
+        "source_sha256": "0" * 64, "config": study_config, "configurations": len(rows),
+        "tma_page_lookup": "a tile ahead"}))
     return folder
 
 
@@ -351,3 +352,24 @@ def test_tables_and_figures(analysed, monkeypatch):
     assert {tuple(line.get_xdata()) for line in by_context.lines if len(line.get_xdata()) > 1} >= {
         (1024, 8192, 32768)}
     assert len(prefill.patches) == 4 * 4 and key.get_legend() is not None
+
+
+def test_a_cells_configurations_share_one_reduced_check_problem(study_config):
+    """measure._check_case makes each cell's reduced inputs and float64 reference once (fresh
+    per cell), and its cache holds every page size of a (shape, dtype, phase) group, the span
+    over which sweep_configs comes back to a cell (TMA pages first, then cp.async pages)."""
+    from tma_study.studies.paged_kv import measure
+
+    configs = sweep_configs(study_config)
+    groups = itertools.groupby(configs, key=lambda c: (c.shape, c.dtype, c.phase))
+    assert max(len({c.page_size for c in group}) for _, group in groups) <= measure.CHECK_CELLS_CACHED
+    decode = next(c for c in configs if c.phase.name == "decode" and c.page_size == 64
+                  and c.shape.name == "mha_16x64")
+    measure._check_case.cache_clear()
+    first = measure._check_case(decode.phase, decode.shape, 64, decode.dtype)
+    assert measure._check_case(decode.phase, decode.shape, 64, decode.dtype) is first
+    other = measure._check_case(decode.phase, decode.shape, 32, decode.dtype)
+    assert other[1].problem.page_size == 32 and other is not first
+    seed, inputs, expected, _, tolerance = first
+    assert inputs.problem.page_size == 64 and expected.shape == tolerance.shape
+    measure._check_case.cache_clear()

@@ -68,8 +68,9 @@ def _multicast_rule(summary: pd.DataFrame) -> dict | None:
         rule = ("do not pick a cluster shape for multicast's bandwidth: at the same tile no cluster shape "
                 "raised median TFLOP/s")
     else:
-        better = rows.loc[rows.median_gain.idxmax()]
-        rule = f"multicast pays in the median at {better.dtype} cluster {better.cluster}"
+        better = rows.loc[rows.median_gain.idxmax()]        # a Series: ["dtype"], not .dtype
+        rule = (f"multicast pays in the median at {better['dtype']} cluster {better['cluster']} "
+                f"({better['median_gain']:.2f}x); check it at one power state (clocks differ between rows)")
     return {"situation": "TMA multicast in a GEMM (clusters 1x2, 2x1, 2x2)", "rule": rule,
             "evidence": f"TFLOP/s over the same variant at 1x1, median: {medians}; wins (> {100 * TIE_TOLERANCE:.0f} %) "
                         f"{wins} of {comparisons}",
@@ -110,11 +111,18 @@ def _bar_rule(bar: pd.DataFrame) -> dict | None:
     r = bar.iloc[0]
     if r.status != MEASURED:
         return None
-    return {"situation": "a CUTLASS TMA GEMM against cuBLAS",
-            "rule": f"a TMA warp-specialized CUTLASS GEMM ({short_variant(r.variant)}) comes close to cuBLAS on a "
-                    f"large square problem",
+    per_clock = (r.tflops / r.sm_clock_mhz) / (r.cublas_tflops / r.cublas_sm_clock_mhz)
+    variant = short_variant(r.variant)
+    if r.passes:
+        rule = f"a TMA warp-specialized CUTLASS GEMM ({variant}) comes close to cuBLAS on a large square problem"
+    else:
+        rule = (f"the best TMA warp-specialized CUTLASS GEMM ({variant}) stayed below "
+                f"{100 * r.required_fraction:.0f} % of cuBLAS's TFLOP/s on a large square problem in this run; "
+                f"per clock cycle it did {100 * per_clock:.0f} % of cuBLAS's work, so compare the two at one power state")
+    return {"situation": "a CUTLASS TMA GEMM against cuBLAS", "rule": rule,
             "evidence": (f"{r['shape']} bf16: {100 * r.fraction_of_cublas:.1f} % of cuBLAS ({r.tflops:.0f} / "
-                         f"{r.cublas_tflops:.0f} TFLOP/s), best of the {int(r.tma_measured)} of "
+                         f"{r.cublas_tflops:.0f} TFLOP/s at mean SM clocks of {r.sm_clock_mhz:.0f} / "
+                         f"{r.cublas_sm_clock_mhz:.0f} MHz), best of the {int(r.tma_measured)} of "
                          f"{int(r.tma_candidates)} TMA candidates that could be measured"),
             "figure": "gemm_bar"}
 

@@ -23,6 +23,7 @@ before every sample, and every timed cache is larger than L2.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import os
@@ -43,6 +44,7 @@ CHECK_MAX_BATCH = 3
 CHECK_DECODE_CONTEXT = 700          # reduced problem: ragged lengths up to this
 CHECK_PREFILL_QUERY = 160
 CHECK_MAX_SPLITS = 3
+CHECK_CELLS_CACHED = 8              # >= page sizes of one (shape, dtype, phase) group (_check_case)
 FINITE_MASK = {"bf16": 0xBFFFBFFF, "e4m3": 0xBFBFBFBF}   # clear each exponent's top bit: |x| < 2
 COPY_BYTES = 1 << 30
 FILL_THREADS = 256
@@ -102,27 +104,43 @@ def _fill_kernel():
     return fill
 
 
-def _check_problem(config: SweepConfig, rng) -> Problem:
-    """A reduced problem of the configuration's kind (same variant and page size)."""
-    p, s = config.phase, config.shape
+def _check_problem(phase, shape, page_size: int, dtype: str, rng) -> Problem:
+    """A reduced problem of a configuration's kind (same shape, dtype, phase kind, page size)."""
+    p, s = phase, shape
     seqlen_q = p.seqlen_q if p.name == "decode" else min(p.seqlen_q, CHECK_PREFILL_QUERY)
     batch = min(p.batch, CHECK_MAX_BATCH)
     longest = max(seqlen_q + 1, min(p.context, CHECK_DECODE_CONTEXT if p.name == "decode"
                                     else 2 * seqlen_q + 37))
     lens = [longest] + [int(rng.integers(seqlen_q, longest + 1)) for _ in range(batch - 1)]
     return Problem(batch=batch, seqlen_q=seqlen_q, q_heads=s.q_heads, kv_heads=s.kv_heads,
-                   head_dim=s.head_dim, page_size=config.page_size, seqlens_k=tuple(lens),
-                   dtype=config.dtype, causal=True)
+                   head_dim=s.head_dim, page_size=page_size, seqlens_k=tuple(lens),
+                   dtype=dtype, causal=True)
+
+
+@functools.lru_cache(maxsize=CHECK_CELLS_CACHED)
+def _check_case(phase, shape, page_size: int, dtype: str):
+    """(seed, inputs, float64 reference, its lse, per-element tolerance) of one reduced problem,
+    shared by the configurations of one cell (shape, dtype, phase, page size) that differ only
+    in load path, stages or producer warps. Making the inputs and the reference dominated the
+    sweep's time on the host (about 1.9 s a configuration for mha_32x128 e4m3 decode on the H200
+    machine, 914 configurations in 226 cells). sweep_configs orders a (shape, dtype, phase)
+    group's TMA pages before its cp.async pages, so a cell comes back after at most the group's
+    other pages: CHECK_CELLS_CACHED covers them (each entry some 10-200 MB of host memory).
+    Each cell still gets fresh random inputs."""
+    seed = _fresh_seed()
+    rng = np.random.default_rng(seed)
+    inputs = make_inputs(_check_problem(phase, shape, page_size, dtype, rng), rng)
+    expected, expected_lse = reference(inputs)
+    return seed, inputs, expected, expected_lse, output_tolerance(inputs)
 
 
 def check_against_reference(runner, config: SweepConfig, sm_count: int) -> None:
     """Step 1 of a configuration's check (raises CorrectnessError)."""
     from numba import cuda
     from tma_kernels.paged_kv.runner import DeviceProblem
-    seed = _fresh_seed()
-    rng = np.random.default_rng(seed)
-    problem = _check_problem(config, rng)
-    inputs = make_inputs(problem, rng)
+    seed, inputs, expected, expected_lse, tolerance = _check_case(config.phase, config.shape,
+                                                                 config.page_size, config.dtype)
+    problem = inputs.problem
     splits = min(config.num_splits(sm_count), CHECK_MAX_SPLITS,
                  math.ceil(max(problem.seqlens_k) / config.block_n))
     device = DeviceProblem(inputs, max_splits=splits)
@@ -132,8 +150,7 @@ def check_against_reference(runner, config: SweepConfig, sm_count: int) -> None:
     out = device.output(splits)
     with np.errstate(invalid="ignore"):
         lse = np.logaddexp2.reduce(device.split_lse(splits), axis=0)
-    expected, expected_lse = reference(inputs)
-    excess = np.abs(out - expected) / output_tolerance(inputs)     # > 1: over tolerance
+    excess = np.abs(out - expected) / tolerance                    # > 1: over tolerance
     out_excess = float(np.max(excess)) if np.isfinite(out).all() else math.inf
     lse_error = float(np.max(np.abs(lse - expected_lse))) if np.isfinite(lse).all() else math.inf
     if out_excess > 1 or lse_error > LSE_TOLERANCE:
