@@ -240,6 +240,9 @@ def test_an_untimed_combination_never_wins(analysed):
     assert cell.status == "measured" and pd.isna(cell.time_us_s2_p1)
     assert (cell.stages_chosen, cell.producer_warps_chosen) == (2, 4) and cell.kernel.endswith("_s2_p4_causal")
     assert cell.resident_ctas_per_sm == 2
+    # the chosen kernel's launch: 32 x 8 CTAs a split, 2 per SM fit 256 of 264 slots unsplit
+    assert (cell.num_splits, cell.split_rule) == (1, "fa3_wave_efficiency_over_resident_slots")
+    assert cell.waves == pytest.approx(256 / 264)
     speedup = pd.read_csv(derived / "speedup.csv")
     (row,) = cell_rows(speedup.assign(load_path="cp_async"), FAST_UNTIMED_CELL).itertuples()
     assert row.cp_async_time_us == 500.0 and (row.cp_async_stages, row.cp_async_producer_warps) == (2, 4)

@@ -63,12 +63,14 @@ def resident_ctas(runner) -> int:
 
 def fit_residency(runner, target_ctas_per_sm: int):
     """Decode kernels should fit ``target_ctas_per_sm`` resident CTAs (config key
-    ``decode_min_ctas_per_sm``). When the kernel as compiled fits fewer (registers: e4m3
-    cp.async decode at 176 per thread fits one 5-warp CTA), rebuild it with launch bounds ``(threads, target)`` as FA3 compiles its kernels,
-    and keep that build if it fits more CTAs and adds at most BOUNDED_SPILL_BYTES of local
-    memory per thread (spills); otherwise keep the unbounded one. Only variants that miss the target change.
-    The rebuilt kernel is the same code capped in registers: the compile step checks the SASS of
-    the unbounded build, tests/cpu/test_paged_kv_occupancy.py that of one bounded build."""
+    ``decode_min_ctas_per_sm``; the split count is then chosen for the residency the kept
+    build has, splits.py). When the kernel as compiled fits fewer (registers: e4m3 cp.async
+    decode at 176 per thread fits one 5-warp CTA), rebuild it with launch bounds
+    ``(threads, target)`` as FA3 compiles its kernels, and keep that build if it fits more
+    CTAs and adds at most BOUNDED_SPILL_BYTES of local memory per thread (spills); otherwise
+    keep the unbounded one. Only variants that miss the target change. The rebuilt kernel is
+    the same code capped in registers: the compile step checks the SASS of the unbounded
+    build, tests/cpu/test_paged_kv_occupancy.py that of one bounded build."""
     from tma_kernels.paged_kv.runner import AttentionRunner
     if resident_ctas(runner) >= target_ctas_per_sm:
         return runner
