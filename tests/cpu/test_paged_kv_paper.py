@@ -227,7 +227,16 @@ def test_every_macro_the_section_uses_is_generated(run):
     text = SECTION.read_text()
     for claims_macro in set(re.findall(r"\\(claimsOf[A-Za-z]+)", text)):
         assert claims_macro in {macros_mod.camel("claims of", name) for name in (*STUDY.figures, *STUDY.tables)}
-    assert guarded == {"pagedKvScalingCompared", "pagedKvSdpaPoints", "pagedKvTmaLookupAfterWait"}
+    assert guarded == {"pagedKvScalingCompared", "pagedKvSdpaPoints", "pagedKvTmaLookupAfterWait",
+                       "pagedKvDecodeSplitGridCtasPerSm"}
+
+
+def test_data_before_the_per_kernel_split_rule_say_so(run):
+    """Provenance without ``decode_split_rule`` (measured with the fixed grid target): the
+    section's note on the old split grid is defined; with it, left out."""
+    derived, provenance = run
+    assert macros(derived, provenance)["pagedKvDecodeSplitGridCtasPerSm"] == "2"
+    assert "pagedKvDecodeSplitGridCtasPerSm" not in macros(derived, {**provenance, "decode_split_rule": "x"})
 
 
 def test_the_section_includes_the_study_figures_and_existing_tables(run, tmp_path):

@@ -78,8 +78,12 @@ def test_grid_size_and_kernel_choices(study_config):
     assert len(configs) == decode + prefill + scaling == 914
     assert len({c.variant() for c in configs}) == 66
     decode = next(c for c in configs if c.shape.name == "mqa_8x256" and c.phase.seqlen_q == 4)
-    assert decode.consumer_warps == 2 and decode.num_splits(SM_COUNT) == 9
-    assert all(c.num_splits(SM_COUNT) == 1 for c in configs if c.phase.name == "prefill")
+    # 32 sequences x 1 KV head x 1 query block = 32 CTAs a split; at 2 CTAs per SM (264 slots)
+    # 7 splits fill 224 slots (0.848 of a wave, under 85 % of the best: 33 splits fill 2 waves);
+    # 8 fill 256 (0.97)
+    assert decode.consumer_warps == 2 and decode.ctas_per_split == 32
+    assert decode.split(2, SM_COUNT).num_splits == 8
+    assert all(c.split(3, SM_COUNT).num_splits == 1 for c in configs if c.phase.name == "prefill")
     prefill_256 = next(c for c in configs if c.phase.name == "prefill" and c.shape.name == "llama3_8b"
                        and c.page_size == 256 and c.dtype == "bf16")
     assert prefill_256.fa3().uses_tma
@@ -132,7 +136,7 @@ def synthetic_raw(folder: Path, study_config) -> Path:
             time = float("nan")
         kv = 2 * c.phase.batch * c.phase.context * c.shape.kv_heads * c.shape.head_dim * (
             2 if c.dtype == "bf16" else 1)
-        rows.append({**c.columns(SM_COUNT), "kernel": c.variant().name, "registers": 168,
+        rows.append({**c.columns(), **c.split(synthetic_resident_ctas(c), SM_COUNT).columns(), "kernel": c.variant().name, "registers": 168,
                      "local_bytes_per_thread": 0, "resident_ctas_per_sm": synthetic_resident_ctas(c),
                      "launch_min_ctas_per_sm": 1, "time_us_median": time, "time_us_q1": 0.99 * time,
                      "time_us_q3": 1.01 * time, "timing_status": NOT_TIMED if math.isnan(time) else "ok",
@@ -237,6 +241,9 @@ def test_an_untimed_combination_never_wins(analysed):
     assert cell.status == "measured" and pd.isna(cell.time_us_s2_p1)
     assert (cell.stages_chosen, cell.producer_warps_chosen) == (2, 4) and cell.kernel.endswith("_s2_p4_causal")
     assert cell.resident_ctas_per_sm == 2
+    # the chosen kernel's launch: 32 x 8 CTAs a split, 2 per SM fit 256 of 264 slots unsplit
+    assert (cell.num_splits, cell.split_rule) == (1, "fa3_wave_efficiency_over_resident_slots")
+    assert cell.waves == pytest.approx(256 / 264)
     speedup = pd.read_csv(derived / "speedup.csv")
     (row,) = cell_rows(speedup.assign(load_path="cp_async"), FAST_UNTIMED_CELL).itertuples()
     assert row.cp_async_time_us == 500.0 and (row.cp_async_stages, row.cp_async_producer_warps) == (2, 4)
@@ -370,6 +377,6 @@ def test_a_cells_configurations_share_one_reduced_check_problem(study_config):
     assert measure._check_case(decode.phase, decode.shape, 64, decode.dtype) is first
     other = measure._check_case(decode.phase, decode.shape, 32, decode.dtype)
     assert other[1].problem.page_size == 32 and other is not first
-    seed, inputs, expected, _, tolerance = first
+    _, inputs, expected, _, tolerance = first
     assert inputs.problem.page_size == 64 and expected.shape == tolerance.shape
     measure._check_case.cache_clear()

@@ -14,7 +14,8 @@ combination never wins either.
   ``resident_ctas_per_sm_s{stages}_p{warps}``, blank where a path did not run that
   combination), the chosen counts (``stages_chosen``, ``producer_warps_chosen``) and the
   chosen kernel (name, registers, local bytes per thread, resident CTAs, launch bounds, KV
-  tile rows, consumer and producer warps).
+  tile rows, consumer and producer warps) and its launch's KV splits (``num_splits``; with
+  ``split_rule`` and ``waves`` where measure.py recorded them).
 - ``speedup.csv``: per (point, page size): the TMA and cp.async times at their best knobs
   (``{path}_stages``, ``{path}_producer_warps``) where both ran, TMA's speedup (cp.async
   time / TMA time), the measured winner (a tie when the two medians are within each
@@ -46,6 +47,9 @@ CELL = POINT + ["page_size", "load_path"]
 KERNEL_COLUMNS = ["kernel", "registers", "local_bytes_per_thread", "resident_ctas_per_sm",
                   "launch_min_ctas_per_sm"]
 TILE_COLUMNS = ["block_n", "consumer_warps", "producer_warps"]   # the chosen kernel's tile and warps
+# the chosen kernel's launch: KV splits and waves of resident slots (splits.py); data measured
+# before splits were chosen per kernel have num_splits only
+SPLIT_COLUMNS = ["num_splits", "split_rule", "waves"]
 KNOBS = ["stages", "producer_warps"]      # each load path's tuning knobs, swept per cell (grid.py)
 MEASURED = "measured"
 NOT_MEASURED = "not measured"
@@ -110,6 +114,7 @@ def best_tuning(attention: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
             tuning[f"time_us_{label}"] = at.time_us_median.iloc[0] if len(at) else float("nan")
             tuning[f"resident_ctas_per_sm_{label}"] = at.resident_ctas_per_sm.iloc[0] if len(at) else None
         tuning.update({column: chosen[column] for column in (*KERNEL_COLUMNS, *TILE_COLUMNS)})
+        tuning.update({column: chosen[column] for column in SPLIT_COLUMNS if column in chosen.index})
         tuning_rows.append(tuning)
     best = attention.loc[chosen_rows].assign(status=statuses).reset_index(drop=True)
     pages = best.groupby(POINT).page_size.nunique().rename("page_sizes_at_point")

@@ -317,7 +317,7 @@ def combination(tuning: pd.DataFrame, phase: str, load_path: str, dtype: str) ->
 @dataclass(frozen=True)
 class LaunchBounds:
     """The chosen decode kernels, and those compiled with launch bounds (measure.fit_residency:
-    a decode kernel that fits fewer CTAs per SM than the split grid assumes is rebuilt with
+    a decode kernel that fits fewer CTAs per SM than ``decode_min_ctas_per_sm`` is rebuilt with
     ``(threads, target)`` launch bounds where that fits more CTAs without spilling much)."""
 
     kernels: int

@@ -9,8 +9,10 @@ per consumer warp (4 warps for prefill; decode: as many as its query heads x tok
 each of the phase kind's ``stages`` counts that fits in shared memory, one producer warp for
 TMA and each of the phase kind's ``cp_async_producer_warps`` counts for cp.async (the tuning
 knobs: a path is compared at its best combination; the analysis keeps the fastest per path)
-(FA3 uses a warpgroup there). Decode splits the KV sequence so the grid has at least
-``decode_min_ctas_per_sm`` CTAs per SM (FA3 splits too); prefill does not split.
+(FA3 uses a warpgroup there). Decode splits the KV sequence per compiled kernel, by FA3's
+wave-efficiency rule over that kernel's resident CTA slots (splits.py; measure.py picks it
+once the kernel is built, since residency is a property of the compiled code); prefill does
+not split.
 
 A phase normally runs with every shape and every page size of its path (the page-size
 sweep); a phase may narrow that with ``shapes`` (names) and ``page_sizes`` (both paths, at
@@ -23,6 +25,7 @@ import math
 from dataclasses import dataclass
 
 from .fa3_rule import fa3_choice
+from .splits import RULE_DECODE, RULE_PREFILL, SplitChoice, wave_efficiency_splits
 
 LOAD_PATHS = ("tma", "cp_async")
 ROWS_PER_WARP = 16
@@ -62,7 +65,6 @@ class SweepConfig:
     load_path: str
     stages: int
     producer_warps: int
-    min_ctas_per_sm: int
 
     @property
     def block_n(self) -> int:
@@ -81,15 +83,31 @@ class SweepConfig:
                        block_n=self.block_n, consumer_warps=self.consumer_warps, stages=self.stages,
                        producer_warps=1 if self.load_path == "tma" else self.producer_warps, causal=True)
 
-    def num_splits(self, sm_count: int) -> int:
-        """Decode: KV splits so the grid reaches min_ctas_per_sm x SMs (at most one per tile)."""
-        if self.phase.name == "prefill":
-            return 1
+    @property
+    def ctas_per_split(self) -> int:
+        """CTAs of one KV split: one per (sequence, KV head, block of packed query rows)."""
         block_m = ROWS_PER_WARP * self.consumer_warps
         m_blocks = math.ceil(self.phase.seqlen_q * self.shape.group / block_m)
-        ctas = self.phase.batch * self.shape.kv_heads * m_blocks
-        tiles = math.ceil(self.phase.context / self.block_n)
-        return max(1, min(tiles, math.ceil(self.min_ctas_per_sm * sm_count / ctas)))
+        return self.phase.batch * self.shape.kv_heads * m_blocks
+
+    @property
+    def kv_tiles(self) -> int:
+        """block_n-row KV tiles of one sequence: at most one split per tile."""
+        return math.ceil(self.phase.context / self.block_n)
+
+    def split(self, resident_ctas_per_sm: int, sm_count: int) -> SplitChoice:
+        """The split count to launch this configuration with, for a kernel that fits
+        ``resident_ctas_per_sm`` CTAs on each of ``sm_count`` SMs: prefill 1, decode by FA3's
+        wave-efficiency rule over the kernel's resident slots (splits.wave_efficiency_splits)."""
+        if resident_ctas_per_sm < 1:
+            raise ValueError(f"{self.key}: the kernel fits {resident_ctas_per_sm} CTAs per SM; "
+                             "it cannot launch")
+        slots = resident_ctas_per_sm * sm_count
+        if self.phase.name == "prefill":
+            return SplitChoice(1, RULE_PREFILL, "prefill is not split", self.ctas_per_split, slots)
+        splits, reason = wave_efficiency_splits(self.ctas_per_split, slots, self.kv_tiles)
+        return SplitChoice(splits, RULE_DECODE, reason,
+                           self.ctas_per_split * splits, slots)
 
     def fa3(self):
         return fa3_choice(self.page_size, self.phase.seqlen_q, self.shape.q_heads, self.shape.kv_heads,
@@ -101,7 +119,9 @@ class SweepConfig:
                 f"-b{self.phase.batch}-ctx{self.phase.context}/page{self.page_size}/{self.load_path}"
                 f"/s{self.stages}" + (f"p{self.producer_warps}" if self.load_path == "cp_async" else ""))
 
-    def columns(self, sm_count: int) -> dict:
+    def columns(self) -> dict:
+        """The configuration's row columns; the launch's split columns come from ``split``
+        (measure.py adds them once the kernel, and so its residency, is known)."""
         fa3 = self.fa3()
         return {"shape": self.shape.name, "q_heads": self.shape.q_heads, "kv_heads": self.shape.kv_heads,
                 "head_dim": self.shape.head_dim, "dtype": self.dtype, "phase": self.phase.name,
@@ -110,7 +130,7 @@ class SweepConfig:
                 "load_path": self.load_path, "block_n": self.block_n,
                 "consumer_warps": self.consumer_warps, "stages": self.stages,
                 "producer_warps": self.variant().producer_warps,
-                "num_splits": self.num_splits(sm_count), "fa3_load_path": fa3.load_path,
+                "fa3_load_path": fa3.load_path,
                 "fa3_block_m": fa3.kernel_tile.block_m, "fa3_block_n": fa3.kernel_tile.block_n,
                 "fa3_reason": fa3.reason}
 
@@ -175,8 +195,7 @@ def sweep_configs(study: dict) -> list[SweepConfig]:
             continue
         producer_warps = study["cp_async_producer_warps"][phase.name] if path == "cp_async" else [1]
         for page, stages, warps in itertools.product(pages[path], study["stages"][phase.name], producer_warps):
-            config = SweepConfig(shape, dtype, phase, page, path, stages, warps,
-                                 study["decode_min_ctas_per_sm"])
+            config = SweepConfig(shape, dtype, phase, page, path, stages, warps)
             try:
                 variant = config.variant()
             except VariantError:

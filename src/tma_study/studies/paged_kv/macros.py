@@ -205,6 +205,10 @@ def macros(derived_dir: Path, provenance: dict) -> dict[str, str]:
     split = (provenance.get("config") or {}).get("decode_min_ctas_per_sm")
     if split is not None:
         out[_name("decode min ctas per sm")] = number(split)
+    if split is not None and "decode_split_rule" not in provenance:
+        # data measured before decode splits were chosen per kernel (splits.py): the grid was
+        # split to hold decode_min_ctas_per_sm CTAs per SM, whatever the kernel's residency
+        out[_name("decode split grid ctas per sm")] = number(split)
     if "tma_page_lookup" not in provenance:
         # data measured before the TMA producer looked its page-table entries up a tile ahead
         # (it loaded each box's entry after the wait on a free stage): the paper says so

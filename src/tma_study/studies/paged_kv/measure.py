@@ -2,7 +2,9 @@
 
 Writes, atomically into ``out_dir``:
 - ``attention.csv``  one row per configuration (grid.py): time, GB/s of K/V read, TFLOP/s,
-                     FA3's rule choice for the same call
+                     FA3's rule choice for the same call, the compiled kernel's residency and
+                     the split count launched (splits.py: chosen for that kernel's resident
+                     slots; ``split_rule``, ``split_reason``, ``grid_ctas``, ``waves``)
 - ``ceilings.csv``   device-to-device copy, and torch ``scaled_dot_product_attention`` on a
                      contiguous (unpaged) KV cache for every decode shape (bf16), same run
 - ``provenance.json``
@@ -13,8 +15,9 @@ Correct first. Before a configuration is timed, its ``check``:
    page-table entries, fresh random inputs, NaN-poisoned outputs) and compares with the
    float64 reference (problem.reference; tolerance problem.output_tolerance, as in the GPU tests);
 2. runs the full-size timed problem with poisoned outputs and requires every output
-   finite, and bit-identical to the other load path's output at the same page size (the
-   two paths fill identical tiles for one consumer).
+   finite, and bit-identical to the output of every other kernel (load path, stages,
+   producer warps) launched at the same page size and split count (all fill identical
+   tiles for one consumer; a different split count combines the KV pieces differently).
 The timed problems' pools hold finite random bits (|x| < 2) generated on the device; one
 pool per (shape, dtype, phase) is reinterpreted for every page size (same bytes, pages
 of different sizes, shuffled page table). K/V are read from HBM: nvbench flushes L2
@@ -38,6 +41,7 @@ from tma_study.harness import atomic, parallel_compile, provenance, timing
 
 from .grid import SweepConfig, sweep_configs
 from .problem import LSE_TOLERANCE, Problem, make_inputs, output_tolerance, reference
+from .splits import RULE_TEXT, SplitChoice
 
 SDPA_TOLERANCE = 1e-2               # torch's bf16 SDPA against float64, absolute
 CHECK_MAX_BATCH = 3
@@ -60,13 +64,15 @@ def resident_ctas(runner) -> int:
 
 
 def fit_residency(runner, target_ctas_per_sm: int):
-    """The decode split grid assumes ``target_ctas_per_sm`` resident CTAs. When the kernel as
-    compiled fits fewer (registers: e4m3 cp.async decode at 176 per thread fits one 5-warp
-    CTA), rebuild it with launch bounds ``(threads, target)`` as FA3 compiles its kernels,
-    and keep that build if it fits more CTAs and adds at most BOUNDED_SPILL_BYTES of local
-    memory per thread (spills); otherwise keep the unbounded one. Only variants that miss the target change.
-    The rebuilt kernel is the same code capped in registers: the compile step checks the SASS of
-    the unbounded build, tests/cpu/test_paged_kv_occupancy.py that of one bounded build."""
+    """Decode kernels should fit ``target_ctas_per_sm`` resident CTAs (config key
+    ``decode_min_ctas_per_sm``; the split count is then chosen for the residency the kept
+    build has, splits.py). When the kernel as compiled fits fewer (registers: e4m3 cp.async
+    decode at 176 per thread fits one 5-warp CTA), rebuild it with launch bounds
+    ``(threads, target)`` as FA3 compiles its kernels, and keep that build if it fits more
+    CTAs and adds at most BOUNDED_SPILL_BYTES of local memory per thread (spills); otherwise
+    keep the unbounded one. Only variants that miss the target change. The rebuilt kernel is
+    the same code capped in registers: the compile step checks the SASS of the unbounded
+    build, tests/cpu/test_paged_kv_occupancy.py that of one bounded build."""
     from tma_kernels.paged_kv.runner import AttentionRunner
     if resident_ctas(runner) >= target_ctas_per_sm:
         return runner
@@ -134,14 +140,15 @@ def _check_case(phase, shape, page_size: int, dtype: str):
     return seed, inputs, expected, expected_lse, output_tolerance(inputs)
 
 
-def check_against_reference(runner, config: SweepConfig, sm_count: int) -> None:
-    """Step 1 of a configuration's check (raises CorrectnessError)."""
+def check_against_reference(runner, config: SweepConfig, timed_splits: int) -> None:
+    """Step 1 of a configuration's check (raises CorrectnessError): the timed launch's split
+    count, capped at CHECK_MAX_SPLITS and at the reduced problem's KV tiles."""
     from numba import cuda
     from tma_kernels.paged_kv.runner import DeviceProblem
     seed, inputs, expected, expected_lse, tolerance = _check_case(config.phase, config.shape,
                                                                  config.page_size, config.dtype)
     problem = inputs.problem
-    splits = min(config.num_splits(sm_count), CHECK_MAX_SPLITS,
+    splits = min(timed_splits, CHECK_MAX_SPLITS,
                  math.ceil(max(problem.seqlens_k) / config.block_n))
     device = DeviceProblem(inputs, max_splits=splits)
     device.poison_outputs()
@@ -163,11 +170,10 @@ def check_against_reference(runner, config: SweepConfig, sm_count: int) -> None:
 class TimedPools:
     """The full-size inputs of one (shape, dtype, phase) at a time, allocated on first use."""
 
-    def __init__(self, sm_count: int):
+    def __init__(self):
         self.group = None
-        self.sm_count = sm_count
         self.fill = _fill_kernel()
-        self.outputs = {}           # (group, page_size) -> output of the first path checked
+        self.outputs = {}           # (group, page_size, splits) -> output of the first kernel checked
         self.devices = {}
 
     def ensure(self, config: SweepConfig):
@@ -188,12 +194,13 @@ class TimedPools:
         self.raw = self.words.view(np.uint8)
         self.group = group
 
-    def device_problem(self, config: SweepConfig):
-        """A DeviceProblem over the shared pool bytes with a shuffled page table for this page size."""
+    def device_problem(self, config: SweepConfig, splits: int):
+        """A DeviceProblem over the shared pool bytes with a shuffled page table for this page
+        size, and split buffers for ``splits`` KV pieces."""
         from numba import cuda
         from tma_kernels.paged_kv.runner import DeviceProblem
         self.ensure(config)
-        key = (config.page_size, config.num_splits(self.sm_count))
+        key = (config.page_size, splits)
         if key in self.devices:
             return self.devices[key]
         s, p = config.shape, config.phase
@@ -221,17 +228,22 @@ class TimedPools:
         return device
 
 
-def _attention_case(config: SweepConfig, runner, pools: TimedPools, sm_count: int) -> timing.TimedCase:
+def _attention_case(config: SweepConfig, runner, pools: TimedPools,
+                    sm_count: int) -> tuple[SplitChoice, timing.TimedCase]:
+    """(split, case): the split count chosen for this runner's compiled kernel (its resident
+    CTAs per SM, after fit_residency) and the timed case that launches with it; the row
+    records the same SplitChoice."""
     from numba import cuda
-    splits = config.num_splits(sm_count)
+    split = config.split(resident_ctas(runner), sm_count)
+    splits = split.num_splits
     state = {}
 
     def launch(stream):
         runner.launch(state["device"], splits, stream)
 
     def check():
-        check_against_reference(runner, config, sm_count)
-        device = state["device"] = pools.device_problem(config)
+        check_against_reference(runner, config, splits)
+        device = state["device"] = pools.device_problem(config, splits)
         device.poison_outputs()
         launch(0)
         cuda.synchronize()
@@ -239,18 +251,18 @@ def _attention_case(config: SweepConfig, runner, pools: TimedPools, sm_count: in
         if not np.isfinite(out).all():
             raise timing.CorrectnessError(f"{config.key}: full-size output has "
                                           f"{int((~np.isfinite(out)).sum())} non-finite values")
-        twin = pools.outputs.setdefault((pools.group, config.page_size), out)
+        twin = pools.outputs.setdefault((pools.group, config.page_size, splits), out)
         if twin is not out and not np.array_equal(twin, out):
-            raise timing.CorrectnessError(f"{config.key}: output differs from the other load path's "
-                                          f"at page size {config.page_size}")
+            raise timing.CorrectnessError(f"{config.key}: output differs from another kernel's at page "
+                                          f"size {config.page_size} and {splits} splits")
 
     p, s = config.phase, config.shape
     problem = Problem(batch=p.batch, seqlen_q=p.seqlen_q, q_heads=s.q_heads, kv_heads=s.kv_heads,
                       head_dim=s.head_dim, page_size=config.page_size, seqlens_k=(p.context,) * p.batch,
                       dtype=config.dtype)
     out_bytes = 4 * p.batch * p.seqlen_q * s.q_heads * s.head_dim
-    return timing.TimedCase(config.key, launch, check, bytes_read=problem.kv_bytes_read(),
-                            bytes_written=out_bytes, label=config.key)
+    return split, timing.TimedCase(config.key, launch, check, bytes_read=problem.kv_bytes_read(),
+                                   bytes_written=out_bytes, label=config.key)
 
 
 def _copy_case():
@@ -355,8 +367,9 @@ def measure(study: dict, gpu_probe: dict, out_dir: Path) -> None:
         runners[variant] = AttentionRunner(variant, cache=True)
         if variant in decode_variants:
             runners[variant] = fit_residency(runners[variant], target)
-    pools = TimedPools(gpu.sm_count)
-    attention_cases = [_attention_case(c, runners[c.variant()], pools, gpu.sm_count) for c in configs]
+    pools = TimedPools()
+    split_cases = [_attention_case(c, runners[c.variant()], pools, gpu.sm_count) for c in configs]
+    attention_cases = [case for _, case in split_cases]
     ceiling_cases = [_copy_case(), *_sdpa_cases(configs)]
     timings = timing.run([case for _, case in ceiling_cases] + attention_cases, study="paged_kv",
                          **study["timing"])
@@ -366,12 +379,12 @@ def measure(study: dict, gpu_probe: dict, out_dir: Path) -> None:
         return {**t, "bytes_moved": bytes_moved, "gbps": bytes_moved / (t["time_us_median"] * 1e3)}
 
     rows = []
-    for config, case in zip(configs, attention_cases):
+    for config, (split, case) in zip(configs, split_cases):
         p, s = config.phase, config.shape
         flops = Problem(batch=p.batch, seqlen_q=p.seqlen_q, q_heads=s.q_heads, kv_heads=s.kv_heads,
                         head_dim=s.head_dim, page_size=config.page_size,
                         seqlens_k=(p.context,) * p.batch, dtype=config.dtype).flops()
-        row = {**config.columns(gpu.sm_count), **kernel_columns(runners[config.variant()]),
+        row = {**config.columns(), **split.columns(), **kernel_columns(runners[config.variant()]),
                **timed_columns(case, case.bytes_read), "flops": flops}
         row["tflops"] = flops / (row["time_us_median"] * 1e6)
         rows.append(row)
@@ -383,6 +396,7 @@ def measure(study: dict, gpu_probe: dict, out_dir: Path) -> None:
                "timer": "cuda-bench (nvbench) cold samples: L2 flushed before every sample; device events",
                "configurations": len(configs), "kernel_variants": len(variants),
                "fa3_source": "Dao-AILab/flash-attention@0251105a2fb19d2957484b7f023cd8c115286ced hopper/",
+               "decode_split_rule": RULE_TEXT,
                "tma_page_lookup": "a tile ahead, before the wait on a free stage (producers.make_tma_producer)",
                "torch_sdpa_measured": any(c["ceiling"] == "torch_sdpa_contiguous" for c, _ in ceiling_cases),
                "numpy_row_stack_shim_applied": numpy_compat.SHIM_APPLIED})
