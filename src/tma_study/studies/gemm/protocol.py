@@ -28,7 +28,7 @@ from __future__ import annotations
 import random
 import time
 from dataclasses import dataclass
-from typing import Callable
+from collections.abc import Callable
 
 from . import shapes as shapes_mod
 from . import variants as variants_mod

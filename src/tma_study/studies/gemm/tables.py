@@ -64,8 +64,8 @@ def bar_table(bar: pd.DataFrame) -> pd.DataFrame:
             rows += [("clock ratio TMA / cuBLAS", f"{r.clock_ratio:.3f}"
                       + (" (clocks differ: the comparison is clock-confounded)" if r.clocks_differ else "")),
                      ("per clock: TFLOP/s per GHz (TMA / cuBLAS), % of cuBLAS",
-                      f"{r.tflops_per_ghz:.1f} / {r.cublas_tflops_per_ghz:.1f}, "
-                      f"{100 * r.fraction_of_cublas_per_clock:.1f}")]
+                      (f"{r.tflops_per_ghz:.1f} / {r.cublas_tflops_per_ghz:.1f}, "
+                       f"{100 * r.fraction_of_cublas_per_clock:.1f}"))]
     if "tma_candidates" in bar.columns:
         missing = int(r.tma_not_measured)
         rows.append(("TMA candidates measured", f"{int(r.tma_measured)} of {int(r.tma_candidates)}"))
@@ -199,8 +199,9 @@ def protocol_text(provenance: dict) -> tuple[str, str]:
     protocol.py timed cuBLAS first in every group and pre-heated nothing."""
     p = provenance.get("protocol")
     if not p:
-        return ("cuBLAS first in every (shape, dtype) group, then the variants in config order "
-                "(the run predates the shuffled order)", "none (the run predates the pre-heat)")
+        order = ("cuBLAS first in every (shape, dtype) group, then the variants in config order "
+                 "(the run predates the shuffled order)")
+        return order, "none (the run predates the pre-heat)"
     preheat = (f"cuBLAS back to back for {p['preheat_s']} s before each group of >= {p['preheat_min_gflop']} "
                f"GFLOP ({p['preheat_groups_planned']} groups, {p['preheat_seconds_total']:.1f} s in all)"
                if p["preheat_s"] and p["preheat_groups_planned"] else "none")
