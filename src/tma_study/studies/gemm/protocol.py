@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import random
 import time
-from dataclasses import dataclass
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from . import shapes as shapes_mod
 from . import variants as variants_mod
