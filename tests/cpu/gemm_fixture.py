@@ -27,7 +27,8 @@ STUDY = {
     },
     "shapes": {"square": [1024, 8192], "tokens": [16, 4096], "projections": {"llama3_8b/q_o": [4096, 4096]}},
     "correctness": {"samples": 256, "rtol_output": 0.0078125, "rtol_accumulate": 0.000244140625},
-    "timing": {"max_noise": 0.01, "min_time_s": 0.005, "min_samples": 10, "timeout_s": 0.5},
+    "timing": {"max_noise": 0.01, "min_time_s": 0.005, "min_samples": 10, "timeout_s": 0.5,
+               "preheat_min_gflop": 50, "preheat_s": 0.5, "order_seed": 0},
 }
 CUBLAS_TFLOPS = {"bf16": 780.0, "fp8_e4m3": 1400.0}
 

@@ -74,3 +74,25 @@ def test_misaligned_pointer_is_refused_before_launch(library):
     buffer = torch.zeros(1 << 20, dtype=torch.bfloat16, device="cuda")
     with pytest.raises(abi.GemmStatusError, match="kErrorMisalignedOperand"):
         variant.run(buffer.data_ptr() + 2, buffer.data_ptr(), buffer.data_ptr(), 128, 128, 128)
+
+
+
+def test_the_preheat_keeps_the_gpu_busy_with_cublas_for_the_asked_time():
+    """The measure step's pre-heat on a real GPU: 4096^3 bf16 cuBLAS back to back for 0.2 s; its
+    launches x one GEMM's time (device events) cover at least 80 % of the host's wall time."""
+    from tma_study.studies.gemm import protocol as P
+    from tma_study.studies.gemm import shapes as S
+
+    problem = M.Problem(torch, S.Shape("square", "square", 4096, 4096, 4096), "bf16", 0)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    problem.cublas()
+    start.record()
+    for _ in range(20):
+        problem.cublas()
+    end.record()
+    torch.cuda.synchronize()
+    one_gemm_s = start.elapsed_time(end) / 1000 / 20
+    ran = P.preheat(problem.cublas, torch.cuda.synchronize, 0.2)
+    assert 0.2 <= ran["seconds"] < 0.3
+    assert ran["launches"] * one_gemm_s >= 0.8 * ran["seconds"]     # clocks may drop while it runs
+    problem.release()

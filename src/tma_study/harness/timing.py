@@ -11,7 +11,8 @@ A :class:`TimedCase` is one configuration: a correctness check (run once, before
 timing: a mismatch raises and the whole run fails, recording nothing) and a launch that
 enqueues the measured work on the stream cuda-bench gives it. An optional ``warm`` launch
 runs inside each sample but outside the timed region (to make an L2-resident working set
-resident after nvbench's L2 flush).
+resident after nvbench's L2 flush). An optional ``prepare`` runs once, after the check and
+right before nvbench's warm-up and samples (the gemm study pre-heats the GPU there).
 """
 from __future__ import annotations
 
@@ -47,6 +48,7 @@ class TimedCase:
     bytes_written: int = 0
     warm: Callable[[object], None] | None = None   # untimed work before each sample
     label: str = ""                            # progress text
+    prepare: Callable[[], None] | None = None  # untimed, once: after the check, before the samples
 
 
 @dataclass
@@ -121,6 +123,8 @@ def run(cases: list[TimedCase], *, study: str, max_noise: float = DEFAULT_MAX_NO
             failures.append(f"{case.key}: {type(exc).__name__}: {exc}")
             state.skip(f"correctness check failed: {exc}")
             return
+        if case.prepare is not None:
+            case.prepare()
         state.add_global_memory_reads(int(case.bytes_read))
         state.add_global_memory_writes(int(case.bytes_written))
 

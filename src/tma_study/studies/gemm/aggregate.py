@@ -18,6 +18,15 @@
 - ``status.csv``    rows per (arch, implementation, load, status), and how many measured rows have
                     fewer samples than asked for or ran at the throttle floor
 
+Clocks: large GEMMs are power-limited, so two rows of one comparison may have run at different
+SM clocks. Every measured row has ``tflops_per_ghz`` (TFLOP/s over its mean SM clock in GHz), and
+every comparison (measured, speedup, multicast, cublas, bar) adds, beside its ratio, the ratio of
+the compared rows' mean clocks (``clock_ratio``, oriented as the comparison's own ratio: row over
+cuBLAS, TMA over cp.async, cluster over 1x1), ``clocks_differ`` (they differ by more than the
+tie tolerance, so the clock alone could decide the comparison) and the ratio per clock. Per
+clock is a diagnostic, not the result: under a power cap a kernel's own draw sets part of its
+clock. Winners and the existing columns are unchanged.
+
 Rows that were not measured keep their reason in every file that would show them. Every row
 says how it accumulates (``accumulation``: a key of variants.ACCUMULATION), and the TMA vs
 cp.async and cuBLAS comparisons carry both sides', so a comparison of two kinds of fp8
@@ -122,11 +131,35 @@ def _write(frame: pd.DataFrame, path: Path) -> None:
     frame.to_csv(path, index=False)
 
 
+def tflops_per_ghz(tflops, sm_clock_mhz):
+    """TFLOP/s per GHz of mean SM clock: a row's throughput with its clock divided out."""
+    return tflops / (sm_clock_mhz / 1000.0)
+
+
+def clocks_differ(clock_ratio) -> bool | pd.Series:
+    """Two rows' mean clocks differ by more than a tie: the clock alone could decide between them."""
+    return abs(clock_ratio - 1) > TIE_TOLERANCE
+
+
+def _clock_comparison(ratio, clock_ratio) -> dict:
+    """The clock columns every comparison adds beside its own ``ratio`` (same orientation)."""
+    return {"clock_ratio": clock_ratio, "clocks_differ": clocks_differ(clock_ratio),
+            "ratio_per_clock": ratio / clock_ratio}
+
+
 def with_cublas_fraction(gemm: pd.DataFrame, limits: TimingLimits | None = None) -> pd.DataFrame:
     measured = gemm[gemm.status == MEASURED].copy()
-    anchor = measured[measured.implementation == "cublas"].set_index(["dtype", "shape"])["tflops"]
-    measured["cublas_tflops"] = [anchor.get((d, s), np.nan) for d, s in zip(measured["dtype"], measured["shape"])]
+    anchors = measured[measured.implementation == "cublas"].set_index(["dtype", "shape"])
+    anchor, anchor_clock = anchors["tflops"], anchors["sm_clock_mhz_mean"]
+    keys = list(zip(measured["dtype"], measured["shape"]))
+    measured["cublas_tflops"] = [anchor.get(key, np.nan) for key in keys]
     measured["fraction_of_cublas"] = measured.tflops / measured.cublas_tflops
+    measured["tflops_per_ghz"] = tflops_per_ghz(measured.tflops, measured.sm_clock_mhz_mean)
+    measured["cublas_sm_clock_mhz"] = [anchor_clock.get(key, np.nan) for key in keys]
+    clock = _clock_comparison(measured.fraction_of_cublas, measured.sm_clock_mhz_mean / measured.cublas_sm_clock_mhz)
+    measured["clock_ratio"] = clock["clock_ratio"]
+    measured["clocks_differ"] = clock["clocks_differ"]
+    measured["fraction_of_cublas_per_clock"] = clock["ratio_per_clock"]
     measured["relative_iqr"] = measured.time_us_iqr / measured.time_us_median
     limits = limits or TimingLimits(None, None, NVBENCH_DEFAULT_THROTTLE_PERCENT)
     measured["fewer_than_min_samples"] = (measured.samples < limits.min_samples) if limits.min_samples else False
@@ -193,8 +226,16 @@ def speedup(measured: pd.DataFrame, gemm: pd.DataFrame | None = None,
                          "cpasync_accumulation": c.get(ACCUMULATION_COLUMN, np.nan),
                          "cublas_accumulation": cublas_accumulation.get((key[1], key[2]), np.nan),
                          "tma_samples": t.samples, "cpasync_samples": c.samples,
-                         "tma_sm_clock_mhz": t.sm_clock_mhz_mean, "cpasync_sm_clock_mhz": c.sm_clock_mhz_mean})
+                         "tma_sm_clock_mhz": t.sm_clock_mhz_mean, "cpasync_sm_clock_mhz": c.sm_clock_mhz_mean,
+                         "tma_tflops_per_ghz": t.tflops_per_ghz, "cpasync_tflops_per_ghz": c.tflops_per_ghz,
+                         **_renamed(_clock_comparison(ratio, t.sm_clock_mhz_mean / c.sm_clock_mhz_mean),
+                                    "speedup_per_clock")})
     return pd.DataFrame(rows)
+
+
+def _renamed(clock: dict, ratio_name: str) -> dict:
+    """_clock_comparison's columns with the per-clock ratio named after the comparison's ratio."""
+    return {(ratio_name if k == "ratio_per_clock" else k): v for k, v in clock.items()}
 
 
 def _cluster_exceeds_tiles(r) -> bool:
@@ -237,7 +278,13 @@ def multicast(measured: pd.DataFrame, gemm: pd.DataFrame | None = None) -> tuple
                      "tflops": mine.tflops if mine is not None else np.nan,
                      "tflops_1x1": base.tflops if base is not None else np.nan,
                      "gain": mine.tflops / base.tflops if status == MEASURED else np.nan,
-                     "spread": mine.relative_iqr + base.relative_iqr if status == MEASURED else np.nan})
+                     "spread": mine.relative_iqr + base.relative_iqr if status == MEASURED else np.nan,
+                     "sm_clock_mhz": mine.sm_clock_mhz_mean if mine is not None else np.nan,
+                     "sm_clock_mhz_1x1": base.sm_clock_mhz_mean if base is not None else np.nan,
+                     **(_renamed(_clock_comparison(mine.tflops / base.tflops,
+                                                   mine.sm_clock_mhz_mean / base.sm_clock_mhz_mean), "gain_per_clock")
+                        if status == MEASURED else
+                        {"clock_ratio": np.nan, "clocks_differ": False, "gain_per_clock": np.nan})})
     gains = pd.DataFrame(rows)
     if gains.empty or not (gains.status == MEASURED).any():
         return gains, pd.DataFrame()
@@ -253,7 +300,10 @@ def multicast(measured: pd.DataFrame, gemm: pd.DataFrame | None = None) -> tuple
                         "losses": int((compared.gain < 1 - TIE_TOLERANCE).sum()),
                         "not_compared": len(group) - len(compared),
                         "median_gain_every_cta_busy": busy.gain.median() if len(busy) else np.nan,
-                        "comparisons_every_cta_busy": len(busy)})
+                        "comparisons_every_cta_busy": len(busy),
+                        "median_clock_ratio": compared.clock_ratio.median(),
+                        "comparisons_clocks_differ": int(compared.clocks_differ.sum()),
+                        "median_gain_per_clock": compared.gain_per_clock.median()})
     return gains, pd.DataFrame(summary)
 
 
@@ -265,6 +315,8 @@ def cublas_fractions(measured: pd.DataFrame, gemm: pd.DataFrame | None = None) -
         best["cublas_status"] = [anchor.get((d, s), "no cuBLAS row") for d, s in zip(best["dtype"], best["shape"])]
     columns = SHAPE_KEYS + ["load", "variant", "tflops", "cublas_tflops", "fraction_of_cublas"]
     columns += ["cublas_status"] if "cublas_status" in best.columns else []
+    columns += ["sm_clock_mhz_mean", "cublas_sm_clock_mhz", "tflops_per_ghz", "clock_ratio", "clocks_differ",
+                "fraction_of_cublas_per_clock"]
     if ACCUMULATION_COLUMN in measured.columns:      # each side's accumulation: cuBLAS's is the anchor's
         anchor = measured[measured.implementation == "cublas"].set_index(["dtype", "shape"])[ACCUMULATION_COLUMN]
         best["cublas_accumulation"] = [anchor.get((d, s), np.nan) for d, s in zip(best["dtype"], best["shape"])]
@@ -304,7 +356,11 @@ def bar(gemm: pd.DataFrame, measured: pd.DataFrame) -> pd.DataFrame:
                           "passes": bool(best.fraction_of_cublas >= BAR_FRACTION),
                           "samples": best.samples, "sm_clock_mhz": best.sm_clock_mhz_mean,
                           "cublas_samples": anchor.samples if anchor is not None else np.nan,
-                          "cublas_sm_clock_mhz": anchor.sm_clock_mhz_mean if anchor is not None else np.nan}])
+                          "cublas_sm_clock_mhz": anchor.sm_clock_mhz_mean if anchor is not None else np.nan,
+                          "tflops_per_ghz": best.tflops_per_ghz,
+                          "cublas_tflops_per_ghz": anchor.tflops_per_ghz if anchor is not None else np.nan,
+                          "clock_ratio": best.clock_ratio, "clocks_differ": bool(best.clocks_differ),
+                          "fraction_of_cublas_per_clock": best.fraction_of_cublas_per_clock}])
 
 
 def status_counts(gemm: pd.DataFrame, measured: pd.DataFrame | None = None) -> pd.DataFrame:

@@ -14,6 +14,11 @@ and torch._scaled_mm (fp8, unit scales, use_fast_accum=CUBLAS_FP8_FAST_ACCUM) on
 buffers and stream. Every row says how it accumulates (column ``accumulation``, keys of
 ``variants.ACCUMULATION``), and provenance.json records the anchor's fp8 setting.
 
+Each (shape, dtype) group is timed under protocol.py's protocol: candidates in a seeded shuffled
+order (column ``measure_order``: the row's position in the run), and groups large enough to be
+power-limited pre-heated with the shape's cuBLAS GEMM (column ``group_preheat_s``), so the
+candidates of a shape are compared in the same power state; provenance.json records both.
+
 Needs PyTorch (the cuBLAS anchor and the buffers) and the libraries of ``gemm_build``.
 """
 from __future__ import annotations
@@ -27,6 +32,7 @@ from tma_study import gpu as gpu_mod
 from tma_study.config import REPO_ROOT
 from tma_study.harness import atomic, provenance, timing
 
+from . import protocol
 from . import shapes as shapes_mod
 from . import variants as variants_mod
 from .abi import GemmLibrary, describe_status
@@ -37,7 +43,7 @@ ARCH_OF_MAJOR = {9: "sm90", 10: "sm100"}          # compute capability major -> 
 NOT_MEASURED = {"sm90": "not measured: needs an SM90 GPU (Hopper: H100, H200)",
                 "sm100": "not measured: needs an SM100 GPU (Blackwell: B200)"}
 MEASURED = "measured"
-CUBLAS = "cublas"
+CUBLAS = protocol.CUBLAS
 # The fp8 anchor accumulates as the CUTLASS variants do: torch._scaled_mm(use_fast_accum=True)
 # sets cuBLASLt's CUBLASLT_MATMUL_DESC_FAST_ACCUM ("intermediate results will not periodically
 # be promoted to a higher precision"), the arithmetic of every fp8 variant built here (CUTLASS's
@@ -57,8 +63,8 @@ def library_path(arch: str, build_dir: Path = BUILD_DIR) -> Path:
 
 
 def estimate_seconds(study: dict, arch: str) -> float:
-    """GPU seconds the sweep should take on ``arch``: cases x overhead + timed samples."""
-    total = 0.0
+    """GPU seconds the sweep should take on ``arch``: cases x overhead + timed samples + pre-heats."""
+    total = protocol.preheat_total_s(study, arch)
     for variant_or_anchor in [*variants_mod.variants(study, arch), *((CUBLAS, d) for d in _dtypes(study, arch))]:
         dtype = variant_or_anchor[1] if isinstance(variant_or_anchor, tuple) else variant_or_anchor.dtype
         for shape in shapes_mod.shapes(study):
@@ -68,7 +74,7 @@ def estimate_seconds(study: dict, arch: str) -> float:
 
 
 def _dtypes(study: dict, arch: str) -> list[str]:
-    return sorted({v.dtype for v in variants_mod.variants(study, arch)})
+    return protocol.dtypes(study, arch)
 
 
 def _torch():
@@ -199,6 +205,14 @@ def _cublas_case(torch, problems: Problems, shape, dtype, correctness, checks: d
     return timing.TimedCase(key, launch, check, label=key)
 
 
+def _preheat(torch, problems: Problems, group: protocol.Group, done: dict):
+    """The group's pre-heat (TimedCase.prepare of its first timed candidate); records what ran."""
+    def prepare():
+        p = problems.get(group.shape, group.dtype)
+        done[(group.shape.key, group.dtype)] = protocol.preheat(p.cublas, torch.cuda.synchronize, group.preheat_s)
+    return prepare
+
+
 def _rows_not_measured(study: dict, arch: str, reason: str) -> list[dict]:
     return [{**v.columns(), "implementation": "cutlass", **s.columns(), "status": reason}
             for v in variants_mod.variants(study, arch) for s in shapes_mod.shapes(study)]
@@ -220,29 +234,39 @@ def measure(study: dict, gpu_probe: dict, out_dir: Path, build_dir: Path = BUILD
     shapes = shapes_mod.shapes(study)
     estimate = estimate_seconds(study, arch)
     print(f"gemm: {len(chosen)} {arch} variants + cuBLAS on {len(shapes)} shapes; "
-          f"estimated {estimate / 60:.1f} min of GPU time", flush=True)
+          f"estimated {estimate / 60:.1f} min of GPU time, of it "
+          f"{protocol.preheat_total_s(study, arch):.0f} s pre-heating", flush=True)
 
     workspace = max((h.workspace_bytes(s.m, s.n, s.k) for h in handles.values() for s in shapes), default=0)
     problems = Problems(torch, workspace)
     checks: dict[str, dict] = {}
+    preheats: dict[tuple[str, str], dict] = {}    # (shape key, dtype) -> what the pre-heat ran
+    groups = protocol.plan(study, arch)
     cases, rows = [], []
-    for shape in shapes:                          # grouped by (shape, dtype): one problem alive
-        for dtype in _dtypes(study, arch):
-            cases.append(_cublas_case(torch, problems, shape, dtype, study["correctness"], checks))
-            rows.append(({"variant": f"{CUBLAS}_{dtype}", "arch": arch, "implementation": CUBLAS,
-                          "dtype": dtype, "load": CUBLAS, "accumulation": CUBLAS_ACCUMULATION[dtype],
-                          **shape.columns()}, cases[-1]))
-            for v in (v for v in chosen if v.dtype == dtype):
-                status = handles[v.name]._can(shape.m, shape.n, shape.k)
-                columns = {**v.columns(), "implementation": "cutlass", **shape.columns()}
-                if status != 0:
-                    rows.append(({**columns, "status": f"not run: can_implement: {describe_status(status)}"}, None))
-                    continue
-                cases.append(_variant_case(torch, problems, handles[v.name], shape, dtype,
-                                           study["correctness"], checks))
-                rows.append((columns, cases[-1]))
-    timings = timing.run(cases, study="gemm", **study["timing"])
+    for group in groups:                          # grouped by (shape, dtype): one problem alive
+        shape, dtype = group.shape, group.dtype
+        first = len(cases)
+        for candidate in group.candidates:        # in the protocol's (shuffled) order
+            if candidate == CUBLAS:
+                cases.append(_cublas_case(torch, problems, shape, dtype, study["correctness"], checks))
+                rows.append(({"variant": f"{CUBLAS}_{dtype}", "arch": arch, "implementation": CUBLAS,
+                              "dtype": dtype, "load": CUBLAS, "accumulation": CUBLAS_ACCUMULATION[dtype],
+                              **shape.columns()}, cases[-1]))
+                continue
+            v = candidate
+            status = handles[v.name]._can(shape.m, shape.n, shape.k)
+            columns = {**v.columns(), "implementation": "cutlass", **shape.columns()}
+            if status != 0:
+                rows.append(({**columns, "status": f"not run: can_implement: {describe_status(status)}"}, None))
+                continue
+            cases.append(_variant_case(torch, problems, handles[v.name], shape, dtype,
+                                       study["correctness"], checks))
+            rows.append((columns, cases[-1]))
+        if group.preheat_s > 0 and len(cases) > first:
+            cases[first].prepare = _preheat(torch, problems, group, preheats)
+    timings = timing.run(cases, study="gemm", **protocol.nvbench_timing(study["timing"]))
 
+    order = {case.key: i for i, case in enumerate(cases)}
     records = []
     for columns, case in rows:
         if case is None:
@@ -250,8 +274,10 @@ def measure(study: dict, gpu_probe: dict, out_dir: Path, build_dir: Path = BUILD
             continue
         t = timings[case.key].columns()
         status = MEASURED if t["timing_status"] == "ok" else t["timing_status"]
+        ran = preheats.get((columns["shape"], columns["dtype"]), {"seconds": 0.0})
         records.append({**columns, "status": status, **t, **checks[case.key],
-                        "tflops": columns["flop"] / (t["time_us_median"] * 1e-6) / 1e12})
+                        "tflops": columns["flop"] / (t["time_us_median"] * 1e-6) / 1e12,
+                        "measure_order": order[case.key], "group_preheat_s": ran["seconds"]})
     other = [a for a in variants_mod.ARCHES if a != arch]
     for a in other:
         records += _rows_not_measured(study, a, NOT_MEASURED[a])
@@ -271,6 +297,14 @@ def measure(study: dict, gpu_probe: dict, out_dir: Path, build_dir: Path = BUILD
                          f"use_fast_accum={CUBLAS_FP8_FAST_ACCUM})",
                "cublas_fp8_use_fast_accum": CUBLAS_FP8_FAST_ACCUM,
                "estimated_gpu_seconds": round(estimate, 1),
+               "protocol": {
+                   "order": protocol.ORDER_METHOD, "order_seed": study["timing"]["order_seed"],
+                   "preheat": protocol.PREHEAT_METHOD,
+                   "preheat_s": study["timing"]["preheat_s"],
+                   "preheat_min_gflop": study["timing"]["preheat_min_gflop"],
+                   "preheat_groups_planned": sum(g.preheat_s > 0 for g in groups),
+                   "preheat_seconds_total": round(sum(p["seconds"] for p in preheats.values()), 3),
+                   "preheats": [{"shape": key, "dtype": dtype, **ran} for (key, dtype), ran in preheats.items()]},
                "configurations": len(cases), "library": str(library.path)})
     with atomic.staged_directory(out_dir) as staging:
         frame.to_csv(staging / "gemm.csv", index=False)

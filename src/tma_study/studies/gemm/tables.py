@@ -24,6 +24,7 @@ from .aggregate import (
     INFERRED,
     MEASURED,
     NOT_MEASURED_TEXT,
+    TIE_TOLERANCE,
     TimingLimits,
     with_accumulation,
 )
@@ -59,6 +60,12 @@ def bar_table(bar: pd.DataFrame) -> pd.DataFrame:
                  (f"bar >= {100 * BAR_FRACTION:.0f} %", "met" if r.passes else "NOT met"),
                  ("samples (TMA / cuBLAS)", f"{r.samples:.0f} / {r.cublas_samples:.0f}"),
                  ("mean SM clock, MHz (TMA / cuBLAS)", f"{_mhz(r.sm_clock_mhz)} / {_mhz(r.cublas_sm_clock_mhz)}")]
+        if "clock_ratio" in bar.columns:        # derived data written before the clock columns lack them
+            rows += [("clock ratio TMA / cuBLAS", f"{r.clock_ratio:.3f}"
+                      + (" (clocks differ: the comparison is clock-confounded)" if r.clocks_differ else "")),
+                     ("per clock: TFLOP/s per GHz (TMA / cuBLAS), % of cuBLAS",
+                      (f"{r.tflops_per_ghz:.1f} / {r.cublas_tflops_per_ghz:.1f}, "
+                       f"{100 * r.fraction_of_cublas_per_clock:.1f}"))]
     if "tma_candidates" in bar.columns:
         missing = int(r.tma_not_measured)
         rows.append(("TMA candidates measured", f"{int(r.tma_measured)} of {int(r.tma_candidates)}"))
@@ -94,8 +101,16 @@ def speedup_table(speedup: pd.DataFrame) -> pd.DataFrame:
                                                                f"{int(group.tma_candidates.sum())} / "
                                                                f"{int(group.cpasync_not_measured.sum())} of "
                                                                f"{int(group.cpasync_candidates.sum())}")
+        if "clock_ratio" in group.columns:
+            row["SM clock TMA/cp.async median (min-max)"] = _ratio_range(group.clock_ratio)
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _ratio_range(values: pd.Series) -> str:
+    """'0.97 (0.91-1.04)': a ratio's median and range, or 'n/a' without values."""
+    values = values.dropna()
+    return f"{values.median():.2f} ({values.min():.2f}-{values.max():.2f})" if len(values) else "n/a"
 
 
 def multicast_table(summary: pd.DataFrame) -> pd.DataFrame:
@@ -117,6 +132,8 @@ def multicast_table(summary: pd.DataFrame) -> pd.DataFrame:
                 f"{r.median_gain_every_cta_busy:.3f} ({r.comparisons_every_cta_busy})"
                 if r.comparisons_every_cta_busy else "none")
             row["not compared"] = str(r.not_compared)
+        if hasattr(r, "median_clock_ratio"):
+            row["median SM clock ratio (clocks differ)"] = f"{r.median_clock_ratio:.2f} ({r.comparisons_clocks_differ})"
         rows.append(row)
     return pd.DataFrame(rows).fillna("")
 
@@ -177,6 +194,20 @@ def fp8_accumulation_text(measured: pd.DataFrame) -> str:
     return "; ".join(parts) + (f" ({INFERRED})" if inferred else "")
 
 
+def protocol_text(provenance: dict) -> tuple[str, str]:
+    """(candidate order, pre-heat) of the run as the run table prints them; runs that predate
+    protocol.py timed cuBLAS first in every group and pre-heated nothing."""
+    p = provenance.get("protocol")
+    if not p:
+        order = ("cuBLAS first in every (shape, dtype) group, then the variants in config order "
+                 "(the run predates the shuffled order)")
+        return order, "none (the run predates the pre-heat)"
+    preheat = (f"cuBLAS back to back for {p['preheat_s']} s before each group of >= {p['preheat_min_gflop']} "
+               f"GFLOP ({p['preheat_groups_planned']} groups, {p['preheat_seconds_total']:.1f} s in all)"
+               if p["preheat_s"] and p["preheat_groups_planned"] else "none")
+    return f"shuffled within each (shape, dtype) group, seed {p['order_seed']}", preheat
+
+
 def run_table(provenance: dict, measured: pd.DataFrame | None = None) -> pd.DataFrame:
     gpu = provenance.get("gpu", {})
     seconds = (pd.Timestamp(provenance["finished_utc"]) - pd.Timestamp(provenance["started_utc"])).total_seconds()
@@ -193,7 +224,9 @@ def run_table(provenance: dict, measured: pd.DataFrame | None = None) -> pd.Data
              if "cublas_fp8_use_fast_accum" in provenance else "not recorded (the run predates the key)"),
             ("nvidia-cutlass / torch / cuda-bench",
              " / ".join(str(packages.get(p)) for p in ("nvidia-cutlass", "torch", "cuda-bench"))),
-            ("timer", str(provenance.get("timer")))]
+            ("timer", str(provenance.get("timer"))),
+            ("candidate order", protocol_text(provenance)[0]),
+            ("pre-heat", protocol_text(provenance)[1])]
     if measured is not None:
         rows.insert(rows.index(next(r for r in rows if r[0] == "cuBLAS fp8 use_fast_accum")) + 1,
                     ("fp8 accumulation", fp8_accumulation_text(measured)))
@@ -231,16 +264,21 @@ def write_tables(derived_dir: Path, provenance: dict, tables_dir: Path) -> None:
                           "Best SM90 TMA GEMM at 8192^3 bf16 against cuBLAS (torch.matmul) in the same run. The "
                           "best is over the TMA candidates that were measured; nvbench discards samples taken "
                           f"below {floor} of SM clock, and a candidate none of whose samples cleared it is NOT "
-                          f"MEASURED. {source}.", [5.0, 11.0])
+                          "MEASURED. Per clock: TFLOP/s divided by each row's mean SM clock in GHz, a diagnostic "
+                          "of clock-confounding (under the power cap a kernel's own draw sets part of its clock), "
+                          f"not the result. {source}.", [5.0, 11.0])
     write_table(speedup_table(_read(derived_dir / "speedup.csv")), tables_dir, "gemm_speedup",
                 "Best TMA variant over best cp.async variant per shape (TFLOP/s ratio; ties within 2 % "
                 "or the runs' spread); the best of each mechanism is over its measured candidates (last column: "
                 "how many were not measured). Accumulation: fp8 partial sums promoted into a separate fp32 "
-                f"register accumulator every few MMAs, or not (the tensor cores' accumulator alone). {source}.")
+                f"register accumulator every few MMAs, or not (the tensor cores' accumulator alone). SM clock: "
+                "the TMA row's mean SM clock over the cp.async row's (1.00: same clock; a ratio further from 1 "
+                f"than the speedup's margin can decide the comparison). {source}.")
     write_table(multicast_table(_read(derived_dir / "multicast_summary.csv")), tables_dir, "gemm_multicast",
                 "TMA multicast: each cluster shape's TFLOP/s over the same variant with a 1x1 cluster; 'every CTA "
-                "with a tile' leaves out problems with fewer tiles along M or N than the cluster has CTAs. "
-                f"{source}.")
+                "with a tile' leaves out problems with fewer tiles along M or N than the cluster has CTAs; SM "
+                "clock ratio: the cluster variant's mean SM clock over the 1x1 variant's (comparisons whose "
+                f"clocks differ by more than {100 * TIE_TOLERANCE:.0f} %). {source}.")
     write_paragraph_table(rules_table(_read(derived_dir / "rules.csv")), tables_dir, "gemm_rules",
                           "Do the crossover and multicast studies' rules predict the GEMM winner? Crossover: TMA "
                           "vs cp.async, same schedule and tile, 1x1 cluster. Multicast: each TMA cluster variant "
