@@ -127,12 +127,31 @@ def test_a_missing_raw_file_is_named_before_any_job(tmp_path, missing):
     assert "Job stats" not in output_of(result)
 
 
+# Claims that FAIL on the committed reference data, and why (the paper and the README say so).
+# A claim is checked, never reworded to pass: this list changes only with the data, and a claim
+# that starts or stops failing fails this test until the list (and the text) follows.
+KNOWN_FAILING = {
+    "gemm_tma_reaches_95_percent_of_cublas":
+        "85 %: cuBLAS, timed first in its shape group, ran at 1591 MHz against 1307 MHz (power state; "
+        "104 % per clock); re-measure with the gemm protocol (pre-heat, shuffled order)",
+    "gemm_multicast_no_median_gain": "fp8 1x2 and 2x1 median gains 1.03 and 1.02, inside the rows' clock differences",
+    "gemm_multicast_rule_not_faster_holds": "67 % against the 80 % bar, same clock caveat",
+    "paged_kv_decode_bf16_reaches_70pct_of_copy": "mqa_8x256 decode at 41-49 % of the copy rate",
+    "paged_kv_decode_e4m3_reaches_70pct_of_copy":
+        "e4m3 decode at 20-71 %: mma.sync e4m3 saves no tensor-core time, so half the bytes do not halve the time",
+}
+
+
 @pytest.mark.skipif(not REAL_DATA, reason="claims are about the committed reference data")
-def test_every_claim_passes_on_the_reference_data(pipeline):
+def test_only_the_known_claims_fail_on_the_reference_data(pipeline):
     root, _ = pipeline
     table = (root / CLAIMS).read_text().splitlines()
-    failing = [line for line in table[1:] if line.split("\t")[1] == "FAIL"]
-    assert not failing, failing
+    statuses = {line.split("\t")[0]: line.split("\t")[1] for line in table[1:]}
+    assert set(statuses.values()) <= {"PASS", "FAIL", "NOT MEASURED"}, statuses
+    failing = {claim for claim, status in statuses.items() if status == "FAIL"}
+    assert failing == set(KNOWN_FAILING), (
+        f"newly failing: {sorted(failing - set(KNOWN_FAILING))}; "
+        f"no longer failing: {sorted(set(KNOWN_FAILING) - failing)}")
 
 
 @pytest.mark.skipif(not REAL_DATA, reason="the README's table is about the committed reference data")
