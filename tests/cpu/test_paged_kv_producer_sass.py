@@ -95,12 +95,18 @@ def test_page_table_loads_are_batched_ahead_of_the_copies(variant):
     assert len(loads) == plan.page_entries, f"{where}: {len(loads)} page-table LDGs per tile"
     assert len(copies) == 2 * plan.rows_per_thread, f"{where}: {len(copies)} LDGSTS per tile"
     assert shuffles == 2 * plan.rows_per_thread, f"{where}: {shuffles} SHFL.IDX per tile"
+    assert_loaded_ahead(body, loads, copies, wait, where)
+
+
+def assert_loaded_ahead(body, loads, copies, wait, where):
+    """Points 3 and 4 of the module docstring: every page-table LDG before the wait and the
+    first copy, and its register unread until after the last copy."""
     for index, register in loads:
         assert index < wait and index < copies[0], (
             f"{where}: page-table LDG at {index} after the wait ({wait}) or a copy ({copies[0]})")
         users = [i for i in range(index + 1, copies[-1] + 1) if reads(body[i], register)]
         assert not users, (f"{where}: {register} (page-table LDG at {index}) read at {users[0]}, "
-                           f"before the last LDGSTS ({copies[-1]}): a copy waits on the lookup")
+                           f"before the last copy ({copies[-1]}): a copy waits on the lookup")
 
 
 TMA_DECODE = [Variant(dtype=dtype, head_dim=128, load_path="tma", block_n=64, consumer_warps=1,
@@ -121,9 +127,4 @@ def test_tma_page_entries_are_loaded_a_tile_ahead(variant):
     wait = min(i for i, t in enumerate(body) if _WAIT in t)
     where = f"{variant.name}: producer loop of {len(body)} instructions"
     assert len(loads) == entries, f"{where}: {len(loads)} page-table LDGs per tile, not {entries}"
-    for index, register in loads:
-        assert index < wait and index < boxes[0], (
-            f"{where}: page-table LDG at {index} after the wait ({wait}) or a box ({boxes[0]})")
-        users = [i for i in range(index + 1, boxes[-1] + 1) if reads(body[i], register)]
-        assert not users, (f"{where}: {register} (page-table LDG at {index}) read at {users[0]}, "
-                           f"before the last box ({boxes[-1]}): a box waits on the lookup")
+    assert_loaded_ahead(body, loads, boxes, wait, where)
