@@ -8,6 +8,7 @@ from tma_study.studies.paged_kv.numerics import round_to
 from tma_study.studies.paged_kv.problem import (
     OTHER_OUTPUT_ERROR,
     Problem,
+    expected,
     make_inputs,
     output_tolerance,
     reference,
@@ -70,3 +71,12 @@ def test_a_wrong_page_exceeds_the_bound(dtype):
     table[0, [0, 1]] = table[0, [1, 0]]            # swap two pages of sequence 0
     swapped, _ = reference(inputs)
     assert np.any(np.abs(swapped - expected) > output_tolerance(inputs))
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "e4m3"])
+def test_expected_is_the_reference_with_its_tolerance(dtype):
+    inputs = make_inputs(_problem(dtype), np.random.default_rng(3))
+    out, lse = reference(inputs)
+    want = expected(inputs)
+    assert np.array_equal(want.out, out) and np.array_equal(want.lse, lse)
+    assert np.array_equal(want.tolerance, output_tolerance(inputs))

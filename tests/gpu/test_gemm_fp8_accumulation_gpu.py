@@ -9,17 +9,15 @@ with no promotion step; only how the tiles reach shared memory differs (and, whe
 multiple of the tile's K, the order of the k-tiles: see the first test). The promoting fp8
 mainloop (the plain TMA schedule) would round differently.
 
-Uses build/gemm/libgemm_sm90.so when `snakemake gemm_build` made it with these variants;
-otherwise compiles them (under a minute of nvcc each, in parallel).
+The library: gemm_library.sm90_library (build/gemm/libgemm_sm90.so when `snakemake gemm_build`
+made it with these variants, else them compiled here).
 """
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import yaml
+from gemm_library import sm90_library
 
 from tma_study.config import REPO_ROOT
-from tma_study.studies.gemm import abi
-from tma_study.studies.gemm import build as B
 from tma_study.studies.gemm import measure as M
 from tma_study.studies.gemm import shapes as shapes_mod
 from tma_study.studies.gemm import variants as V
@@ -38,27 +36,7 @@ SHAPES = [(256, 384, 4096), (200, 136, 80), (256, 256, LONGEST_K)]
 
 @pytest.fixture(scope="module")
 def library(tmp_path_factory):
-    built = M.library_path("sm90")
-    if built.exists():
-        lib = abi.GemmLibrary(built)
-        try:
-            for name in NAMES:
-                lib.variant(name)
-            return lib
-        except KeyError:
-            pass
-    out = tmp_path_factory.mktemp("gemm-fp8")
-
-    def one(name):
-        source = out / f"{name}.cu"
-        source.write_text(V.render_source(V.parse_name(name)))
-        B.compile_variant(name, source, out / f"{name}.o")
-        return out / f"{name}.o"
-
-    with ThreadPoolExecutor(max_workers=len(NAMES)) as pool:
-        objects = list(pool.map(one, NAMES))
-    B.link(objects, out / "libgemm_sm90_fp8_test.so")
-    return abi.GemmLibrary(out / "libgemm_sm90_fp8_test.so")
+    return sm90_library(tmp_path_factory, NAMES)
 
 
 def _inputs(m, n, k, seed):

@@ -1,15 +1,14 @@
 """One SM90 GEMM variant against torch on the GPU: correct on a small shape (every output, not
 a sample), NaN-poisoned output fully written, and the ABI's errors on a real device.
 
-Uses build/gemm/libgemm_sm90.so when `snakemake gemm_build` made it; otherwise compiles the
-one variant (about a minute of nvcc).
+The library: gemm_library.sm90_library (build/gemm/libgemm_sm90.so when `snakemake gemm_build`
+made it, else the two variants compiled here).
 """
 import pytest
+from gemm_library import sm90_library
 
 from tma_study.studies.gemm import abi
-from tma_study.studies.gemm import build as B
 from tma_study.studies.gemm import measure as M
-from tma_study.studies.gemm import variants as V
 
 torch = pytest.importorskip("torch", reason="the gemm study's GPU tests need PyTorch")
 
@@ -20,23 +19,7 @@ CORRECTNESS = {"samples": 512, "rtol_output": 2.0 ** -7, "rtol_accumulate": 2.0 
 
 @pytest.fixture(scope="module")
 def library(tmp_path_factory):
-    built = M.library_path("sm90")
-    if built.exists():
-        lib = abi.GemmLibrary(built)
-        try:
-            lib.variant(VARIANT), lib.variant(CPASYNC)
-            return lib
-        except KeyError:
-            pass
-    out = tmp_path_factory.mktemp("gemm-gpu")
-    objects = []
-    for name in (VARIANT, CPASYNC):
-        source = out / f"{name}.cu"
-        source.write_text(V.render_source(V.parse_name(name)))
-        B.compile_variant(name, source, out / f"{name}.o")
-        objects.append(out / f"{name}.o")
-    B.link(objects, out / "libgemm_sm90_test.so")
-    return abi.GemmLibrary(out / "libgemm_sm90_test.so")
+    return sm90_library(tmp_path_factory, [VARIANT, CPASYNC])
 
 
 @pytest.mark.parametrize("name", [VARIANT, CPASYNC])

@@ -11,7 +11,7 @@ compares with the float64 reference on the same bf16- / e4m3-rounded inputs:
 - NaN left in the output: rows never written, or a read of the poison page ("coverage");
 - on a mismatch of a causal case, whether the output matches the *non-causal* reference
   (the mask was not applied) is reported too.
-Tolerances: lse 1e-2 (log2 units); O per element ``problem.output_tolerance``: the bound on
+Tolerances: lse 1e-2 (log2 units); O per element ``problem.expected``'s tolerance: the bound on
 what rounding P to the operand type before P V moves O (as FA3 does; about 6e-2 for e4m3 on long
 rows, up to twice that on a causal row of a few keys), plus 1e-2.
 
@@ -46,8 +46,8 @@ from tma_kernels.paged_kv import (
 from tma_study.studies.paged_kv.problem import (
     LSE_TOLERANCE,
     Problem,
+    expected,
     make_inputs,
-    output_tolerance,
     reference,
 )
 
@@ -146,7 +146,7 @@ def _where(index, shape, names):
 def _diagnose(inputs, out, split_lse, seed, key, splits):
     """Empty string when the output matches; else what differs, where, and which stage."""
     p = inputs.problem
-    expected, expected_lse = reference(inputs)
+    expected_out, expected_lse, allowed = expected(inputs)
     with np.errstate(invalid="ignore"):
         lse = np.logaddexp2.reduce(split_lse, axis=0)
     problems = []
@@ -163,14 +163,13 @@ def _diagnose(inputs, out, split_lse, seed, key, splits):
                         f"{np.nanmax(lse_error):.4g} at {_where(i, lse.shape, ('batch', 'token', 'head'))}: "
                         f"got {lse.flat[i]:.5g}, expected {expected_lse.flat[i]:.5g} "
                         f"(S = Q K^T, mask or softmax)")
-    error = np.abs(out - expected)
-    allowed = output_tolerance(inputs)
+    error = np.abs(out - expected_out)
     if not np.all(error <= allowed):
         i = int(np.argmax(np.where(np.isnan(error), np.inf, error)))
         where = _where(i, out.shape, ("batch", "token", "head", "dim"))
         stage = "[pv]" if np.all(lse_error <= LSE_TOLERANCE) else "[after scores]"
         problems.append(f"{stage} O max |error| {np.nanmax(error):.4g} at {where}: got "
-                        f"{out.flat[i]:.5g}, expected {expected.flat[i]:.5g} (allowed there "
+                        f"{out.flat[i]:.5g}, expected {expected_out.flat[i]:.5g} (allowed there "
                         f"{allowed.flat[i]:.3g}); rows over tolerance: "
                         f"{int(np.any(error > allowed, axis=-1).sum())} of "
                         f"{p.batch * p.seqlen_q * p.q_heads}")

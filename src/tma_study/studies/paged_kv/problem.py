@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -183,8 +184,16 @@ def reference(inputs: HostInputs, causal: bool | None = None) -> tuple[np.ndarra
     return out, lse
 
 
-def output_tolerance(inputs: HostInputs) -> np.ndarray:
-    """Largest |O - reference| allowed per output element (same shape as the output).
+class Expected(NamedTuple):
+    """What a kernel must produce: the float64 reference and how far it may stray from it."""
+
+    out: np.ndarray           # (batch, seqlen_q, q_heads, head_dim)
+    lse: np.ndarray           # (batch, seqlen_q, q_heads), log2 units
+    tolerance: np.ndarray     # largest |O - out| allowed per element (output_tolerance)
+
+
+def expected(inputs: HostInputs) -> Expected:
+    """The reference and its per-element tolerance, from one pass over the softmax rows.
 
     Rounding each weight P_j to the operand type moves O_d by at most
     u * sum_j P_j |V_jd| + e * sum_j |V_jd| / l (u, e: P_UNIT_ROUNDOFF, P_SUBNORMAL_ERROR;
@@ -194,8 +203,17 @@ def output_tolerance(inputs: HostInputs) -> np.ndarray:
     moves O by order one."""
     p = inputs.problem
     u, e = P_UNIT_ROUNDOFF[p.dtype], P_SUBNORMAL_ERROR[p.dtype]
-    bound = np.empty((p.batch, p.seqlen_q, p.q_heads, p.head_dim))
-    for b, h, weights, visible, _, total, values in _rows(inputs, p.causal):
+    out = np.empty((p.batch, p.seqlen_q, p.q_heads, p.head_dim))
+    lse = np.empty((p.batch, p.seqlen_q, p.q_heads))
+    bound = np.empty_like(out)
+    for b, h, weights, visible, top, total, values in _rows(inputs, p.causal):
         magnitude = np.abs(values)
+        out[b, :, h, :] = weights @ values
+        lse[b, :, h] = (top[:, 0] + np.log(total[:, 0])) / math.log(2.0)
         bound[b, :, h, :] = u * (weights @ magnitude) + e * (visible @ magnitude) / total
-    return bound + OTHER_OUTPUT_ERROR
+    return Expected(out, lse, bound + OTHER_OUTPUT_ERROR)
+
+
+def output_tolerance(inputs: HostInputs) -> np.ndarray:
+    """Largest |O - reference| allowed per output element (``expected``'s tolerance)."""
+    return expected(inputs).tolerance

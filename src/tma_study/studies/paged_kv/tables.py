@@ -181,12 +181,13 @@ def summary_display(speedup: pd.DataFrame) -> pd.DataFrame:
 def write_tables(derived_dir: Path, provenance: dict, tables_dir: Path) -> None:
     derived_dir = Path(derived_dir)
     source = source_line(provenance)
-    write_table(summary_display(pd.read_csv(derived_dir / "speedup.csv")), tables_dir, "paged_kv_summary",
+    speedup = pd.read_csv(derived_dir / "speedup.csv")
+    write_table(summary_display(speedup), tables_dir, "paged_kv_summary",
                 "Paged-KV attention, page-size sweep: TMA against cp.async K/V loads per phase and dtype, each "
                 "path at its best K/V ring stages and producer warps (speedup: cp.async time / TMA time; a tie: medians within "
                 "each other's interquartile range), the page-size rule this gives, and how often "
                 f"FlashAttention-3's rule names the measured winner ({source}).")
-    write_table(speedup_display(pd.read_csv(derived_dir / "speedup.csv")), tables_dir, "paged_kv_speedup",
+    write_table(speedup_display(speedup), tables_dir, "paged_kv_speedup",
                 "Paged-KV attention: TMA over cp.async K/V loads by page size, each path at its best K/V "
                 "ring stage count and (cp.async; TMA's producer is one warp) producer-warp count, and "
                 f"FlashAttention-3's rule for the same call ({source}).")
