@@ -1,7 +1,14 @@
 """Warp-level tensor-core MMA (``mma.sync``): ``D = A * B + C`` over one warp,
-fp32 accumulation. SASS on sm_90a: ``HMMA.16816.F32.BF16`` for bf16 and
-``QMMA.16832.F32.E4M3.E4M3`` for fp8 e4m3 (ptxas 13.0; checked in
-tests/cpu/test_ptx_mma_sass.py).
+fp32 accumulation. SASS on sm_90a (ptxas 13.0; checked in tests/cpu/test_ptx_mma_sass.py):
+``HMMA.16816.F32.BF16`` for bf16. Hopper has no fp8 ``mma.sync`` instruction (its fp8
+tensor-core path is ``wgmma``; ``QMMA`` is sm_89 / sm_120): for
+``mma.sync...e4m3.e4m3`` ptxas unpacks both operands to fp16 (``F2FP.F16.E4M3.UNPACK_B``),
+runs two ``HMMA.16816.F32`` from a zero accumulator and adds their result into C with
+four ``FADD`` each time. :func:`mma_e4m3_m16n8k32_via_f16` does the same unpack but chains
+the two fp16 mmas through C itself, which drops those FADDs. In the paged attention kernel
+(e4m3, head dim 128, block_n 64; ptxas 13.0) that took the SASS from 4280 to 3912
+instructions (FADD 306 -> 67, F2FP 320 -> 200: ptxas now also reuses Q's unpacked
+fragments), and e4m3 at head dim 256 fits its registers without spilling.
 
 Fragments (PTX ISA, "Matrix Fragments for mma.m16n8k16 / m16n8k32"), with
 ``group = lane >> 2`` and ``quad = lane & 3``:
@@ -47,3 +54,33 @@ def mma_e4m3_m16n8k32(typingctx, a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
         f"mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {_REFS};",
         (a0, a1, a2, a3, b0, b1, c0, c1, c2, c3), _OPERANDS, _RESULTS,
     )
+
+
+# One e4m3 m16n8k32 as two f16 m16n8k16 on the unpacked operands. e4m3 register r holds
+# k = 4q .. 4q+3 (q = lane & 3); its low half (k = 4q, 4q+1) feeds the fp16 slot k' = 2q, 2q+1
+# and its high half (k = 4q+2, 4q+3) the slot k' = 8+2q, 9+2q. A and B use the same map, a
+# bijection of k = 0..15 (then 16..31 for a2, a3, b1), so the contraction is unchanged;
+# products of fp16-exact values, summed in fp32 (in another order than the fp8 mma's).
+_VIA_F16 = """{
+.reg .b16 l<6>, h<6>;
+.reg .b32 x<6>, y<6>;
+.reg .f32 t<4>;
+mov.b32 {l0, h0}, $4; mov.b32 {l1, h1}, $5; mov.b32 {l2, h2}, $6;
+mov.b32 {l3, h3}, $7; mov.b32 {l4, h4}, $8; mov.b32 {l5, h5}, $9;
+cvt.rn.f16x2.e4m3x2 x0, l0; cvt.rn.f16x2.e4m3x2 y0, h0;
+cvt.rn.f16x2.e4m3x2 x1, l1; cvt.rn.f16x2.e4m3x2 y1, h1;
+cvt.rn.f16x2.e4m3x2 x2, l2; cvt.rn.f16x2.e4m3x2 y2, h2;
+cvt.rn.f16x2.e4m3x2 x3, l3; cvt.rn.f16x2.e4m3x2 y3, h3;
+cvt.rn.f16x2.e4m3x2 x4, l4; cvt.rn.f16x2.e4m3x2 y4, h4;
+cvt.rn.f16x2.e4m3x2 x5, l5; cvt.rn.f16x2.e4m3x2 y5, h5;
+mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {t0, t1, t2, t3}, {x0, x1, y0, y1}, {x4, y4}, {$10, $11, $12, $13};
+mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {$0, $1, $2, $3}, {x2, x3, y2, y3}, {x5, y5}, {t0, t1, t2, t3};
+}"""
+
+
+@intrinsic
+def mma_e4m3_m16n8k32_via_f16(typingctx, a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
+    """The e4m3 ``mma.m16n8k32`` contract (same fragments as :func:`mma_e4m3_m16n8k32`) as
+    ``cvt.rn.f16x2.e4m3x2`` of every operand byte pair and two fp16 ``mma.m16n8k16``
+    accumulating into C directly -> (d0, d1, d2, d3). Exact products, fp32 sums."""
+    return float_asm_intrinsic(_VIA_F16, (a0, a1, a2, a3, b0, b1, c0, c1, c2, c3), _OPERANDS, _RESULTS)

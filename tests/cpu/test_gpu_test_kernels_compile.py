@@ -18,6 +18,7 @@ GPU_TEST_MODULES = (
     "test_crossover_kernels_gpu",
     "test_cluster_studies_gpu",
     "test_paged_kv_gpu",
+    "test_mma_gpu",
 )
 HOPPER = (9, 0, "a")
 
@@ -38,7 +39,7 @@ PRODUCER_PTX = {
 
 #: tests/gpu/test_paged_kv_gpu.py kernels: paged_attention_<path>_<dtype>_d<dim>_...
 PAGED_ATTENTION_NAMES = [
-    f"paged_attention_{path}_{dtype}_d{d}_n{32 if (dtype, d) == ('e4m3', 256) else 64}_w{w}_s2"
+    f"paged_attention_{path}_{dtype}_d{d}_n64_w{w}_s2"
     f"_p{1 if path == 'tma' else 4}{causal}"
     for dtype in ("bf16", "e4m3")
     for d, warps in ((128, (4, 1)), (64, (4,)), (256, (2,)))
@@ -56,10 +57,11 @@ PAGED_ATTENTION_PTX = {
             "mbarrier.arrive.expect_tx"],
     "cp": ["cp.async.cg.shared::cta.global", "cp.async.mbarrier.arrive.noinc"],
 }
+F16_MMA = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
+E4M3_VIA_F16 = F16_MMA    # tma_kernels.ptx.mma.mma_e4m3_m16n8k32_via_f16
 PAGED_ATTENTION_MMA = {
     "bf16": ["mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32", "cvt.rn.bf16x2.f32"],
-    "e4m3": ["mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32", "cvt.rn.satfinite.e4m3x2.f32",
-             "prmt.b32"],
+    "e4m3": [E4M3_VIA_F16, "cvt.rn.f16x2.e4m3x2", "cvt.rn.satfinite.e4m3x2.f32", "prmt.b32"],
 }
 
 
@@ -180,6 +182,9 @@ EXPECTED_PTX = {
     # test_paged_kv_gpu: every attention variant (see paged_attention_ptx), the combine
     **{name: paged_attention_ptx(name) for name in PAGED_ATTENTION_NAMES},
     "combine_splits": ["ld.global.f32", "st.global.f32"],
+    # test_mma_gpu: ptxas's e4m3 mma.sync and the two-fp16-mma form the attention kernel uses
+    "mma_e4m3": ["mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32"],
+    "mma_e4m3_via_f16": [E4M3_VIA_F16, "cvt.rn.f16x2.e4m3x2"],
 }
 
 

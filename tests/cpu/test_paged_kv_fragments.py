@@ -111,6 +111,23 @@ def mma_e4m3(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
     return _mma((a0, a1, a2, a3), (b0, b1), (c0, c1, c2, c3), 4, _e4m3_bytes)
 
 
+def mma_e4m3_via_f16(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
+    """The kernel's e4m3 mma (``mma_e4m3_m16n8k32_via_f16``): each register's byte pairs
+    unpacked to fp16 pairs, low half -> slot k' = 2q, high half -> k' = 8 + 2q of an
+    m16n8k16, the first mma on (a0, a1, b0), the second on (a2, a3, b1) chained through C."""
+    def low(reg):
+        return np.asarray(reg, np.int64) & 0xFFFF
+
+    def high(reg):
+        return np.asarray(reg, np.int64) >> 16
+
+    def pair(reg):
+        return _e4m3_bytes(reg)[..., :2]
+
+    d = _mma((low(a0), low(a1), high(a0), high(a1)), (low(b0), high(b0)), (c0, c1, c2, c3), 2, pair)
+    return _mma((low(a2), low(a3), high(a2), high(a3)), (low(b1), high(b1)), d, 2, pair)
+
+
 def cvt_bf16x2(hi, lo):
     return (float_to_bf16_bits(lo).astype(np.int64)
             | (float_to_bf16_bits(hi).astype(np.int64) << 16))
@@ -143,7 +160,7 @@ def emulated(monkeypatch):
 
     for name, value in {
         "ldmatrix_x4": ldm, "ldmatrix_x4_trans": ldm_t,
-        "mma_bf16_m16n8k16": mma_bf16, "mma_e4m3_m16n8k32": mma_e4m3,
+        "mma_bf16_m16n8k16": mma_bf16, "mma_e4m3_m16n8k32_via_f16": mma_e4m3_via_f16,
         "cvt_bf16x2_f32": cvt_bf16x2, "cvt_e4m3x2_f32": cvt_e4m3x2, "prmt": prmt,
         "ex2_approx": lambda x: np.exp2(np.asarray(x, np.float64)).astype(np.float32),
         "uint32": lambda x: np.asarray(x, dtype=np.int64), "max": np.maximum, "cuda": fake_cuda,
@@ -240,3 +257,26 @@ def test_a_wrong_fp8_permutation_is_caught(emulated, monkeypatch):
     monkeypatch.setattr(consumer, "EVEN_BYTES", consumer.ODD_BYTES)
     with pytest.raises(AssertionError, match="max .error"):
         test_emulated_warp_matches_float64_attention(emulated, "e4m3", 64, 32)
+
+
+def test_e4m3_mma_via_f16_is_the_e4m3_mma():
+    """The kernel's two-fp16-mma form of the e4m3 m16n8k32 computes the same product as the
+    PTX ISA's e4m3 fragment layout (random finite e4m3 bytes; the sums differ only in order)."""
+    rng = np.random.default_rng(7)
+    finite = np.setdiff1d(np.arange(256), [0x7F, 0xFF])
+    regs = [sum(rng.choice(finite, 32).astype(np.int64) << (8 * i) for i in range(4)) for _ in range(6)]
+    c = [rng.standard_normal(32).astype(np.float32) for _ in range(4)]
+    got = np.array(mma_e4m3_via_f16(*regs, *c), np.float64)
+    want = np.array(mma_e4m3(*regs, *c), np.float64)
+    assert np.allclose(got, want, rtol=1e-6, atol=1e-3)
+
+
+def test_a_wrong_f16_slot_map_is_caught():
+    """...and the comparison above sees a mapping that swaps the low and high byte pairs of B."""
+    rng = np.random.default_rng(8)
+    regs = [sum(rng.integers(0, 0x7F, 32).astype(np.int64) << (8 * i) for i in range(4)) for _ in range(6)]
+    c = [np.zeros(32, np.float32)] * 4
+    swapped = [(r >> 16) | ((r & 0xFFFF) << 16) if i >= 4 else r for i, r in enumerate(regs)]
+    got = np.array(mma_e4m3_via_f16(*swapped, *c), np.float64)
+    want = np.array(mma_e4m3(*regs, *c), np.float64)
+    assert not np.allclose(got, want, rtol=1e-6, atol=1e-3)

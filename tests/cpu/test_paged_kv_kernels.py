@@ -6,7 +6,8 @@
 - TMA path: ``UTMALDG.4D`` and no ``LDGSTS``; cp.async path: ``LDGSTS.E.BYPASS.128`` and no
   ``UTMALDG``;
 - no local memory: the S and O register arrays stay in registers (stack frame 0, no spills;
-  e4m3 at head_dim 256 is the exception, 8 B, see SPILL_ALLOWANCE_BYTES).
+  e4m3 at head_dim 256, the largest, fits in 254 registers since its mma chains two fp16
+  mmas through the accumulator instead of ptxas's FADDs of an e4m3 ``mma.sync``).
 The study's compile step (``tma-study compile paged_kv``) checks every variant of the sweep
 the same way; this test compiles one of each (dtype, head_dim, path) and the decode shape.
 Plus the host-side rules of a variant and of a page size.
@@ -23,15 +24,9 @@ PATH_SASS = {"tma": ("UTMALDG.4D",), "cp_async": ("LDGSTS.E.BYPASS.128",)}
 PATH_ABSENT = {"tma": "LDGSTS", "cp_async": "UTMALDG"}
 COMMON_SASS = ("LDSM.16.M88.4", "LDSM.16.MT88.4", "MUFU.EX2", "SYNCS.PHASECHK")
 
-# (dtype, head_dim) -> spilled bytes tolerated. e4m3 at head_dim 256 needs more registers
-# than the 255 a thread has (the fp8 -> fp16 unpack of every operand): 8 B at block_n 32
-# (56 B at block_n 64), so that shape runs with block_n 32.
-SPILL_ALLOWANCE_BYTES = {("e4m3", 256): 8}
-BLOCK_N = {("e4m3", 256): 32}
-
 VARIANTS = [
     Variant(dtype=dtype, head_dim=d, load_path=path, consumer_warps=w,
-            producer_warps=1 if path == "tma" else 4, block_n=BLOCK_N.get((dtype, d), 64))
+            producer_warps=1 if path == "tma" else 4, block_n=64)
     for dtype, d, w in (("bf16", 128, 4), ("bf16", 128, 1), ("bf16", 64, 4), ("bf16", 256, 2),
                         ("e4m3", 128, 4), ("e4m3", 64, 4), ("e4m3", 256, 1))
     for path in ("tma", "cp_async")
@@ -54,8 +49,7 @@ def test_variant_sass(variant):
         f"{variant.name}: SASS has {PATH_ABSENT[variant.load_path]}: the other load path leaked in")
     if variant.dtype == "bf16":
         assert not kernel.has_instruction("F2FP.F16.E4M3"), f"{variant.name}: fp8 code in a bf16 kernel"
-    allowance = SPILL_ALLOWANCE_BYTES.get((variant.dtype, variant.head_dim), 0)
-    assert max(kernel.stack_frame_bytes, kernel.spill_store_bytes) <= allowance, (
+    assert max(kernel.stack_frame_bytes, kernel.spill_store_bytes) == 0, (
         f"{variant.name}: {kernel.stack_frame_bytes} B stack frame, {kernel.spill_store_bytes} B "
         f"spilled ({kernel.registers} registers): the score/accumulator arrays left registers")
     assert counts["UTMALDG.4D" if variant.load_path == "tma" else "LDGSTS.E.BYPASS.128"] >= 1

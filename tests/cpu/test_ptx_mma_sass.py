@@ -4,7 +4,9 @@ No GPU needed (numba -> PTX -> ptxas 13.0 -> nvdisasm). Found here, and asserted
 ``mma.sync ... .e4m3.e4m3`` has no native instruction on sm_90a (Hopper's fp8 tensor-core
 path is ``wgmma``; ``QMMA`` is sm_89 / sm_120): ptxas unpacks the fp8 operands to fp16
 (``F2FP.F16.E4M3.UNPACK_B``) and issues two fp16 ``HMMA.16816.F32`` per m16n8k32, so an
-fp8 ``mma.sync`` kernel saves bytes moved but no tensor-core time on Hopper.
+fp8 ``mma.sync`` kernel saves bytes moved but no tensor-core time on Hopper. It also adds the
+two HMMAs' result into C with four ``FADD`` per mma; ``mma_e4m3_m16n8k32_via_f16`` (what the
+paged attention kernel uses) chains them through C instead: no FADD.
 """
 import functools
 
@@ -15,7 +17,11 @@ from tma_kernels.build import compile_for_sm90a
 from tma_kernels.ptx import smem_u32
 from tma_kernels.ptx.convert import cvt_bf16x2_f32, cvt_e4m3x2_f32, ex2_approx, prmt
 from tma_kernels.ptx.ldmatrix import ldmatrix_x4, ldmatrix_x4_trans
-from tma_kernels.ptx.mma import mma_bf16_m16n8k16, mma_e4m3_m16n8k32
+from tma_kernels.ptx.mma import (
+    mma_bf16_m16n8k16,
+    mma_e4m3_m16n8k32,
+    mma_e4m3_m16n8k32_via_f16,
+)
 
 SIGNATURE = "void(uint32[::1], float32[::1])"
 TILE_BYTES = 512
@@ -31,6 +37,12 @@ def mma_bf16(words, floats):
 def mma_e4m3(words, floats):
     d = mma_e4m3_m16n8k32(words[0], words[1], words[2], words[3], words[4], words[5],
                           floats[0], floats[1], floats[2], floats[3])
+    floats[0], floats[1], floats[2], floats[3] = d[0], d[1], d[2], d[3]
+
+
+def mma_e4m3_via_f16(words, floats):
+    d = mma_e4m3_m16n8k32_via_f16(words[0], words[1], words[2], words[3], words[4], words[5],
+                                  floats[0], floats[1], floats[2], floats[3])
     floats[0], floats[1], floats[2], floats[3] = d[0], d[1], d[2], d[3]
 
 
@@ -56,7 +68,9 @@ def conversions(words, floats):
 # kernel -> SASS mnemonics (with modifiers) it must contain, and ones it must not
 CASES = {
     mma_bf16: (("HMMA.16816.F32.BF16",), ()),
-    mma_e4m3: (("F2FP.F16.E4M3.UNPACK_B", "HMMA.16816.F32"), ("QMMA", "HMMA.16816.F32.BF16")),
+    mma_e4m3: (("F2FP.F16.E4M3.UNPACK_B", "HMMA.16816.F32", "FADD"), ("QMMA", "HMMA.16816.F32.BF16")),
+    mma_e4m3_via_f16: (("F2FP.F16.E4M3.UNPACK_B", "HMMA.16816.F32"),
+                       ("QMMA", "HMMA.16816.F32.BF16", "FADD")),
     ldmatrix: (("LDSM.16.M88.4",), ("LDSM.16.MT88.4",)),
     ldmatrix_trans: (("LDSM.16.MT88.4",), ()),
     conversions: (("F2FP.BF16.F32.PACK_AB", "F2FP.SATFINITE.E4M3.F32.PACK_AB_MERGE_C", "PRMT",
@@ -79,7 +93,8 @@ def test_intrinsic_sass(kernel):
     assert not unexpected, f"{kernel.__name__}: SASS unexpectedly has {unexpected}"
 
 
-def test_e4m3_mma_is_two_fp16_hmma():
-    """One m16n8k32 e4m3 mma.sync = two HMMA.16816.F32 (k = 16 each) on sm_90a."""
-    assert compiled(mma_e4m3).opcode_counts()["HMMA.16816.F32"] == 2
+@pytest.mark.parametrize("kernel", [mma_e4m3, mma_e4m3_via_f16], ids=lambda k: k.__name__)
+def test_e4m3_mma_is_two_fp16_hmma(kernel):
+    """One m16n8k32 e4m3 mma = two HMMA.16816.F32 (k = 16 each) on sm_90a, either way."""
+    assert compiled(kernel).opcode_counts()["HMMA.16816.F32"] == 2
 

@@ -43,6 +43,7 @@ from tma_kernels.paged_kv import (
     make_attention_kernel,
 )
 
+from tma_study.studies.paged_kv.grid import BLOCK_N
 from tma_study.studies.paged_kv.problem import (
     LSE_TOLERANCE,
     Problem,
@@ -55,8 +56,7 @@ pytestmark = pytest.mark.gpu
 
 
 def _variant(dtype, head_dim, path, warps, causal=True):
-    block_n = 32 if (dtype, head_dim) == ("e4m3", 256) else 64   # registers: see the CPU test
-    return Variant(dtype=dtype, head_dim=head_dim, load_path=path, block_n=block_n,
+    return Variant(dtype=dtype, head_dim=head_dim, load_path=path, block_n=BLOCK_N,
                    consumer_warps=warps, stages=2, producer_warps=1 if path == "tma" else 4,
                    causal=causal)
 

@@ -4,7 +4,7 @@ A configuration pairs a problem shape (query heads / KV heads / head dim), a dty
 phase (decode with 1 or 4 query tokens, or causal prefill), a page size and a load path.
 The TMA path runs only at page sizes its boxes can take (``runner.check_page_size``); the
 cp.async path also at 1 and 8. Each configuration's kernel variant follows from it:
-block_n 64 (32 for e4m3 at head dim 256, which needs the registers), 16 packed query rows
+block_n 64, 16 packed query rows
 per consumer warp (4 warps for prefill; decode: as many as its query heads x tokens need),
 each of the phase kind's ``stages`` counts that fits in shared memory, one producer warp for
 TMA and each of the phase kind's ``cp_async_producer_warps`` counts for cp.async (the tuning
@@ -30,6 +30,7 @@ from .splits import RULE_DECODE, RULE_PREFILL, SplitChoice, wave_efficiency_spli
 LOAD_PATHS = ("tma", "cp_async")
 ROWS_PER_WARP = 16
 PREFILL_WARPS = 4
+BLOCK_N = 64          # KV rows per tile, every shape and dtype (FA3 uses 112-224 with wgmma)
 
 
 class GridError(ValueError):
@@ -68,7 +69,7 @@ class SweepConfig:
 
     @property
     def block_n(self) -> int:
-        return 32 if (self.dtype, self.shape.head_dim) == ("e4m3", 256) else 64
+        return BLOCK_N
 
     @property
     def consumer_warps(self) -> int:
