@@ -41,7 +41,7 @@ MMA_K_BYTES = 32                   # one mma k-step: 16 bf16 or 32 e4m3 of each 
 SWIZZLE_MASK = {128: 7, 64: 3}     # row_bytes -> bits 7.. XORed into bits 4..
 SWIZZLE_MODE = {128: "128B", 64: "64B"}
 MAX_DYNAMIC_SHARED_BYTES = 232_448 - 128   # sm_90 opt-in limit less the static mbarriers
-MIN_CTAS_PER_SM = (1, 2, 3, 4)
+MIN_CTAS_PER_SM = tuple(range(1, 33))
 
 # sm_90 residency limits (CUDA's cuda_occupancy.h, cudaOccMaxBlocksPerSMRegsLimit and friends)
 SM90_REGISTERS_PER_SM = 65_536

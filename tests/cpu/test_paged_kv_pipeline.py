@@ -58,7 +58,9 @@ def test_every_macro_of_the_section_is_generated(paper_tier):
     defined = macros_mod.parse((paper_tier / "paper/generated/macros.tex").read_text())
     section = re.sub(r"(?<!\\)%.*", "", (REPO / "paper/sections/studies/paged_kv.tex").read_text())
     used = set(re.findall(r"\\((?:pagedKv|claimsOf)[A-Za-z]+)", section))
-    assert not sorted(used - set(defined)), sorted(used - set(defined))
+    # notes about older runs: defined only for data that lack a provenance key (\ifdefined)
+    conditional = set(re.findall(r"\\ifdefined\\((?:pagedKv)[A-Za-z]+)", section))
+    assert not sorted(used - set(defined) - conditional), sorted(used - set(defined) - conditional)
 
 
 @pytest.mark.skipif(not HAS_TEX, reason="building the PDF needs latexmk and pdflatex")

@@ -137,11 +137,22 @@ def _accumulation(measured: pd.DataFrame) -> dict[str, str]:
     return out
 
 
+def _protocol(protocol: dict) -> dict[str, str]:
+    """The run's thermal protocol (protocol.py), from provenance; empty for a run without one."""
+    if not protocol:
+        return {}
+    return {"gemmPreheatS": number(protocol["preheat_s"]), "gemmPreheatMinGflop": number(protocol["preheat_min_gflop"]),
+            "gemmPreheatGroups": number(len(protocol.get("preheats", []))),
+            "gemmPreheatTotalS": number(protocol.get("preheat_seconds_total", float("nan"))),
+            "gemmOrderSeed": number(protocol["order_seed"])}
+
+
 def macros(derived_dir: Path, provenance: dict) -> dict[str, str]:
     derived_dir = Path(derived_dir)
     out = {"gemmConfigurations": number(provenance.get("configurations", float("nan"))),
            "gemmCutlassVersion": str((provenance.get("packages") or {}).get("nvidia-cutlass", "unknown"))}
     out |= _bar(pd.read_csv(derived_dir / "bar.csv"))
+    out |= _protocol(provenance.get("protocol") or {})
     out |= _status(pd.read_csv(derived_dir / "status.csv"), provenance)
     speedup = pd.read_csv(derived_dir / "speedup.csv")
     if "speedup" in speedup.columns:

@@ -4,7 +4,7 @@ A configuration pairs a problem shape (query heads / KV heads / head dim), a dty
 phase (decode with 1 or 4 query tokens, or causal prefill), a page size and a load path.
 The TMA path runs only at page sizes its boxes can take (``runner.check_page_size``); the
 cp.async path also at 1 and 8. Each configuration's kernel variant follows from it:
-block_n 64, 16 packed query rows
+block_n 64 (decode at head dim 256: 32, see ``SweepConfig.block_n``), 16 packed query rows
 per consumer warp (4 warps for prefill; decode: as many as its query heads x tokens need),
 each of the phase kind's ``stages`` counts that fits in shared memory, one producer warp for
 TMA and each of the phase kind's ``cp_async_producer_warps`` counts for cp.async (the tuning
@@ -30,7 +30,8 @@ from .splits import RULE_DECODE, RULE_PREFILL, SplitChoice, wave_efficiency_spli
 LOAD_PATHS = ("tma", "cp_async")
 ROWS_PER_WARP = 16
 PREFILL_WARPS = 4
-BLOCK_N = 64          # KV rows per tile, every shape and dtype (FA3 uses 112-224 with wgmma)
+BLOCK_N = 64                # KV rows per tile (FA3 uses 80-224 with wgmma)
+DECODE_BLOCK_N_D256 = 32    # decode at head dim 256: see SweepConfig.block_n
 
 
 class GridError(ValueError):
@@ -69,6 +70,12 @@ class SweepConfig:
 
     @property
     def block_n(self) -> int:
+        """KV rows per tile. Decode at head dim 256 takes 32: its one consumer warp per CTA
+        is latency-bound, so the rate follows resident CTAs per SM, and at 64 rows the K/V
+        ring (2 stages x 2 x 32 KiB) lets one CTA reside where 32 rows let three (both
+        load paths alike)."""
+        if self.phase.name == "decode" and self.shape.head_dim == 256:
+            return DECODE_BLOCK_N_D256
         return BLOCK_N
 
     @property

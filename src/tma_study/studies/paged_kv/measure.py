@@ -63,24 +63,37 @@ def resident_ctas(runner) -> int:
                                 v.dynamic_shared_bytes + runner.kernel.get_shared_mem_per_block())
 
 
-def fit_residency(runner, target_ctas_per_sm: int):
-    """Decode kernels should fit ``target_ctas_per_sm`` resident CTAs (config key
-    ``decode_min_ctas_per_sm``; the split count is then chosen for the residency the kept
-    build has, splits.py). When the kernel as compiled fits fewer (registers: e4m3 cp.async
-    decode at 176 per thread fits one 5-warp CTA), rebuild it with launch bounds
-    ``(threads, target)`` as FA3 compiles its kernels, and keep that build if it fits more
-    CTAs and adds at most BOUNDED_SPILL_BYTES of local memory per thread (spills); otherwise
-    keep the unbounded one. Only variants that miss the target change. The rebuilt kernel is
-    the same code capped in registers: the compile step checks the SASS of the unbounded
-    build, tests/cpu/test_paged_kv_occupancy.py that of one bounded build."""
-    from tma_kernels.paged_kv.runner import AttentionRunner
-    if resident_ctas(runner) >= target_ctas_per_sm:
-        return runner
-    bounded = AttentionRunner(dataclasses.replace(runner.variant, min_ctas_per_sm=target_ctas_per_sm),
-                              cache=True)
-    better = resident_ctas(bounded) > resident_ctas(runner)
-    spilled = bounded.kernel.get_local_mem_per_thread() - runner.kernel.get_local_mem_per_thread()
-    return bounded if better and spilled <= BOUNDED_SPILL_BYTES else runner
+def residency_targets(variant, min_ctas_per_sm: int) -> list[tuple[int, int]]:
+    """(CTAs per SM, spilled bytes per thread allowed) to try launch bounds for, most first:
+    as many CTAs as shared memory lets reside, without spills (more residency only where
+    the registers give it for free: e4m3 at head dim 128, 172 -> 168 registers, 4 -> 6
+    CTAs), then config ``decode_min_ctas_per_sm`` with BOUNDED_SPILL_BYTES."""
+    from tma_kernels.paged_kv.geometry import resident_ctas_per_sm
+    by_shared = resident_ctas_per_sm(1, variant.threads, variant.dynamic_shared_bytes)
+    targets = [(min_ctas_per_sm, BOUNDED_SPILL_BYTES)]
+    if by_shared > min_ctas_per_sm:
+        targets.insert(0, (by_shared, 0))
+    return targets
+
+
+def fit_residency(runners: dict, variant, min_ctas_per_sm: int):
+    """The build of a decode ``variant`` to time, from ``runners`` (variant -> AttentionRunner,
+    every launch-bounded build of ``residency_targets`` included, built in parallel). The
+    unbounded build unless a bounded one fits more CTAs per SM within its spill allowance,
+    as FA3 compiles its kernels with launch bounds (the split count is then chosen for the
+    residency of the kept build, splits.py). A bounded build is the same code capped in
+    registers: the compile step checks the SASS of the unbounded build,
+    tests/cpu/test_paged_kv_occupancy.py that of bounded ones. Measured first on the H200:
+    e4m3 cp.async decode at 176 registers fitted one 5-warp CTA per SM."""
+    kept = runners[variant]
+    for target, allowance in residency_targets(variant, min_ctas_per_sm):
+        if resident_ctas(kept) >= target:
+            continue
+        bounded = runners[dataclasses.replace(variant, min_ctas_per_sm=target)]
+        spilled = bounded.kernel.get_local_mem_per_thread() - runners[variant].kernel.get_local_mem_per_thread()
+        if resident_ctas(bounded) > resident_ctas(kept) and spilled <= allowance:
+            kept = bounded
+    return kept
 
 
 def kernel_columns(runner) -> dict:
@@ -353,18 +366,19 @@ def measure(study: dict, gpu_probe: dict, out_dir: Path) -> None:
     configs = sweep_configs(study)
     variants = sorted({c.variant() for c in configs}, key=lambda v: v.name)
     decode_variants = {c.variant() for c in configs if c.phase.name == "decode"}
-    target = study["decode_min_ctas_per_sm"]
+    min_ctas = study["decode_min_ctas_per_sm"]
     cache = parallel_compile.cache_dir()
-    bounded = [dataclasses.replace(v, min_ctas_per_sm=target) for v in sorted(decode_variants, key=lambda v: v.name)]
-    parallel_compile.warm("tma_kernels.paged_kv.runner:compile_attention", variants + bounded, cache,
-                          progress=Progress("paged_kv compile (parallel)", len(variants) + len(bounded)))
-    progress = Progress("paged_kv load", len(variants))
-    runners = {}
-    for variant in variants:
+    bounded = [dataclasses.replace(v, min_ctas_per_sm=target) for v in sorted(decode_variants, key=lambda v: v.name)
+               for target, _ in residency_targets(v, min_ctas) if target > 1]
+    builds = variants + bounded
+    parallel_compile.warm("tma_kernels.paged_kv.runner:compile_attention", builds, cache,
+                          progress=Progress("paged_kv compile (parallel)", len(builds)))
+    progress = Progress("paged_kv load", len(builds))
+    loaded = {}
+    for variant in builds:
         progress.step(variant.name)
-        runners[variant] = AttentionRunner(variant, cache=True)
-        if variant in decode_variants:
-            runners[variant] = fit_residency(runners[variant], target)
+        loaded[variant] = AttentionRunner(variant, cache=True)
+    runners = {v: fit_residency(loaded, v, min_ctas) if v in decode_variants else loaded[v] for v in variants}
     pools = TimedPools()
     split_cases = [_attention_case(c, runners[c.variant()], pools, gpu.sm_count) for c in configs]
     attention_cases = [case for _, case in split_cases]
