@@ -295,3 +295,14 @@ def test_the_fixture_config_plans_like_the_shipped_one():
     among its square shapes)."""
     heated = {g.shape.key for g in P.plan(STUDY, "sm90") if g.preheat_s}
     assert SQUARE_8192 in heated and "square/square/m1024n1024k1024" not in heated
+
+
+def test_the_paper_states_the_protocol_from_provenance():
+    """The clocks paragraph's numbers come from provenance's protocol record (seconds keep
+    their decimals); a run without the protocol gets none, and the paper says so."""
+    from tma_study.studies.gemm.macros import _protocol
+    record = {"preheat_s": 0.5, "preheat_min_gflop": 50, "order_seed": 0, "preheat_seconds_total": 25.128,
+              "preheats": [{"shape": "s", "dtype": "bf16", "seconds": 0.5}] * 3}
+    assert _protocol(record) == {"gemmPreheatS": "0.5", "gemmPreheatMinGflop": "50", "gemmPreheatGroups": "3",
+                                 "gemmPreheatTotalS": "25", "gemmOrderSeed": "0"}
+    assert _protocol({}) == {}

@@ -141,7 +141,7 @@ def _protocol(protocol: dict) -> dict[str, str]:
     """The run's thermal protocol (protocol.py), from provenance; empty for a run without one."""
     if not protocol:
         return {}
-    return {"gemmPreheatS": number(protocol["preheat_s"]), "gemmPreheatMinGflop": number(protocol["preheat_min_gflop"]),
+    return {"gemmPreheatS": f"{float(protocol['preheat_s']):g}", "gemmPreheatMinGflop": number(protocol["preheat_min_gflop"]),
             "gemmPreheatGroups": number(len(protocol.get("preheats", []))),
             "gemmPreheatTotalS": number(protocol.get("preheat_seconds_total", float("nan"))),
             "gemmOrderSeed": number(protocol["order_seed"])}
