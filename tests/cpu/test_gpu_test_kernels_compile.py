@@ -48,7 +48,11 @@ PAGED_ATTENTION_NAMES = [
     for causal in ("_causal",)
     if not (dtype == "e4m3" and w == 1)
 ] + ["paged_attention_tma_bf16_d128_n64_w4_s2_p1",
-      "paged_attention_cp_async_e4m3_d128_n64_w4_s2_p1_causal"]   # one cp.async producer warp
+      "paged_attention_cp_async_e4m3_d128_n64_w4_s2_p1_causal",    # one cp.async producer warp
+      "paged_attention_tma_e4m3_d128_n64_w1_s2_p1_causal_m6",      # launch bounds (64, 6)
+      "paged_attention_cp_async_e4m3_d128_n64_w1_s2_p1_causal_m6",
+      ] + [f"paged_attention_{path}_{dtype}_d256_n32_w1_s2_p1_causal"   # decode at head dim 256
+           for dtype in ("bf16", "e4m3") for path in ("tma", "cp_async")]
 PAGED_ATTENTION_COMMON = ["ldmatrix.sync.aligned.m8n8.x4.shared.b16",
                           "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16", "ex2.approx.ftz.f32",
                           TRY_WAIT, "mbarrier.arrive.shared::cta.b64"]

@@ -76,6 +76,18 @@ VARIANTS["e4m3_d128_cp_async_w4_p1"] = Variant(dtype="e4m3", head_dim=128, load_
                                                block_n=64, consumer_warps=4, stages=2,
                                                producer_warps=1)
 
+# Decode kernels as the sweep builds them: head dim 256 with 32-row tiles (grid.block_n) and
+# an e4m3 kernel with launch bounds for its shared-memory residency (measure.fit_residency).
+for _dtype in ("bf16", "e4m3"):
+    for _path in ("tma", "cp_async"):
+        VARIANTS[f"{_dtype}_d256_{_path}_w1_n32"] = Variant(dtype=_dtype, head_dim=256, load_path=_path,
+                                                            block_n=32, consumer_warps=1, stages=2,
+                                                            producer_warps=1)
+for _path in ("tma", "cp_async"):
+    VARIANTS[f"e4m3_d128_{_path}_w1_m6"] = Variant(dtype="e4m3", head_dim=128, load_path=_path, block_n=64,
+                                                   consumer_warps=1, stages=2, producer_warps=1,
+                                                   min_ctas_per_sm=6)
+
 KERNELS = {v.name: (make_attention_kernel(v), SIGNATURE) for v in VARIANTS.values()}
 KERNELS["combine_splits"] = (combine_splits, COMBINE_SIGNATURE)
 
@@ -108,6 +120,13 @@ def _cases():
     for page in (1, 16):
         cases.append(("e4m3_d128_cp_async_w4_p1",
                       _problem("e4m3", 128, (32, 8), 1, (1000, 37, 515), page), 3))
+    for dtype in ("bf16", "e4m3"):
+        for path in ("tma", "cp_async"):
+            key = f"{dtype}_d256_{path}_w1_n32"
+            cases.append((key, _problem(dtype, 256, (8, 1), 1, (77, 300, 1000), 16), 3))
+            cases.append((key, _problem(dtype, 256, (8, 1), 1, (600, 1025), 64), 1))
+    for path in ("tma", "cp_async"):
+        cases.append((f"e4m3_d128_{path}_w1_m6", _problem("e4m3", 128, (32, 8), 1, (1000, 37, 515), 256), 2))
     cases.append(("bf16_d128_tma_w4_noncausal",
                   _problem("bf16", 128, (32, 8), 150, (333, 150), 64, causal=False), 1))
     return cases
