@@ -1,0 +1,164 @@
+"""Where a paged_kv kernel waits: Nsight Compute's per-instruction stall samples of configurations.
+
+A diagnostic, not part of the reference data: it writes under ``--out`` (never ``results/``)
+and explains a rate rather than measuring one. The paper's account of the fp8 decode gap rests
+on it ("a source-level profile, outside these data, points at the consumer").
+
+    python -m tma_study.studies.paged_kv.profile --out build/profile/paged_kv KEY [KEY ...]
+    python -m tma_study.studies.paged_kv.profile --list        # every configuration key
+
+KEY is a configuration of the sweep in ``--config`` (``SweepConfig.key``, e.g.
+``llama3_8b/e4m3/decode-q1-b32-ctx8192/page256/cp_async/s2p1``). For each key, ncu runs this
+module's child, which builds the kernel and split count exactly as measure.py does (launch
+bounds included) and launches it three times; ncu profiles the third launch with clock control
+off (the GPU's clocks are left as they are) and writes ``<out>/<key with / as _>.csv``, the
+SASS view with stall samples per instruction. A summary is printed and written beside it:
+the share of stall samples per reason and per opcode, and the hottest instructions with their
+execution counts. The wait loop of the mbarrier a warp waits on tells who waits: its execution
+count is (warps x tiles) of the producer when it waits for a free stage, of the consumer when it
+waits for K/V. Run on the H200 this way (as a development script) in the session that added it.
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import csv
+import dataclasses
+import io
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from tma_study import config as config_mod
+
+from .grid import sweep_configs
+
+LAUNCHES = 3                    # the child launches each configuration this often; ncu takes the last
+KERNEL_REGEX = "regex:paged_attention_"
+SECTIONS = ("SourceCounters", "WarpStateStats")
+SAMPLES = "Warp Stall Sampling (All Samples)"
+HOTTEST = 12
+
+
+def study_config(path: Path) -> dict:
+    from tma_study.studies import discover
+    return config_mod.load(path, discover())["studies"]["paged_kv"]
+
+
+def resolve(study: dict, keys: list[str]) -> list:
+    """The sweep configurations named by ``keys``; an unknown key stops before any GPU work."""
+    configs = {c.key: c for c in sweep_configs(study)}
+    unknown = [k for k in keys if k not in configs]
+    if unknown:
+        raise SystemExit(f"unknown paged_kv configuration key(s) {unknown}: keys are SweepConfig.key of "
+                         "the sweep in --config; list them with --list")
+    return [configs[k] for k in keys]
+
+
+def ncu_command(ncu: str, config_path: Path, key: str) -> list[str]:
+    """ncu over this module's child for one key: the last of its LAUNCHES attention launches."""
+    sections = [arg for name in SECTIONS for arg in ("--section", name)]
+    return [ncu, "--clock-control", "none", "--kernel-name-base", "function", "--kernel-name", KERNEL_REGEX,
+            "--launch-skip", str(LAUNCHES - 1), "--launch-count", "1", *sections,
+            "--page", "source", "--print-source", "sass", "--csv",
+            sys.executable, "-m", __name__, "--child", "--config", str(config_path), key]
+
+
+def launch(study: dict, config) -> str:
+    """The child: build ``config``'s kernel as measure.py does, launch it LAUNCHES times."""
+    from numba import cuda
+    from tma_kernels import numpy_compat  # noqa: F401  before numba compiles anything
+    from tma_kernels.paged_kv.runner import AttentionRunner
+
+    from .measure import TimedPools, fit_residency, residency_targets, resident_ctas
+    variant = config.variant()
+    loaded = {variant: AttentionRunner(variant)}
+    if config.phase.name == "decode":
+        for target, _ in residency_targets(variant, study["decode_min_ctas_per_sm"]):
+            bounded = dataclasses.replace(variant, min_ctas_per_sm=target)
+            loaded[bounded] = AttentionRunner(bounded)
+        runner = fit_residency(loaded, variant, study["decode_min_ctas_per_sm"])
+    else:
+        runner = loaded[variant]
+    split = config.split(resident_ctas(runner), cuda.get_current_device().MULTIPROCESSOR_COUNT)
+    device = TimedPools().device_problem(config, split.num_splits)
+    for _ in range(LAUNCHES):
+        runner.launch(device, split.num_splits)
+    cuda.synchronize()
+    return (f"{config.key}: kernel {runner.variant.name}, {runner.kernel.get_regs_per_thread()} registers, "
+            f"{resident_ctas(runner)} CTAs per SM, {split.num_splits} splits, {split.grid_ctas} CTAs")
+
+
+def summarize(ncu_csv: str) -> str:
+    """Stall samples by reason and by opcode, and the hottest instructions, from ncu's SASS view."""
+    lines = [line for line in ncu_csv.splitlines() if line.startswith('"')]
+    rows = list(csv.reader(io.StringIO("\n".join(lines))))
+    start = next((i for i, row in enumerate(rows) if "Address" in row and SAMPLES in row), None)
+    if start is None:
+        raise ValueError(f"no SASS table with {SAMPLES!r} in ncu's output")
+    head, data = rows[start], rows[start + 1:]
+    col = {name: i for i, name in enumerate(head)}
+    reasons = [name for name in head if name.startswith("stall_") and "Not Issued" not in name]
+
+    def count(row, name):
+        value = row[col[name]].replace(",", "")
+        return int(value) if value.isdigit() else 0
+
+    total = sum(count(row, SAMPLES) for row in data) or 1
+    by_reason = collections.Counter({r: sum(count(row, r) for row in data) for r in reasons})
+    by_opcode = collections.Counter()
+    for row in data:
+        words = row[col["Source"]].split()
+        words = words[1:] if words and words[0].startswith("@") else words
+        by_opcode[words[0].split(".")[0] if words else "?"] += count(row, SAMPLES)
+    out = [f"stall samples: {total}",
+           "by reason: " + ", ".join(f"{r} {100 * n / total:.1f} %" for r, n in by_reason.most_common(6)),
+           "by opcode: " + ", ".join(f"{o} {100 * n / total:.1f} %" for o, n in by_opcode.most_common(8)),
+           "hottest instructions (share of samples, executions, instruction):"]
+    for row in sorted(data, key=lambda r: -count(r, SAMPLES))[:HOTTEST]:
+        out.append(f"  {100 * count(row, SAMPLES) / total:5.1f} %  {count(row, 'Instructions Executed'):>9}  "
+                   f"{row[col['Source']].strip()}")
+    return "\n".join(out)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("keys", nargs="*")
+    parser.add_argument("--config", type=Path, default=config_mod.REPO_ROOT / "config" / "config.yaml")
+    parser.add_argument("--out", type=Path)
+    parser.add_argument("--list", action="store_true", help="print every configuration key and stop")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    study = study_config(args.config)
+    if args.list:
+        print("\n".join(c.key for c in sweep_configs(study)))
+        return 0
+    if not args.keys:
+        parser.error("name at least one configuration key (--list prints them)")
+    configs = resolve(study, args.keys)
+    if args.child:
+        for config in configs:
+            print(launch(study, config), flush=True)
+        return 0
+    if args.out is None:
+        parser.error("--out DIR is required")
+    ncu = shutil.which("ncu")
+    if ncu is None:
+        raise SystemExit("ncu (Nsight Compute) is not on PATH; it ships with the CUDA toolkit")
+    args.out.mkdir(parents=True, exist_ok=True)
+    for config in configs:
+        result = subprocess.run(ncu_command(ncu, args.config, config.key), capture_output=True, text=True,
+                                check=False)
+        stem = args.out / config.key.replace("/", "_")
+        stem.with_suffix(".csv").write_text(result.stdout)
+        if result.returncode != 0:
+            raise SystemExit(f"ncu failed ({result.returncode}) for {config.key}: {result.stderr[-2000:]}")
+        summary = summarize(result.stdout)
+        stem.with_suffix(".txt").write_text(summary + "\n")
+        print(f"== {config.key}\n{summary}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
