@@ -41,7 +41,6 @@ MMA_K_BYTES = 32                   # one mma k-step: 16 bf16 or 32 e4m3 of each 
 SWIZZLE_MASK = {128: 7, 64: 3}     # row_bytes -> bits 7.. XORed into bits 4..
 SWIZZLE_MODE = {128: "128B", 64: "64B"}
 MAX_DYNAMIC_SHARED_BYTES = 232_448 - 128   # sm_90 opt-in limit less the static mbarriers
-MIN_CTAS_PER_SM = tuple(range(1, 33))
 
 # sm_90 residency limits (CUDA's cuda_occupancy.h, cudaOccMaxBlocksPerSMRegsLimit and friends)
 SM90_REGISTERS_PER_SM = 65_536
@@ -94,7 +93,9 @@ class Variant:
         _require("consumer_warps", self.consumer_warps, CONSUMER_WARP_COUNTS)
         _require("stages", self.stages, STAGE_COUNTS)
         _require("producer_warps", self.producer_warps, PRODUCER_WARP_COUNTS)
-        _require("min_ctas_per_sm", self.min_ctas_per_sm, MIN_CTAS_PER_SM)
+        if not (isinstance(self.min_ctas_per_sm, int) and 1 <= self.min_ctas_per_sm <= SM90_MAX_CTAS_PER_SM):
+            raise VariantError(f"min_ctas_per_sm={self.min_ctas_per_sm!r} is not an integer from 1 to "
+                               f"{SM90_MAX_CTAS_PER_SM} (CTAs per SM on sm_90)")
         if self.dtype == E4M3 and self.block_n < 32:
             raise VariantError(f"block_n={self.block_n}: e4m3 needs block_n >= 32 (one mma k-step "
                                "of P.V covers 32 tokens)")

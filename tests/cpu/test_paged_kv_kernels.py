@@ -61,6 +61,8 @@ def test_variant_sass(variant):
     ({"load_path": "bulk"}, "load_path='bulk'"),
     ({"dtype": "e4m3", "block_n": 16}, "e4m3 needs block_n >= 32"),
     ({"head_dim": 256, "block_n": 128, "stages": 4}, "more than the"),
+    ({"min_ctas_per_sm": 33}, "min_ctas_per_sm=33 is not an integer from 1 to 32"),
+    ({"min_ctas_per_sm": 0}, "min_ctas_per_sm=0 is not an integer from 1 to 32"),
 ])
 def test_variant_rejects(fields, message):
     with pytest.raises(VariantError, match=message):
