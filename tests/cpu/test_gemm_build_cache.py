@@ -1,0 +1,30 @@
+"""The gemm build is cached (issue: "a rerun with nothing changed recompiles nothing"):
+``snakemake gemm_build`` in a copy of the checkout, with two variants (one SM90, one SM100;
+about 35 s of nvcc on 2 cores), then again with nothing changed: no job runs. After a change
+to the SM90 template only the SM90 variant is rebuilt."""
+import pytest
+import yaml
+from test_pipeline_no_gpu import copy_checkout, jobs_run, output_of, snakemake
+
+pytestmark = pytest.mark.slow
+
+ONE_VARIANT = {"dtypes": ["bf16"], "tiles": [[128, 128, 64]], "clusters": [[1, 1]]}
+SMALL = {"studies": {"gemm": {"variants": {"sm90": {"mainloops": ["tma_cooperative"], **ONE_VARIANT},
+                                           "sm100": {"mainloops": ["tma_1sm"], **ONE_VARIANT}}}}}
+
+
+def build(root):
+    result = snakemake(root, "-c2", "gemm_build", "--configfile", "small.yaml")
+    assert result.returncode == 0, output_of(result)[-3000:]
+    return result
+
+
+def test_a_rerun_rebuilds_only_what_changed(tmp_path):
+    root = copy_checkout(tmp_path)
+    (root / "small.yaml").write_text(yaml.safe_dump(SMALL))
+    assert jobs_run(build(root))["gemm_object"] == 2
+    assert "Nothing to be done" in output_of(build(root))
+    template = root / "kernels" / "gemm" / "gemm_sm90.cuh"
+    template.write_text(template.read_text() + "\n// touched by the test\n")
+    rebuilt = jobs_run(build(root))
+    assert rebuilt["gemm_object"] == 1 and rebuilt["gemm_library"] == 1, rebuilt
