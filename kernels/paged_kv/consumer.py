@@ -130,9 +130,9 @@ def make_consumer(variant):
                 j = tp * 8
                 if fp8:
                     d = mma_e4m3_m16n8k32_via_f16(a[0], a[1], a[2], a[3], b[0], b[1],
-                                          scores[j], scores[j + 1], scores[j + 2], scores[j + 3])
+                                                  scores[j], scores[j + 1], scores[j + 2], scores[j + 3])
                     e = mma_e4m3_m16n8k32_via_f16(a[0], a[1], a[2], a[3], b[2], b[3],
-                                          scores[j + 4], scores[j + 5], scores[j + 6], scores[j + 7])
+                                                  scores[j + 4], scores[j + 5], scores[j + 6], scores[j + 7])
                 else:
                     d = mma_bf16_m16n8k16(a[0], a[1], a[2], a[3], b[0], b[1],
                                           scores[j], scores[j + 1], scores[j + 2], scores[j + 3])
@@ -211,9 +211,9 @@ def make_consumer(variant):
                 odd1 = prmt(x[2], x[3], ODD_BYTES)
                 i = c * 8
                 d = mma_e4m3_m16n8k32_via_f16(a0, a1, a2, a3, even0, even1,
-                                      acc[i], acc[i + 1], acc[i + 2], acc[i + 3])
+                                              acc[i], acc[i + 1], acc[i + 2], acc[i + 3])
                 e = mma_e4m3_m16n8k32_via_f16(a0, a1, a2, a3, odd0, odd1,
-                                      acc[i + 4], acc[i + 5], acc[i + 6], acc[i + 7])
+                                              acc[i + 4], acc[i + 5], acc[i + 6], acc[i + 7])
                 acc[i], acc[i + 1], acc[i + 2], acc[i + 3] = d[0], d[1], d[2], d[3]
                 acc[i + 4], acc[i + 5], acc[i + 6], acc[i + 7] = e[0], e[1], e[2], e[3]
 

@@ -70,10 +70,11 @@ class SweepConfig:
 
     @property
     def block_n(self) -> int:
-        """KV rows per tile. Decode at head dim 256 takes 32: its one consumer warp per CTA
-        is latency-bound, so the rate follows resident CTAs per SM, and at 64 rows the K/V
-        ring (2 stages x 2 x 32 KiB) lets one CTA reside where 32 rows let three (both
-        load paths alike)."""
+        """KV rows per tile. Decode at head dim 256 takes 32: at 64 rows its K/V ring (2
+        stages x 2 x 32 KiB) lets one CTA reside per SM, at 32 three (both load paths
+        alike). On the H200 that did not raise its rate (mqa_8x256 bf16 decode: 2706 GB/s
+        at 32 rows and 3 CTAs per SM, 2834 at 64 rows and 1 in the run before): the
+        consumer, not residency, limits decode (paged_kv/profile.py)."""
         if self.phase.name == "decode" and self.shape.head_dim == 256:
             return DECODE_BLOCK_N_D256
         return BLOCK_N
