@@ -21,25 +21,21 @@ SIGNATURE = "void(uint32[:, ::1], float32[:, ::1], float32[:, ::1])"
 NAN_CODES = (0x7F, 0xFF)
 
 
-def mma_e4m3(words, c_in, d_out):
-    lane = cuda.threadIdx.x
-    w, c = words[lane], c_in[lane]
-    d = mma_e4m3_m16n8k32(w[0], w[1], w[2], w[3], w[4], w[5], c[0], c[1], c[2], c[3])
-    for i in range(4):
-        d_out[lane, i] = d[i]
-
-
-def mma_e4m3_via_f16(words, c_in, d_out):
-    lane = cuda.threadIdx.x
-    w, c = words[lane], c_in[lane]
-    d = mma_e4m3_m16n8k32_via_f16(w[0], w[1], w[2], w[3], w[4], w[5], c[0], c[1], c[2], c[3])
-    for i in range(4):
-        d_out[lane, i] = d[i]
+def one_mma(mma):
+    """A one-warp kernel: lane l's six fragment words and four C values in, D out."""
+    def kernel(words, c_in, d_out):
+        lane = cuda.threadIdx.x
+        w, c = words[lane], c_in[lane]
+        d = mma(w[0], w[1], w[2], w[3], w[4], w[5], c[0], c[1], c[2], c[3])
+        for i in range(4):
+            d_out[lane, i] = d[i]
+    return kernel
 
 
 #: kernel name -> (function, signature), compiled on first use; the CPU test
 #: tests/cpu/test_gpu_test_kernels_compile.py compiles each for sm_90a without a GPU.
-KERNELS = {"mma_e4m3": (mma_e4m3, SIGNATURE), "mma_e4m3_via_f16": (mma_e4m3_via_f16, SIGNATURE)}
+KERNELS = {"mma_e4m3": (one_mma(mma_e4m3_m16n8k32), SIGNATURE),
+           "mma_e4m3_via_f16": (one_mma(mma_e4m3_m16n8k32_via_f16), SIGNATURE)}
 
 
 @functools.cache

@@ -76,6 +76,12 @@ def residency_targets(variant, min_ctas_per_sm: int) -> list[tuple[int, int]]:
     return targets
 
 
+def bounded_variants(variant, min_ctas_per_sm: int) -> list:
+    """The launch-bounded builds of a decode ``variant`` that fit_residency chooses among."""
+    return [dataclasses.replace(variant, min_ctas_per_sm=target)
+            for target, _ in residency_targets(variant, min_ctas_per_sm) if target > 1]
+
+
 def fit_residency(runners: dict, variant, min_ctas_per_sm: int):
     """The build of a decode ``variant`` to time, from ``runners`` (variant -> AttentionRunner,
     every launch-bounded build of ``residency_targets`` included, built in parallel). The
@@ -368,8 +374,7 @@ def measure(study: dict, gpu_probe: dict, out_dir: Path) -> None:
     decode_variants = {c.variant() for c in configs if c.phase.name == "decode"}
     min_ctas = study["decode_min_ctas_per_sm"]
     cache = parallel_compile.cache_dir()
-    bounded = [dataclasses.replace(v, min_ctas_per_sm=target) for v in sorted(decode_variants, key=lambda v: v.name)
-               for target, _ in residency_targets(v, min_ctas) if target > 1]
+    bounded = [b for v in sorted(decode_variants, key=lambda v: v.name) for b in bounded_variants(v, min_ctas)]
     builds = variants + bounded
     parallel_compile.warm("tma_kernels.paged_kv.runner:compile_attention", builds, cache,
                           progress=Progress("paged_kv compile (parallel)", len(builds)))

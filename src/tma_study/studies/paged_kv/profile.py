@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import collections
 import csv
-import dataclasses
 import io
 import shutil
 import subprocess
@@ -71,12 +70,11 @@ def launch(study: dict, config) -> str:
     from tma_kernels import numpy_compat  # noqa: F401  before numba compiles anything
     from tma_kernels.paged_kv.runner import AttentionRunner
 
-    from .measure import TimedPools, fit_residency, residency_targets, resident_ctas
+    from .measure import TimedPools, bounded_variants, fit_residency, resident_ctas
     variant = config.variant()
     loaded = {variant: AttentionRunner(variant)}
     if config.phase.name == "decode":
-        for target, _ in residency_targets(variant, study["decode_min_ctas_per_sm"]):
-            bounded = dataclasses.replace(variant, min_ctas_per_sm=target)
+        for bounded in bounded_variants(variant, study["decode_min_ctas_per_sm"]):
             loaded[bounded] = AttentionRunner(bounded)
         runner = fit_residency(loaded, variant, study["decode_min_ctas_per_sm"])
     else:
