@@ -71,6 +71,40 @@ def pack_e4m3(x0, x1, x2, x3):
     return cvt_e4m3x2_f32(x1, x0) | (cvt_e4m3x2_f32(x3, x2) << uint32(16))
 
 
+def make_q_loader(variant):
+    """``load_q(...)``: a consumer warp's ``variant.rows_per_warp`` Q rows (packed GQA: row r
+    is query token r // group of query head kv_head * group + r % group) into the swizzled
+    Q tile; zeros past the end."""
+    head_bytes = variant.head_bytes
+    block_m = variant.block_m
+    row_bytes = variant.row_bytes
+    mask = variant.swizzle_mask
+    rows = variant.rows_per_warp
+    pieces_per_row = head_bytes // PIECE_BYTES
+    q_pieces = rows * pieces_per_row
+    log2_pieces_per_row = pieces_per_row.bit_length() - 1
+
+    @cuda.jit(device=True, inline=True)
+    def load_q(q_smem, q_address, warp, lane, m_start, rows_valid, group, batch, kv_head,
+               seqlen_q, q_heads):
+        for piece in range(lane, q_pieces, 32):
+            tile_row = warp * rows + (piece >> log2_pieces_per_row)
+            byte_col = (piece & (pieces_per_row - 1)) * PIECE_BYTES
+            row = m_start + tile_row
+            w0 = w1 = w2 = w3 = uint32(0)
+            if row < rows_valid:
+                token = row // group
+                head = kv_head * group + (row - token * group)
+                offset = ((batch * seqlen_q + token) * q_heads + head) * head_bytes + byte_col
+                w = ld_global_v4_u32(q_address + np.uint64(offset))
+                w0, w1, w2, w3 = w[0], w[1], w[2], w[3]
+            st_shared_v4_u32(q_smem + uint32(tile_offset(tile_row, byte_col, block_m, row_bytes, mask)),
+                             w0, w1, w2, w3)
+        cuda.syncwarp()
+
+    return load_q
+
+
 def make_consumer(variant):
     """The consumer's device functions for ``variant``: ``.consume(...)`` runs one consumer
     warp's whole work tile (see ``kernel.py`` for the call); the others are its steps,
@@ -90,29 +124,7 @@ def make_consumer(variant):
     acc_regs = head_dim // 2
     token_pairs = block_n // 16            # 16-token groups: one K ldmatrix.x4 each
     dim_pairs = head_dim // 16             # 16-dim groups: one V ldmatrix.x4 each (bf16)
-    pieces_per_row = head_bytes // PIECE_BYTES
-    q_pieces = ROWS_PER_WARP * pieces_per_row
-    log2_pieces_per_row = pieces_per_row.bit_length() - 1
-
-    @cuda.jit(device=True, inline=True)
-    def load_q(q_smem, q_address, warp, lane, m_start, rows_valid, group, batch, kv_head,
-               seqlen_q, q_heads):
-        """This warp's 16 Q rows (packed GQA: row r is query token r // group of query
-        head kv_head * group + r % group) into the swizzled Q tile; zeros past the end."""
-        for piece in range(lane, q_pieces, 32):
-            tile_row = warp * ROWS_PER_WARP + (piece >> log2_pieces_per_row)
-            byte_col = (piece & (pieces_per_row - 1)) * PIECE_BYTES
-            row = m_start + tile_row
-            w0 = w1 = w2 = w3 = uint32(0)
-            if row < rows_valid:
-                token = row // group
-                head = kv_head * group + (row - token * group)
-                offset = ((batch * seqlen_q + token) * q_heads + head) * head_bytes + byte_col
-                w = ld_global_v4_u32(q_address + np.uint64(offset))
-                w0, w1, w2, w3 = w[0], w[1], w[2], w[3]
-            st_shared_v4_u32(q_smem + uint32(tile_offset(tile_row, byte_col, block_m, row_bytes, mask)),
-                             w0, w1, w2, w3)
-        cuda.syncwarp()
+    load_q = make_q_loader(variant)
 
     @cuda.jit(device=True, inline=True)
     def scores_tile(scores, q_smem, k_tile, warp, lane):

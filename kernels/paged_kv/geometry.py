@@ -32,8 +32,10 @@ BLOCK_NS = (16, 32, 64, 128)
 CONSUMER_WARP_COUNTS = (1, 2, 4)
 STAGE_COUNTS = (2, 3, 4)
 PRODUCER_WARP_COUNTS = (1, 2, 4)
+SCORE_LAYOUTS = ("qk", "kq")       # consumer.py (S = Q K^T) or consumer_kq.py (S^T = K Q^T)
+KQ_ROWS_PER_WARP = (8, 16)         # kq: query rows per warp, one or two mma N blocks of 8
 
-ROWS_PER_WARP = 16                 # one mma.sync M extent: a consumer warp owns 16 query rows
+ROWS_PER_WARP = 16                 # qk: one mma.sync M extent, a consumer warp owns 16 query rows
 MAX_ROW_BYTES = 128                # chunk width: the SWIZZLE_128B span
 PIECE_BYTES = 16                   # one cp.async / one ldmatrix row / one swizzle unit
 TILE_ALIGN_BYTES = 1024            # the SWIZZLE_128B pattern repeats every 1024 bytes
@@ -64,10 +66,14 @@ class Variant:
     head_dim: 64, 128 or 256 elements per head.
     load_path: "tma" (one TMA box per chunk per page slice) or "cp_async" (16-byte gather).
     block_n: KV tokens per tile (the ring's unit).
-    consumer_warps: 16 query rows each; block_m = 16 * consumer_warps.
+    consumer_warps: ``rows_per_warp`` query rows each; block_m = rows_per_warp * consumer_warps.
     stages: tiles in flight in the K and V rings.
     producer_warps: warps issuing loads (TMA: lane 0 of warp 0 issues; cp.async: all lanes).
     causal: mask keys after each query's position (bottom-right aligned, as FlashAttention).
+    score_layout: "qk" (consumer.py: S = Q K^T, query rows as the mma's M, 16 per warp) or
+        "kq" (consumer_kq.py, for decode: S^T = K Q^T, KV tokens as M and the query rows as
+        N, 8 or 16 per warp, so few query rows no longer pad an M of 16).
+    rows_per_warp: query rows per consumer warp: 16 for qk; 8 or 16 for kq.
     min_ctas_per_sm: CTAs that must fit on one SM at once; above 1 the kernel is compiled
         with launch bounds ``(threads, min_ctas_per_sm)`` (CUDA's ``__launch_bounds__``, as
         FA3 does), so ptxas caps registers to fit. Without it, a 5-warp cp.async decode CTA
@@ -84,6 +90,8 @@ class Variant:
     producer_warps: int = 1
     causal: bool = True
     min_ctas_per_sm: int = 1
+    score_layout: str = "qk"
+    rows_per_warp: int = ROWS_PER_WARP
 
     def __post_init__(self):
         _require("dtype", self.dtype, tuple(ELEMENT_BYTES))
@@ -93,6 +101,9 @@ class Variant:
         _require("consumer_warps", self.consumer_warps, CONSUMER_WARP_COUNTS)
         _require("stages", self.stages, STAGE_COUNTS)
         _require("producer_warps", self.producer_warps, PRODUCER_WARP_COUNTS)
+        _require("score_layout", self.score_layout, SCORE_LAYOUTS)
+        _require("rows_per_warp", self.rows_per_warp,
+                 KQ_ROWS_PER_WARP if self.score_layout == "kq" else (ROWS_PER_WARP,))
         if not (isinstance(self.min_ctas_per_sm, int) and 1 <= self.min_ctas_per_sm <= SM90_MAX_CTAS_PER_SM):
             raise VariantError(f"min_ctas_per_sm={self.min_ctas_per_sm!r} is not an integer from 1 to "
                                f"{SM90_MAX_CTAS_PER_SM} (CTAs per SM on sm_90)")
@@ -133,7 +144,7 @@ class Variant:
 
     @property
     def block_m(self) -> int:
-        return ROWS_PER_WARP * self.consumer_warps
+        return self.rows_per_warp * self.consumer_warps
 
     @property
     def consumer_threads(self) -> int:
@@ -149,7 +160,8 @@ class Variant:
 
     @property
     def q_tile_bytes(self) -> int:
-        return self.block_m * self.head_bytes
+        """The Q tile, rounded up so the K ring after it starts on a swizzle period."""
+        return -(-self.block_m * self.head_bytes // TILE_ALIGN_BYTES) * TILE_ALIGN_BYTES
 
     @property
     def kv_tile_bytes(self) -> int:
@@ -171,7 +183,8 @@ class Variant:
         return (f"paged_attention_{self.load_path}_{self.dtype}_d{self.head_dim}_n{self.block_n}"
                 f"_w{self.consumer_warps}_s{self.stages}_p{self.producer_warps}"
                 + ("_causal" if self.causal else "")
-                + (f"_m{self.min_ctas_per_sm}" if self.min_ctas_per_sm > 1 else ""))
+                + (f"_m{self.min_ctas_per_sm}" if self.min_ctas_per_sm > 1 else "")
+                + (f"_kq{self.rows_per_warp}" if self.score_layout == "kq" else ""))
 
 
 def resident_ctas_per_sm(registers: int, threads: int, shared_bytes: int) -> int:
@@ -255,3 +268,19 @@ def v_e4m3_lane_row_col(lane):
     """B operand of O += P V for e4m3, ``ldmatrix.x4.trans`` on byte pairs over 32
     tokens x 16 dims: matrix i holds tokens 8i .. 8i+7 (rows) x 8 dim pairs."""
     return (lane & 7) + (lane >> 3) * 8, 0
+
+
+@cuda.jit(device=True, inline=True)
+def q_b_lane_row_col(lane):
+    """B operand of S^T = K Q^T (consumer_kq.py; Q rows are the mma's N), ``ldmatrix.x4``
+    over 8 query rows x 64 bytes: matrix i holds bytes 16i .. 16i+15 = b0, b1 of one
+    32-byte k-step, then b0, b1 of the next."""
+    return lane & 7, (lane >> 3) * 16
+
+
+@cuda.jit(device=True, inline=True)
+def vt_bf16_lane_row_col(lane):
+    """A operand of O^T += V^T P^T for bf16 (consumer_kq.py; head dims are the mma's M),
+    ``ldmatrix.x4.trans`` over 16 tokens x 16 dims: matrices (tokens 0-7, dims 0-7),
+    (tokens 0-7, dims 8-15), (tokens 8-15, dims 0-7), (tokens 8-15, dims 8-15) = a0..a3."""
+    return (lane & 7) + (lane >> 4) * 8, ((lane >> 3) & 1) * 16

@@ -20,7 +20,9 @@ tokens) fills the rows of an mma with the query heads that share one KV head. Th
 m-block covers packed rows ``[m_block * block_m, ...)``; the split covers an equal share
 of the sequence's KV tiles (split-KV, for decode grids too small to fill the GPU).
 
-    threads [0, 32 * consumer_warps)      consumers: 16 packed rows each (consumer.py)
+    threads [0, 32 * consumer_warps)      consumers: rows_per_warp packed rows each
+                                          (consumer.py: S = Q K^T, 16 rows; consumer_kq.py,
+                                          decode: S^T = K Q^T, 8 or 16 rows)
     threads [.., + 32 * producer_warps)   producer: K and V tiles into the rings (producers.py)
 
     K tile k uses stage s = k % stages of the K ring and of the V ring.
@@ -42,6 +44,7 @@ from tma_kernels.ptx import (
 )
 
 from .consumer import make_consumer
+from .consumer_kq import make_kq_consumer
 from .geometry import TILE_ALIGN_BYTES, Variant
 from .producers import make_producer
 
@@ -57,7 +60,7 @@ SIGNATURE = ("void(uint64, uint64, uint64, uint64, uint64, int32[:, ::1], int32[
 
 def make_attention_kernel(variant: Variant):
     """The Python kernel function of ``variant`` (compile it with :data:`SIGNATURE`)."""
-    consume = make_consumer(variant).consume
+    consume = (make_kq_consumer if variant.score_layout == "kq" else make_consumer)(variant).consume
     producer = make_producer(variant)
     produce, look_up, page_entries = producer.produce, producer.look_up, producer.page_entries
     block_m = variant.block_m

@@ -84,3 +84,13 @@ def mma_e4m3_m16n8k32_via_f16(typingctx, a0, a1, a2, a3, b0, b1, c0, c1, c2, c3)
     ``cvt.rn.f16x2.e4m3x2`` of every operand byte pair and two fp16 ``mma.m16n8k16``
     accumulating into C directly -> (d0, d1, d2, d3). Exact products, fp32 sums."""
     return float_asm_intrinsic(_VIA_F16, (a0, a1, a2, a3, b0, b1, c0, c1, c2, c3), _OPERANDS, _RESULTS)
+
+
+@intrinsic
+def mma_f16_m16n8k16(typingctx, a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
+    """``mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32`` -> (d0, d1, d2, d3); the
+    fragments of :func:`mma_bf16_m16n8k16` with fp16 halves (SASS ``HMMA.16816.F32``)."""
+    return float_asm_intrinsic(
+        f"mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {_REFS};",
+        (a0, a1, a2, a3, b0, b1, c0, c1, c2, c3), _OPERANDS, _RESULTS,
+    )

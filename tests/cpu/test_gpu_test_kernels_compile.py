@@ -52,7 +52,11 @@ PAGED_ATTENTION_NAMES = [
       "paged_attention_tma_e4m3_d128_n64_w1_s2_p1_causal_m6",      # launch bounds (64, 6)
       "paged_attention_cp_async_e4m3_d128_n64_w1_s2_p1_causal_m6",
       ] + [f"paged_attention_{path}_{dtype}_d256_n32_w1_s2_p1_causal"   # decode at head dim 256
-           for dtype in ("bf16", "e4m3") for path in ("tma", "cp_async")]
+           for dtype in ("bf16", "e4m3") for path in ("tma", "cp_async")] + [
+    f"paged_attention_{path}_{dtype}_d{d}_n{n}_w{w}_s2_p{1 if path == 'tma' else 4}_causal_kq8"
+    for dtype in ("bf16", "e4m3") for path in ("tma", "cp_async")    # decode: S^T = K Q^T
+    for d, w, n in ((128, 1, 64), (128, 4, 64), (256, 4, 32), (64, 1, 64))
+] + [f"paged_attention_cp_async_{dtype}_d128_n64_w1_s2_p4_causal_kq16" for dtype in ("bf16", "e4m3")]
 PAGED_ATTENTION_COMMON = ["ldmatrix.sync.aligned.m8n8.x4.shared.b16",
                           "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16", "ex2.approx.ftz.f32",
                           TRY_WAIT, "mbarrier.arrive.shared::cta.b64"]
@@ -73,7 +77,8 @@ def paged_attention_ptx(name):
     """PTX a paged attention variant must hold: its load path's and its dtype's instructions."""
     path = "tma" if name.startswith("paged_attention_tma_") else "cp"
     dtype = "e4m3" if "_e4m3_" in name else "bf16"
-    return PAGED_ATTENTION_COMMON + PAGED_ATTENTION_PTX[path] + PAGED_ATTENTION_MMA[dtype]
+    kq = ["movmatrix.sync.aligned.m8n8.trans.b16"] if "_kq" in name else []
+    return PAGED_ATTENTION_COMMON + PAGED_ATTENTION_PTX[path] + PAGED_ATTENTION_MMA[dtype] + kq
 
 
 def tma_load(rank):

@@ -2,7 +2,8 @@
 
 - every variant: HMMA (bf16: ``HMMA.16816.F32.BF16``; e4m3: fp8 unpacked to fp16,
   ``F2FP.F16.E4M3.UNPACK_B`` + ``HMMA.16816.F32``), ``LDSM.16.M88.4`` (Q, K) and
-  ``LDSM.16.MT88.4`` (V), ``MUFU.EX2`` (softmax), mbarrier waits;
+  ``LDSM.16.MT88.4`` (V), ``MUFU.EX2`` (softmax), mbarrier waits; the decode consumer
+  (S^T = K Q^T) also ``MOVM.16.MT88`` (P^T);
 - TMA path: ``UTMALDG.4D`` and no ``LDGSTS``; cp.async path: ``LDGSTS.E.BYPASS.128`` and no
   ``UTMALDG``;
 - no local memory: the S and O register arrays stay in registers (stack frame 0, no spills;
@@ -30,7 +31,15 @@ VARIANTS = [
     for dtype, d, w in (("bf16", 128, 4), ("bf16", 128, 1), ("bf16", 64, 4), ("bf16", 256, 2),
                         ("e4m3", 128, 4), ("e4m3", 64, 4), ("e4m3", 256, 1))
     for path in ("tma", "cp_async")
+] + [
+    # decode's S^T = K Q^T consumer (consumer_kq.py): P^T through movmatrix
+    Variant(dtype=dtype, head_dim=d, load_path=path, consumer_warps=w, block_n=n,
+            producer_warps=1 if path == "tma" else 4, score_layout="kq", rows_per_warp=8)
+    for dtype, d, w, n in (("bf16", 128, 1, 64), ("e4m3", 128, 1, 64), ("bf16", 256, 4, 32),
+                           ("e4m3", 64, 1, 64))
+    for path in ("tma", "cp_async")
 ]
+KQ_SASS = ("MOVM.16.MT88",)
 
 
 @functools.cache
@@ -43,6 +52,7 @@ def test_variant_sass(variant):
     kernel = compiled(variant)
     counts = kernel.opcode_counts()
     expected = MMA_SASS[variant.dtype] + PATH_SASS[variant.load_path] + COMMON_SASS
+    expected += KQ_SASS if variant.score_layout == "kq" else ()
     missing = [m for m in expected if not kernel.has_instruction(m)]
     assert not missing, f"{variant.name}: SASS lacks {missing}"
     assert not kernel.has_instruction(PATH_ABSENT[variant.load_path]), (

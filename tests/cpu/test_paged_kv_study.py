@@ -76,14 +76,18 @@ def test_grid_size_and_kernel_choices(study_config):
     prefill = 5 * 2 * (5 + 7 * 2)
     scaling = 5 * 2 * 3 * 2 + 3 * 2 * 3
     assert len(configs) == decode + prefill + scaling == 1028
-    assert len({c.variant() for c in configs}) == 78
+    # decode kernels use the S^T = K Q^T consumer at 8 query rows a warp, so a shape's 1- and
+    # 4-token decodes (rows = tokens x group) differ in consumer warps
+    assert len({c.variant() for c in configs}) == 90
+    assert {(c.phase.name, c.score_layout, c.rows_per_warp) for c in configs} == {
+        ("decode", "kq", 8), ("prefill", "qk", 16)}
     assert {c.block_n for c in configs if c.shape.head_dim == 256} == {32, 64}
     assert {c.block_n for c in configs if c.shape.head_dim == 256 and c.phase.name == "decode"} == {32}
     decode = next(c for c in configs if c.shape.name == "mqa_8x256" and c.phase.seqlen_q == 4)
     # 32 sequences x 1 KV head x 1 query block = 32 CTAs a split; at 2 CTAs per SM (264 slots)
     # 7 splits fill 224 slots (0.848 of a wave, under 85 % of the best: 33 splits fill 2 waves);
     # 8 fill 256 (0.97)
-    assert decode.consumer_warps == 2 and decode.ctas_per_split == 32
+    assert decode.consumer_warps == 4 and decode.ctas_per_split == 32
     assert decode.split(2, SM_COUNT).num_splits == 8
     assert all(c.split(3, SM_COUNT).num_splits == 1 for c in configs if c.phase.name == "prefill")
     prefill_256 = next(c for c in configs if c.phase.name == "prefill" and c.shape.name == "llama3_8b"
@@ -222,7 +226,7 @@ def test_each_path_runs_at_its_best_producer_warps(analysed):
     assert set(tuning[tuning.load_path == "tma"].producer_warps_swept) == {"1"}
     bf16, e4m3 = gather_decode[gather_decode.dtype == "bf16"], gather_decode[gather_decode.dtype == "e4m3"]
     assert set(bf16.producer_warps_chosen) == {1} and set(bf16.stages_chosen) == {2}
-    assert set(bf16.kernel.str.endswith("_s2_p1_causal")) == {True} and set(bf16.producer_warps) == {1}
+    assert set(bf16.kernel.str.endswith("_s2_p1_causal_kq8")) == {True} and set(bf16.producer_warps) == {1}
     assert set(bf16.resident_ctas_per_sm) == {3} and set(bf16.resident_ctas_per_sm_s2_p4) == {2}
     assert set(e4m3.producer_warps_chosen) == {4} and set(e4m3.stages_chosen) == {4}
     assert np.allclose(e4m3.time_us_s4_p1 / e4m3.time_us_s4_p4, ONE_WARP_SLOWER)
@@ -242,7 +246,7 @@ def test_an_untimed_combination_never_wins(analysed):
     derived = analysed / "derived"
     (cell,) = cell_rows(pd.read_csv(derived / "tuning.csv"), FAST_UNTIMED_CELL).itertuples()
     assert cell.status == "measured" and pd.isna(cell.time_us_s2_p1)
-    assert (cell.stages_chosen, cell.producer_warps_chosen) == (2, 4) and cell.kernel.endswith("_s2_p4_causal")
+    assert (cell.stages_chosen, cell.producer_warps_chosen) == (2, 4) and cell.kernel.endswith("_s2_p4_causal_kq8")
     assert cell.resident_ctas_per_sm == 2
     # the chosen kernel's launch: 32 x 8 CTAs a split, 2 per SM fit 256 of 264 slots unsplit
     assert (cell.num_splits, cell.split_rule) == (1, "fa3_wave_efficiency_over_resident_slots")

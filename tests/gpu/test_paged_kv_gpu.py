@@ -16,7 +16,7 @@ what rounding P to the operand type before P V moves O (as FA3 does; about 6e-2 
 rows, up to twice that on a causal row of a few keys), plus 1e-2.
 
 The cases cover GQA (32/8, 64/8, 8/1) and multi-head (32/32, 16/16), decode (1 and 4
-query tokens, packed into M) and causal prefill (130-200 tokens over longer caches),
+query tokens, packed into M of S = Q K^T, and into N of decode's S^T = K Q^T) and causal prefill (130-200 tokens over longer caches),
 ragged cache lengths with a partial last page, page sizes 1, 8 (cp.async only), 16, 32
 (TMA: one box per page, several per tile), 64 (= block_n) and 128, 256 (one box per
 tile), head dims 64, 128, 256, split-KV (3 splits) with the combine kernel, one
@@ -27,7 +27,7 @@ mismatch there with a passing cp.async reference check points at the tensor map,
 coordinates or swizzle.
 
 ``KERNELS`` lists every kernel with its signature for
-tests/cpu/test_gpu_test_kernels_compile.py (16 attention variants + the combine kernel;
+tests/cpu/test_gpu_test_kernels_compile.py (the attention variants + the combine kernel;
 numba compiles each in a few seconds on first use).
 """
 import functools
@@ -88,6 +88,18 @@ for _path in ("tma", "cp_async"):
                                                    consumer_warps=1, stages=2, producer_warps=1,
                                                    min_ctas_per_sm=6)
 
+# Decode's S^T = K Q^T consumer (consumer_kq.py), as the sweep builds it: 8 query rows a warp,
+# 1 warp (up to 8 rows) or 4 (32 rows); head dim 256 with 32-row tiles. Plus its 16-row form.
+for _dtype in ("bf16", "e4m3"):
+    for _path in ("tma", "cp_async"):
+        for _d, _w, _n in ((128, 1, 64), (128, 4, 64), (256, 4, 32), (64, 1, 64)):
+            VARIANTS[f"{_dtype}_d{_d}_{_path}_kq_w{_w}_n{_n}"] = Variant(
+                dtype=_dtype, head_dim=_d, load_path=_path, block_n=_n, consumer_warps=_w, stages=2,
+                producer_warps=1 if _path == "tma" else 4, score_layout="kq", rows_per_warp=8)
+    VARIANTS[f"{_dtype}_d128_cp_async_kq16_w1"] = Variant(
+        dtype=_dtype, head_dim=128, load_path="cp_async", block_n=64, consumer_warps=1, stages=2,
+        producer_warps=4, score_layout="kq", rows_per_warp=16)
+
 KERNELS = {v.name: (make_attention_kernel(v), SIGNATURE) for v in VARIANTS.values()}
 KERNELS["combine_splits"] = (combine_splits, COMBINE_SIGNATURE)
 
@@ -127,6 +139,23 @@ def _cases():
             cases.append((key, _problem(dtype, 256, (8, 1), 1, (600, 1025), 64), 1))
     for path in ("tma", "cp_async"):
         cases.append((f"e4m3_d128_{path}_w1_m6", _problem("e4m3", 128, (32, 8), 1, (1000, 37, 515), 256), 2))
+    for dtype in ("bf16", "e4m3"):
+        for path in ("tma", "cp_async"):
+            w1, w4 = f"{dtype}_d128_{path}_kq_w1_n64", f"{dtype}_d128_{path}_kq_w4_n64"
+            for page in ((16, 64, 256) if path == "tma" else (1, 16, 64)):
+                cases.append((w1, _problem(dtype, 128, (32, 8), 1, (1000, 37, 515), page), 1))
+            cases.append((w1, _problem(dtype, 128, (32, 8), 1, (1000, 37, 515), 32), 3))
+            cases.append((w1, _problem(dtype, 128, (64, 8), 1, (700, 129), 128), 1))
+            cases.append((w1, _problem(dtype, 128, (32, 32), 4, (257, 64, 1100), 32), 2))
+            cases.append((w4, _problem(dtype, 128, (64, 8), 4, (700, 129), 128), 1))
+            cases.append((w4, _problem(dtype, 128, (32, 8), 4, (96, 4000), 16), 2))
+            d256 = f"{dtype}_d256_{path}_kq_w4_n32"
+            cases.append((d256, _problem(dtype, 256, (8, 1), 4, (600, 1025), 128), 1))
+            cases.append((d256, _problem(dtype, 256, (8, 1), 1, (77, 300, 1000), 16), 3))
+            d64 = f"{dtype}_d64_{path}_kq_w1_n64"
+            cases.append((d64, _problem(dtype, 64, (16, 16), 4, (190, 131), 32), 1))
+            cases.append((d64, _problem(dtype, 64, (16, 16), 1, (190, 131, 2000), 64), 2))
+        cases.append((f"{dtype}_d128_cp_async_kq16_w1", _problem(dtype, 128, (32, 8), 4, (700, 129), 64), 1))
     cases.append(("bf16_d128_tma_w4_noncausal",
                   _problem("bf16", 128, (32, 8), 150, (333, 150), 64, causal=False), 1))
     return cases

@@ -50,6 +50,9 @@ TILE_COLUMNS = ["block_n", "consumer_warps", "producer_warps"]   # the chosen ke
 # the chosen kernel's launch: KV splits and waves of resident slots (splits.py); data measured
 # before splits were chosen per kernel have num_splits only
 SPLIT_COLUMNS = ["num_splits", "split_rule", "waves"]
+# the chosen kernel's consumer (grid.SweepConfig.score_layout); data measured before the
+# decode consumer had S^T = K Q^T lack them (every kernel was "qk", 16 rows per warp)
+CONSUMER_COLUMNS = ["score_layout", "rows_per_warp"]
 KNOBS = ["stages", "producer_warps"]      # each load path's tuning knobs, swept per cell (grid.py)
 MEASURED = "measured"
 NOT_MEASURED = "not measured"
@@ -114,7 +117,8 @@ def best_tuning(attention: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
             tuning[f"time_us_{label}"] = at.time_us_median.iloc[0] if len(at) else float("nan")
             tuning[f"resident_ctas_per_sm_{label}"] = at.resident_ctas_per_sm.iloc[0] if len(at) else None
         tuning.update({column: chosen[column] for column in (*KERNEL_COLUMNS, *TILE_COLUMNS)})
-        tuning.update({column: chosen[column] for column in SPLIT_COLUMNS if column in chosen.index})
+        tuning.update({column: chosen[column] for column in (*SPLIT_COLUMNS, *CONSUMER_COLUMNS)
+                       if column in chosen.index})
         tuning_rows.append(tuning)
     best = attention.loc[chosen_rows].assign(status=statuses).reset_index(drop=True)
     pages = best.groupby(POINT).page_size.nunique().rename("page_sizes_at_point")

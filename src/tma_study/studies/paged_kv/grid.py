@@ -4,8 +4,9 @@ A configuration pairs a problem shape (query heads / KV heads / head dim), a dty
 phase (decode with 1 or 4 query tokens, or causal prefill), a page size and a load path.
 The TMA path runs only at page sizes its boxes can take (``runner.check_page_size``); the
 cp.async path also at 1 and 8. Each configuration's kernel variant follows from it:
-block_n 64 (decode at head dim 256: 32, see ``SweepConfig.block_n``), 16 packed query rows
-per consumer warp (4 warps for prefill; decode: as many as its query heads x tokens need),
+block_n 64 (decode at head dim 256: 32, see ``SweepConfig.block_n``), the consumer of
+``SweepConfig.score_layout`` (prefill: S = Q K^T, 16 packed query rows per warp, 4 warps;
+decode: S^T = K Q^T, 8 rows per warp, as many warps as its query heads x tokens need),
 each of the phase kind's ``stages`` counts that fits in shared memory, one producer warp for
 TMA and each of the phase kind's ``cp_async_producer_warps`` counts for cp.async (the tuning
 knobs: a path is compared at its best combination; the analysis keeps the fastest per path)
@@ -28,7 +29,8 @@ from .fa3_rule import fa3_choice
 from .splits import RULE_DECODE, RULE_PREFILL, SplitChoice, wave_efficiency_splits
 
 LOAD_PATHS = ("tma", "cp_async")
-ROWS_PER_WARP = 16
+PREFILL_ROWS_PER_WARP = 16  # S = Q K^T: query rows are the mma's M
+DECODE_ROWS_PER_WARP = 8    # S^T = K Q^T: query rows are the mma's N
 PREFILL_WARPS = 4
 BLOCK_N = 64                # KV rows per tile (FA3 uses 80-224 with wgmma)
 DECODE_BLOCK_N_D256 = 32    # decode at head dim 256: see SweepConfig.block_n
@@ -80,22 +82,35 @@ class SweepConfig:
         return BLOCK_N
 
     @property
+    def score_layout(self) -> str:
+        """The consumer (tma_kernels.paged_kv.Variant.score_layout): prefill "qk" (S = Q K^T,
+        query rows as the mma's M, as FA3); decode "kq" (S^T = K Q^T, KV tokens as M): at 1
+        to 8 query rows per KV head, rows as M left most of every mma padding and the
+        consumer, not the loads, limited decode on the H200 (paged_kv/profile.py)."""
+        return "qk" if self.phase.name == "prefill" else "kq"
+
+    @property
+    def rows_per_warp(self) -> int:
+        return PREFILL_ROWS_PER_WARP if self.phase.name == "prefill" else DECODE_ROWS_PER_WARP
+
+    @property
     def consumer_warps(self) -> int:
         if self.phase.name == "prefill":
             return PREFILL_WARPS
         rows = self.phase.seqlen_q * self.shape.group
-        return min(PREFILL_WARPS, 1 << max(0, math.ceil(math.log2(math.ceil(rows / ROWS_PER_WARP)))))
+        return min(PREFILL_WARPS, 1 << max(0, math.ceil(math.log2(math.ceil(rows / self.rows_per_warp)))))
 
     def variant(self):
         from tma_kernels.paged_kv import Variant
         return Variant(dtype=self.dtype, head_dim=self.shape.head_dim, load_path=self.load_path,
                        block_n=self.block_n, consumer_warps=self.consumer_warps, stages=self.stages,
-                       producer_warps=1 if self.load_path == "tma" else self.producer_warps, causal=True)
+                       producer_warps=1 if self.load_path == "tma" else self.producer_warps, causal=True,
+                       score_layout=self.score_layout, rows_per_warp=self.rows_per_warp)
 
     @property
     def ctas_per_split(self) -> int:
         """CTAs of one KV split: one per (sequence, KV head, block of packed query rows)."""
-        block_m = ROWS_PER_WARP * self.consumer_warps
+        block_m = self.rows_per_warp * self.consumer_warps
         m_blocks = math.ceil(self.phase.seqlen_q * self.shape.group / block_m)
         return self.phase.batch * self.shape.kv_heads * m_blocks
 
@@ -137,6 +152,7 @@ class SweepConfig:
                 "batch": self.phase.batch, "seqlen_q": self.phase.seqlen_q,
                 "context_tokens": self.phase.context, "page_size": self.page_size,
                 "load_path": self.load_path, "block_n": self.block_n,
+                "score_layout": self.score_layout, "rows_per_warp": self.rows_per_warp,
                 "consumer_warps": self.consumer_warps, "stages": self.stages,
                 "producer_warps": self.variant().producer_warps,
                 "fa3_load_path": fa3.load_path,

@@ -1,0 +1,108 @@
+"""The decode consumer's (consumer_kq.py: S^T = K Q^T) fragment bookkeeping, checked on the
+CPU by emulating one warp (warp_emulation.py), as test_paged_kv_fragments.py does for
+consumer.py: its 8 or 16 query columns over two KV tiles must equal a float64
+softmax(Q K^T) V. A wrong ldmatrix lane address, Q fragment index, movmatrix transpose,
+fp8 byte gather or output dim gives O(1) errors; the bf16 / e4m3 rounding of P the small
+ones bounded by the same tolerance as consumer.py's.
+
+What this cannot see: causal masking (a per-lane branch; the GPU tests cover it), timing,
+barriers, and whether ptxas honours the asm.
+"""
+import math
+
+import numpy as np
+import pytest
+from test_paged_kv_fragments import TOLERANCE
+from tma_kernels.paged_kv import Variant, consumer_kq
+from warp_emulation import (
+    LANES,
+    LOG2_E,
+    TILES,
+    SharedMemory,
+    patch_consumer,
+    write_tile,
+)
+
+from tma_study.studies.paged_kv.numerics import round_to
+
+
+@pytest.fixture
+def emulated(monkeypatch):
+    return patch_consumer(monkeypatch, consumer_kq)
+
+
+def run_warp(state, variant, q_bits, k_bits, v_bits, scale):
+    """Emulate kq consumer warp 0 over TILES K/V tiles; returns its (rows, head_dim) output."""
+    parts = consumer_kq.make_kq_consumer(variant)
+    rows = variant.rows_per_warp
+    q_blocks = rows // 8
+    columns = 2 * q_blocks
+    q_bytes, kv_bytes, n = variant.q_tile_bytes, variant.kv_tile_bytes, variant.block_n
+    smem = state["smem"] = SharedMemory(q_bytes + 2 * TILES * kv_bytes)
+    write_tile(smem, 0, q_bits, variant, variant.block_m)
+    for t in range(TILES):
+        write_tile(smem, q_bytes + t * kv_bytes, k_bits[t * n:(t + 1) * n], variant, n)
+        write_tile(smem, q_bytes + (TILES + t) * kv_bytes, v_bits[t * n:(t + 1) * n], variant, n)
+    k_steps = variant.head_bytes // 32
+    qf = np.zeros((q_blocks * k_steps * (4 if variant.dtype == "e4m3" else 2), 32), np.int64)
+    parts.load_q_fragments.py_func(qf, 0, 0, LANES)
+    scores = np.zeros((n // 16 * q_blocks * 4, 32), np.float32)
+    pf = np.zeros((len(scores) // 2, 32), np.int64)
+    acc = np.zeros((variant.head_dim // 16 * q_blocks * 4, 32), np.float32)
+    m = [np.full(32, -np.inf, np.float32) for _ in range(columns)]
+    sums = [np.zeros(32, np.float32) for _ in range(columns)]
+    scale_log2 = np.float32(scale * LOG2_E)
+    pv = parts.pv_tile_e4m3 if variant.dtype == "e4m3" else parts.pv_tile_bf16
+    for t in range(TILES):
+        parts.scores_tile.py_func(scores, qf, q_bytes + t * kv_bytes, LANES)
+        corrections = []
+        for c in range(columns):
+            m[c], sums[c], correction = parts.softmax_column.py_func(scores, c, m[c], sums[c], scale_log2)
+            corrections.append(correction)
+        for i in range(len(acc)):
+            acc[i] *= corrections[2 * ((i >> 2) % q_blocks) + (i & 1)]
+        parts.p_fragments.py_func(pf, scores)
+        pv.py_func(acc, pf, q_bytes + (TILES + t) * kv_bytes, LANES)
+    out = np.full(rows * variant.head_dim, np.nan, np.float32)
+    for c in range(columns):
+        total = parts.column_sum.py_func(sums[c])
+        row = 8 * (c >> 1) + 2 * (LANES & 3) + (c & 1)
+        parts.store_acc_column.py_func(out, row * variant.head_dim, acc, c,
+                                       (1.0 / total).astype(np.float32), LANES >> 2)
+    return out.reshape(rows, variant.head_dim)
+
+
+CASES = [("bf16", 128, 64, 8), ("bf16", 64, 32, 8), ("bf16", 256, 32, 8), ("bf16", 128, 64, 16),
+         ("e4m3", 128, 64, 8), ("e4m3", 64, 32, 8), ("e4m3", 256, 32, 8), ("e4m3", 128, 32, 16)]
+
+
+@pytest.mark.parametrize("dtype, head_dim, block_n, rows", CASES)
+def test_emulated_kq_warp_matches_float64_attention(emulated, dtype, head_dim, block_n, rows):
+    variant = Variant(dtype=dtype, head_dim=head_dim, block_n=block_n, consumer_warps=1,
+                      load_path="cp_async", producer_warps=1, score_layout="kq", rows_per_warp=rows)
+    rng = np.random.default_rng(head_dim * block_n + rows)
+    q_bits, q = round_to(dtype, rng.standard_normal((rows, head_dim)))
+    k_bits, k = round_to(dtype, rng.standard_normal((TILES * block_n, head_dim)))
+    v_bits, v = round_to(dtype, rng.standard_normal((TILES * block_n, head_dim)))
+    scale = 1.0 / math.sqrt(head_dim)
+    out = run_warp(emulated, variant, q_bits, k_bits, v_bits, scale)
+    scores = scale * q @ k.T
+    weights = np.exp(scores - scores.max(axis=1, keepdims=True))
+    expected = (weights / weights.sum(axis=1, keepdims=True)) @ v
+    error = np.abs(out - expected)
+    worst = np.unravel_index(np.argmax(error), error.shape)
+    assert not np.isnan(out).any(), "some output element was never written"
+    assert error.max() < TOLERANCE[dtype], (
+        f"max |error| {error.max():.3g} at row {worst[0]}, dim {worst[1]} "
+        f"(got {out[worst]:.4f}, expected {expected[worst]:.4f})")
+
+
+@pytest.mark.parametrize("dtype, name, value", [
+    ("e4m3", "EVEN_BYTES", consumer_kq.ODD_BYTES),          # V's even/odd dims swapped
+    ("bf16", "movmatrix_trans", lambda reg: reg),           # P^T not transposed
+])
+def test_a_wrong_gather_is_caught(emulated, monkeypatch, dtype, name, value):
+    """The check above can fail: a swapped fp8 dim gather or a missing transpose breaks it."""
+    monkeypatch.setattr(consumer_kq, name, value)
+    with pytest.raises(AssertionError, match="max .error"):
+        test_emulated_kq_warp_matches_float64_attention(emulated, dtype, 64, 32, 8)
