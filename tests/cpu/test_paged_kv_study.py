@@ -81,8 +81,11 @@ def test_grid_size_and_kernel_choices(study_config):
     assert len({c.variant() for c in configs}) == 90
     assert {(c.phase.name, c.score_layout, c.rows_per_warp) for c in configs} == {
         ("decode", "kq", 8), ("prefill", "qk", 16)}
-    assert {c.block_n for c in configs if c.shape.head_dim == 256} == {32, 64}
-    assert {c.block_n for c in configs if c.shape.head_dim == 256 and c.phase.name == "decode"} == {32}
+    # decode tiles hold 16 KiB of one head's K: block_n by dtype and head dim; prefill 64
+    assert {(c.dtype, c.shape.head_dim, c.block_n) for c in configs if c.phase.name == "decode"} == {
+        ("bf16", 64, 128), ("bf16", 128, 64), ("bf16", 256, 32),
+        ("e4m3", 64, 128), ("e4m3", 128, 128), ("e4m3", 256, 64)}
+    assert {c.block_n for c in configs if c.phase.name == "prefill"} == {64}
     decode = next(c for c in configs if c.shape.name == "mqa_8x256" and c.phase.seqlen_q == 4)
     # 32 sequences x 1 KV head x 1 query block = 32 CTAs a split; at 2 CTAs per SM (264 slots)
     # 7 splits fill 224 slots (0.848 of a wave, under 85 % of the best: 33 splits fill 2 waves);

@@ -89,13 +89,17 @@ for _path in ("tma", "cp_async"):
                                                    min_ctas_per_sm=6)
 
 # Decode's S^T = K Q^T consumer (consumer_kq.py), as the sweep builds it: 8 query rows a warp,
-# 1 warp (up to 8 rows) or 4 (32 rows); head dim 256 with 32-row tiles. Plus its 16-row form.
+# 1 warp (up to 8 rows) or 4 (32 rows), 16 KiB K tiles (grid.SweepConfig.block_n: e4m3 takes
+# twice bf16's rows). Plus its 16-row form.
+KQ_BLOCK_N = {("bf16", 64): 128, ("bf16", 128): 64, ("bf16", 256): 32,
+              ("e4m3", 64): 128, ("e4m3", 128): 128, ("e4m3", 256): 64}
 for _dtype in ("bf16", "e4m3"):
     for _path in ("tma", "cp_async"):
-        for _d, _w, _n in ((128, 1, 64), (128, 4, 64), (256, 4, 32), (64, 1, 64)):
-            VARIANTS[f"{_dtype}_d{_d}_{_path}_kq_w{_w}_n{_n}"] = Variant(
-                dtype=_dtype, head_dim=_d, load_path=_path, block_n=_n, consumer_warps=_w, stages=2,
-                producer_warps=1 if _path == "tma" else 4, score_layout="kq", rows_per_warp=8)
+        for _d, _w in ((128, 1), (128, 4), (256, 4), (64, 1)):
+            VARIANTS[f"{_dtype}_d{_d}_{_path}_kq_w{_w}"] = Variant(
+                dtype=_dtype, head_dim=_d, load_path=_path, block_n=KQ_BLOCK_N[_dtype, _d],
+                consumer_warps=_w, stages=2, producer_warps=1 if _path == "tma" else 4,
+                score_layout="kq", rows_per_warp=8)
     VARIANTS[f"{_dtype}_d128_cp_async_kq16_w1"] = Variant(
         dtype=_dtype, head_dim=128, load_path="cp_async", block_n=64, consumer_warps=1, stages=2,
         producer_warps=4, score_layout="kq", rows_per_warp=16)
@@ -141,7 +145,7 @@ def _cases():
         cases.append((f"e4m3_d128_{path}_w1_m6", _problem("e4m3", 128, (32, 8), 1, (1000, 37, 515), 256), 2))
     for dtype in ("bf16", "e4m3"):
         for path in ("tma", "cp_async"):
-            w1, w4 = f"{dtype}_d128_{path}_kq_w1_n64", f"{dtype}_d128_{path}_kq_w4_n64"
+            w1, w4 = f"{dtype}_d128_{path}_kq_w1", f"{dtype}_d128_{path}_kq_w4"
             for page in ((16, 64, 256) if path == "tma" else (1, 16, 64)):
                 cases.append((w1, _problem(dtype, 128, (32, 8), 1, (1000, 37, 515), page), 1))
             cases.append((w1, _problem(dtype, 128, (32, 8), 1, (1000, 37, 515), 32), 3))
@@ -149,10 +153,10 @@ def _cases():
             cases.append((w1, _problem(dtype, 128, (32, 32), 4, (257, 64, 1100), 32), 2))
             cases.append((w4, _problem(dtype, 128, (64, 8), 4, (700, 129), 128), 1))
             cases.append((w4, _problem(dtype, 128, (32, 8), 4, (96, 4000), 16), 2))
-            d256 = f"{dtype}_d256_{path}_kq_w4_n32"
+            d256 = f"{dtype}_d256_{path}_kq_w4"
             cases.append((d256, _problem(dtype, 256, (8, 1), 4, (600, 1025), 128), 1))
             cases.append((d256, _problem(dtype, 256, (8, 1), 1, (77, 300, 1000), 16), 3))
-            d64 = f"{dtype}_d64_{path}_kq_w1_n64"
+            d64 = f"{dtype}_d64_{path}_kq_w1"
             cases.append((d64, _problem(dtype, 64, (16, 16), 4, (190, 131), 32), 1))
             cases.append((d64, _problem(dtype, 64, (16, 16), 1, (190, 131, 2000), 64), 2))
         cases.append((f"{dtype}_d128_cp_async_kq16_w1", _problem(dtype, 128, (32, 8), 4, (700, 129), 64), 1))
