@@ -54,9 +54,9 @@ PAGED_ATTENTION_NAMES = [
       ] + [f"paged_attention_{path}_{dtype}_d256_n32_w1_s2_p1_causal"   # decode at head dim 256
            for dtype in ("bf16", "e4m3") for path in ("tma", "cp_async")] + [
     f"paged_attention_{path}_{dtype}_d{d}_n{n}_w{w}_s2_p{1 if path == 'tma' else 4}_causal_kq8"
-    for path in ("tma", "cp_async")    # decode: S^T = K Q^T, 16 KiB K tiles
-    for dtype, d, w, n in (("bf16", 128, 1, 64), ("bf16", 128, 4, 64), ("bf16", 256, 4, 32), ("bf16", 64, 1, 128),
-                           ("e4m3", 128, 1, 128), ("e4m3", 128, 4, 128), ("e4m3", 256, 4, 64), ("e4m3", 64, 1, 128))
+    for path in ("tma", "cp_async")    # decode: S^T = K Q^T
+    for dtype, d, w, n in (("bf16", 128, 1, 64), ("bf16", 128, 4, 64), ("bf16", 256, 4, 32), ("bf16", 64, 1, 64),
+                           ("e4m3", 128, 1, 64), ("e4m3", 128, 4, 64), ("e4m3", 256, 4, 32), ("e4m3", 64, 1, 128))
 ] + [f"paged_attention_cp_async_{dtype}_d128_n64_w1_s2_p4_causal_kq16" for dtype in ("bf16", "e4m3")]
 PAGED_ATTENTION_COMMON = ["ldmatrix.sync.aligned.m8n8.x4.shared.b16",
                           "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16", "ex2.approx.ftz.f32",

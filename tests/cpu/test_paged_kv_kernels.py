@@ -35,8 +35,8 @@ VARIANTS = [
     # decode's S^T = K Q^T consumer (consumer_kq.py): P^T through movmatrix
     Variant(dtype=dtype, head_dim=d, load_path=path, consumer_warps=w, block_n=n,
             producer_warps=1 if path == "tma" else 4, score_layout="kq", rows_per_warp=8)
-    for dtype, d, w, n in (("bf16", 128, 1, 64), ("e4m3", 128, 1, 128), ("bf16", 256, 4, 32),
-                           ("e4m3", 256, 1, 64), ("e4m3", 64, 1, 128))
+    for dtype, d, w, n in (("bf16", 128, 1, 64), ("e4m3", 128, 1, 64), ("bf16", 256, 4, 32),
+                           ("e4m3", 256, 1, 32), ("e4m3", 64, 1, 128))
     for path in ("tma", "cp_async")
 ]
 KQ_SASS = ("MOVM.16.MT88",)

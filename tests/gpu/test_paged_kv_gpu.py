@@ -89,10 +89,9 @@ for _path in ("tma", "cp_async"):
                                                    min_ctas_per_sm=6)
 
 # Decode's S^T = K Q^T consumer (consumer_kq.py), as the sweep builds it: 8 query rows a warp,
-# 1 warp (up to 8 rows) or 4 (32 rows), 16 KiB K tiles (grid.SweepConfig.block_n: e4m3 takes
-# twice bf16's rows). Plus its 16-row form.
-KQ_BLOCK_N = {("bf16", 64): 128, ("bf16", 128): 64, ("bf16", 256): 32,
-              ("e4m3", 64): 128, ("e4m3", 128): 128, ("e4m3", 256): 64}
+# 1 warp (up to 8 rows) or 4 (32 rows), tiles of grid.SweepConfig.block_n. Plus its 16-row form.
+KQ_BLOCK_N = {("bf16", 64): 64, ("bf16", 128): 64, ("bf16", 256): 32,
+              ("e4m3", 64): 128, ("e4m3", 128): 64, ("e4m3", 256): 32}
 for _dtype in ("bf16", "e4m3"):
     for _path in ("tma", "cp_async"):
         for _d, _w in ((128, 1), (128, 4), (256, 4), (64, 1)):

@@ -4,7 +4,7 @@ A configuration pairs a problem shape (query heads / KV heads / head dim), a dty
 phase (decode with 1 or 4 query tokens, or causal prefill), a page size and a load path.
 The TMA path runs only at page sizes its boxes can take (``runner.check_page_size``); the
 cp.async path also at 1 and 8. Each configuration's kernel variant follows from it:
-block_n 64 (decode: config ``decode_kv_tile_bytes`` per tile, see ``SweepConfig.block_n``), the consumer of
+block_n 64 (decode: 128 for e4m3 at head dim 64, 32 at head dim 256, see ``SweepConfig.block_n``), the consumer of
 ``SweepConfig.score_layout`` (prefill: S = Q K^T, 16 packed query rows per warp, 4 warps;
 decode: S^T = K Q^T, 8 rows per warp, as many warps as its query heads x tokens need),
 each of the phase kind's ``stages`` counts that fits in shared memory, one producer warp for
@@ -32,8 +32,9 @@ LOAD_PATHS = ("tma", "cp_async")
 PREFILL_ROWS_PER_WARP = 16  # S = Q K^T: query rows are the mma's M
 DECODE_ROWS_PER_WARP = 8    # S^T = K Q^T: query rows are the mma's N
 PREFILL_WARPS = 4
-BLOCK_N = 64                # prefill: KV rows per tile (FA3 uses 80-224 with wgmma)
-DECODE_BLOCK_N_RANGE = (32, 128)   # decode: block_n = config decode_kv_tile_bytes / row bytes, within
+BLOCK_N = 64                # KV rows per tile (FA3 uses 80-224 with wgmma); decode: SweepConfig.block_n
+DECODE_BLOCK_N_MAX = 128
+DECODE_BLOCK_N_D256 = 32
 
 
 class GridError(ValueError):
@@ -69,19 +70,23 @@ class SweepConfig:
     load_path: str
     stages: int
     producer_warps: int
-    decode_kv_tile_bytes: int = 16384
+    decode_min_kv_tile_bytes: int = 8192
 
     @property
     def block_n(self) -> int:
-        """KV rows per tile: prefill 64; decode as many as fill config ``decode_kv_tile_bytes``
-        of one head's K (the same bytes per tile whatever the dtype and head dim: the
-        consumer's per-tile work (barriers, softmax, rescale) then costs the same per byte),
-        within 32..128. At 16 KiB: bf16 d64 128, d128 64, d256 32; e4m3 d64 and d128 128,
-        d256 64. Before this rule every decode tile had 64 rows (32 at head dim 256)."""
+        """KV rows per tile: 64; in decode, more where a tile of 64 rows holds less than
+        config ``decode_min_kv_tile_bytes`` of one head's K (up to 128: e4m3 at head dim 64),
+        and 32 at head dim 256, where 64 rows (2 stages x 2 x 32 KiB of bf16) let one CTA
+        reside per SM. Chosen from two full H200 runs of the decode consumer (results/ at
+        cdfdb40: 64 rows, 32 at head dim 256; at 844aae7: 16 KiB of K in every tile). The
+        larger e4m3 tiles gained at head dim 64 (mha_16x64 b32 8K: 67 -> 74 % of the copy
+        rate) and lost at 128 (llama3_8b b32 8K: 82 -> 76 %); bf16 at head dim 64 moved by
+        1 %, and 16 KiB tiles at head dim 256 (e4m3) by less than 1 % at one token."""
         if self.phase.name == "prefill":
             return BLOCK_N
-        low, high = DECODE_BLOCK_N_RANGE
-        return min(high, max(low, self.decode_kv_tile_bytes // self.head_bytes))
+        if self.shape.head_dim == 256:
+            return DECODE_BLOCK_N_D256
+        return min(DECODE_BLOCK_N_MAX, max(BLOCK_N, self.decode_min_kv_tile_bytes // self.head_bytes))
 
     @property
     def head_bytes(self) -> int:
@@ -226,7 +231,7 @@ def sweep_configs(study: dict) -> list[SweepConfig]:
             continue
         producer_warps = study["cp_async_producer_warps"][phase.name] if path == "cp_async" else [1]
         for page, stages, warps in itertools.product(pages[path], study["stages"][phase.name], producer_warps):
-            config = SweepConfig(shape, dtype, phase, page, path, stages, warps, study["decode_kv_tile_bytes"])
+            config = SweepConfig(shape, dtype, phase, page, path, stages, warps, study["decode_min_kv_tile_bytes"])
             try:
                 variant = config.variant()
             except VariantError:
