@@ -1,5 +1,7 @@
 """The paged_kv profiling diagnostic (no GPU here): bad keys stop before any GPU work, the ncu
 command leaves the clocks alone and takes the last launch, and the summary reads ncu's SASS view."""
+import importlib.util
+
 import pytest
 
 from tma_study.studies.paged_kv import profile
@@ -29,6 +31,10 @@ def test_the_ncu_command_leaves_clocks_alone_and_profiles_the_last_launch():
     assert f"--launch-skip {profile.LAUNCHES - 1} --launch-count 1" in text
     assert command[-3:-1] == ["--config", str(profile.config_mod.REPO_ROOT / "config" / "config.yaml")]
     assert "--child" in command and command[-1] == KEY
+    # the child is this module by its import name, also when the parent runs as __main__
+    child = command[command.index("-m") + 1]
+    assert child == profile.CHILD_MODULE
+    assert importlib.util.find_spec(child).origin == profile.__file__
 
 
 NCU_CSV = "\n".join([

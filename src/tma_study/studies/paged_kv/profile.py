@@ -38,6 +38,9 @@ KERNEL_REGEX = "regex:paged_attention_"
 SECTIONS = ("SourceCounters", "WarpStateStats")
 SAMPLES = "Warp Stall Sampling (All Samples)"
 HOTTEST = 12
+# the child's module by its import name: run as ``python -m``, this module's __name__ is
+# "__main__", which a child cannot import (the first H200 run of this module failed so)
+CHILD_MODULE = "tma_study.studies.paged_kv.profile"
 
 
 def study_config(path: Path) -> dict:
@@ -61,7 +64,7 @@ def ncu_command(ncu: str, config_path: Path, key: str) -> list[str]:
     return [ncu, "--clock-control", "none", "--kernel-name-base", "function", "--kernel-name", KERNEL_REGEX,
             "--launch-skip", str(LAUNCHES - 1), "--launch-count", "1", *sections,
             "--page", "source", "--print-source", "sass", "--csv",
-            sys.executable, "-m", __name__, "--child", "--config", str(config_path), key]
+            sys.executable, "-m", CHILD_MODULE, "--child", "--config", str(config_path), key]
 
 
 def launch(study: dict, config) -> str:
