@@ -50,6 +50,10 @@ def _sweep(speedup: pd.DataFrame, tuning: pd.DataFrame) -> dict[str, str]:
            _name("cpasync producer warps"): facts.listing(
                int(n) for text in tuning[tuning.load_path == "cp_async"].producer_warps_swept.dropna()
                for n in str(text).split())}
+    if "score_layout" in tuning.columns:   # data from before the decode consumer lack it
+        decode = tuning[tuning.phase == "decode"]
+        out |= {_name("decode cells"): number(len(decode)),
+                _name("decode kq cells"): number((decode.score_layout == "kq").sum())}
     for phase in facts.PHASES:
         rows = sweep[sweep.phase == phase]
         if rows.empty:
