@@ -100,13 +100,6 @@ def make_kq_consumer(variant):
     score_regs = token_blocks * q_blocks * 4
     acc_regs = dim_blocks * q_blocks * 4
     p_regs = score_regs // 2                  # P^T's B fragments, packed to 16 bits
-    # Q K^T accumulates each score over the head in a chain of dependent mmas (bf16: one per
-    # 32-byte k-step, e4m3: two); from 16 long (head dim 256) odd k-steps go to a second
-    # accumulator, added at the end, so two chains of half the length overlap their latency.
-    # Measured on the H200 (results/ at aa4ce47 against cdfdb40, the same kernels without it):
-    # mqa_8x256 decode read K/V 0.2 to 1.4 points of the copy rate slower, where unchanged
-    # kernels moved by under 0.5: this chain does not limit decode. Drop it with the next sweep.
-    two_chains = k_steps * (2 if fp8 else 1) >= 16
     load_q = make_q_loader(variant)
 
     @cuda.jit(device=True, inline=True)
@@ -131,10 +124,8 @@ def make_kq_consumer(variant):
     @cuda.jit(device=True, inline=True)
     def scores_tile(scores, qf, k_tile, lane):
         """scores = K_tile Q_warp^T (fp32): block_n tokens x rows query columns."""
-        extra = cuda.local.array(score_regs, float32)
         for i in range(score_regs):
             scores[i] = ZERO
-            extra[i] = ZERO
         a_row, a_col = a_lane_row_col(lane)
         for tb in range(token_blocks):
             for kk in range(k_steps):
@@ -152,22 +143,14 @@ def make_kq_consumer(variant):
                 for qb in range(q_blocks):
                     j = (tb * q_blocks + qb) * 4
                     i = (qb * k_steps + kk) * q_regs_per_step
-                    if two_chains and (kk & 1) == 1:
-                        c0, c1, c2, c3 = extra[j], extra[j + 1], extra[j + 2], extra[j + 3]
-                    else:
-                        c0, c1, c2, c3 = scores[j], scores[j + 1], scores[j + 2], scores[j + 3]
                     if fp8:
-                        d = mma_f16_m16n8k16(x0, x1, y0, y1, qf[i], qf[i + 1], c0, c1, c2, c3)
+                        d = mma_f16_m16n8k16(x0, x1, y0, y1, qf[i], qf[i + 1],
+                                             scores[j], scores[j + 1], scores[j + 2], scores[j + 3])
                         d = mma_f16_m16n8k16(x2, x3, y2, y3, qf[i + 2], qf[i + 3], d[0], d[1], d[2], d[3])
                     else:
-                        d = mma_bf16_m16n8k16(a[0], a[1], a[2], a[3], qf[i], qf[i + 1], c0, c1, c2, c3)
-                    if two_chains and (kk & 1) == 1:
-                        extra[j], extra[j + 1], extra[j + 2], extra[j + 3] = d[0], d[1], d[2], d[3]
-                    else:
-                        scores[j], scores[j + 1], scores[j + 2], scores[j + 3] = d[0], d[1], d[2], d[3]
-        if two_chains:
-            for i in range(score_regs):
-                scores[i] += extra[i]
+                        d = mma_bf16_m16n8k16(a[0], a[1], a[2], a[3], qf[i], qf[i + 1],
+                                              scores[j], scores[j + 1], scores[j + 2], scores[j + 3])
+                    scores[j], scores[j + 1], scores[j + 2], scores[j + 3] = d[0], d[1], d[2], d[3]
 
     @cuda.jit(device=True, inline=True)
     def mask_tile(scores, first_key, group_lane, limits):

@@ -159,9 +159,7 @@ def prmt(a, b, selector):
 
 
 fake_cuda = types.SimpleNamespace(shfl_xor_sync=lambda mask, value, offset: value[LANES ^ offset],
-                                  syncwarp=lambda: None, jit=cuda.jit,
-                                  local=types.SimpleNamespace(
-                                      array=lambda n, dtype: np.zeros((n, 32), np.float32)))
+                                  syncwarp=lambda: None, jit=cuda.jit)
 
 
 def write_tile(smem, base, bits, variant, tile_rows):
