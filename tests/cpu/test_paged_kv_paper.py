@@ -191,7 +191,7 @@ def test_macros_carry_the_derived_numbers(run):
                    for name in found)
     assert found["pagedKvPrefillBestTflopsTmaBf"] == "625.0"      # 1e12 flops / (2000 us x 0.8)
     assert found["pagedKvSdpaGbpsMedian"] == "3000" and found["pagedKvDecodeMinCtasPerSm"] == "2"
-    assert found["pagedKvShapeNames"].endswith("and mqa_8x256") and found["pagedKvBlockN"] == "32 or 64"
+    assert found["pagedKvShapeNames"].endswith("and mqa_8x256") and found["pagedKvBlockN"] == "32, 64 or 128"
 
 
 def test_unmeasured_extras_leave_their_macros_out(run, tmp_path):
@@ -228,7 +228,9 @@ def test_every_macro_the_section_uses_is_generated(run):
     for claims_macro in set(re.findall(r"\\(claimsOf[A-Za-z]+)", text)):
         assert claims_macro in {macros_mod.camel("claims of", name) for name in (*STUDY.figures, *STUDY.tables)}
     assert guarded == {"pagedKvScalingCompared", "pagedKvSdpaPoints", "pagedKvTmaLookupAfterWait",
-                       "pagedKvDecodeSplitGridCtasPerSm"}
+                       "pagedKvDecodeSplitGridCtasPerSm", "pagedKvDecodeKqCells"}
+    # every decode cell of the synthetic run is a kq (S^T = K Q^T) kernel, as the grid builds them
+    assert found["pagedKvDecodeKqCells"] == found["pagedKvDecodeCells"] != "0"
 
 
 def test_data_before_the_per_kernel_split_rule_say_so(run):
