@@ -26,6 +26,7 @@ from warp_emulation import (
     LOG2_E,
     QUAD,
     TILES,
+    TOLERANCE,
     SharedMemory,
     mma_e4m3,
     mma_e4m3_via_f16,
@@ -78,10 +79,6 @@ def run_warp(state, variant, q_bits, k_bits, v_bits, scale):
     return out.reshape(16, variant.head_dim)
 
 
-# dtype -> largest |kernel - float64 reference| allowed for O (unit-variance inputs): P is
-# rounded to the operand type before P V (bf16: 8 bits of mantissa; e4m3: 4). Seen here:
-# about 1e-3 (bf16) and 1.5e-2 (e4m3).
-TOLERANCE = {"bf16": 1e-2, "e4m3": 6e-2}
 
 
 @pytest.mark.parametrize("dtype, head_dim, block_n", [

@@ -12,12 +12,12 @@ import math
 
 import numpy as np
 import pytest
-from test_paged_kv_fragments import TOLERANCE
 from tma_kernels.paged_kv import Variant, consumer_kq
 from warp_emulation import (
     LANES,
     LOG2_E,
     TILES,
+    TOLERANCE,
     SharedMemory,
     patch_consumer,
     write_tile,
