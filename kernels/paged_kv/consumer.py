@@ -71,6 +71,18 @@ def pack_e4m3(x0, x1, x2, x3):
     return cvt_e4m3x2_f32(x1, x0) | (cvt_e4m3x2_f32(x3, x2) << uint32(16))
 
 
+def make_row_limit(causal):
+    """``row_limit(row, group, kv_len, seqlen_q)``: keys [0, limit) that packed query row
+    ``row`` may attend to (causal: bottom-right aligned, as kernel.py describes)."""
+    @cuda.jit(device=True, inline=True)
+    def row_limit(row, group, kv_len, seqlen_q):
+        if causal:
+            return min(kv_len, kv_len - seqlen_q + row // group + 1)
+        return kv_len
+
+    return row_limit
+
+
 def make_q_loader(variant):
     """``load_q(...)``: a consumer warp's ``variant.rows_per_warp`` Q rows (packed GQA: row r
     is query token r // group of query head kv_head * group + r % group) into the swizzled
@@ -125,6 +137,7 @@ def make_consumer(variant):
     token_pairs = block_n // 16            # 16-token groups: one K ldmatrix.x4 each
     dim_pairs = head_dim // 16             # 16-dim groups: one V ldmatrix.x4 each (bf16)
     load_q = make_q_loader(variant)
+    row_limit = make_row_limit(causal)
 
     @cuda.jit(device=True, inline=True)
     def scores_tile(scores, q_smem, k_tile, warp, lane):
@@ -228,13 +241,6 @@ def make_consumer(variant):
                                               acc[i + 4], acc[i + 5], acc[i + 6], acc[i + 7])
                 acc[i], acc[i + 1], acc[i + 2], acc[i + 3] = d[0], d[1], d[2], d[3]
                 acc[i + 4], acc[i + 5], acc[i + 6], acc[i + 7] = e[0], e[1], e[2], e[3]
-
-    @cuda.jit(device=True, inline=True)
-    def row_limit(row, group, kv_len, seqlen_q):
-        """Keys [0, limit) that query row ``row`` (packed) may attend to."""
-        if causal:
-            return min(kv_len, kv_len - seqlen_q + row // group + 1)
-        return kv_len
 
     @cuda.jit(device=True, inline=True)
     def store_acc_row(out, out_base, acc, half, inverse, quad):

@@ -62,6 +62,7 @@ from .consumer import (
     SCORE_FLOOR,
     ZERO,
     make_q_loader,
+    make_row_limit,
 )
 from .geometry import (
     E4M3,
@@ -101,6 +102,7 @@ def make_kq_consumer(variant):
     acc_regs = dim_blocks * q_blocks * 4
     p_regs = score_regs // 2                  # P^T's B fragments, packed to 16 bits
     load_q = make_q_loader(variant)
+    row_limit = make_row_limit(causal)
 
     @cuda.jit(device=True, inline=True)
     def load_q_fragments(qf, q_smem, warp, lane):
@@ -234,13 +236,6 @@ def make_kq_consumer(variant):
                         d = mma_f16_m16n8k16(a0, a1, a2, a3, pf[j], pf[j + 1],
                                              acc[i], acc[i + 1], acc[i + 2], acc[i + 3])
                         acc[i], acc[i + 1], acc[i + 2], acc[i + 3] = d[0], d[1], d[2], d[3]
-
-    @cuda.jit(device=True, inline=True)
-    def row_limit(row, group, kv_len, seqlen_q):
-        """Keys [0, limit) that query row ``row`` (packed) may attend to."""
-        if causal:
-            return min(kv_len, kv_len - seqlen_q + row // group + 1)
-        return kv_len
 
     @cuda.jit(device=True, inline=True)
     def store_acc_column(out, out_base, acc, column, inverse, group_lane):
