@@ -35,7 +35,7 @@ A = V^T:
   give A rows g = dim 2g (a0, a2) and g + 8 = dim 2g + 1 (a1, a3): one ldmatrix feeds two
   fp16 mmas (tokens 0-15, 16-31), each covering all 16 dims of the block.
 
-Checked on the CPU by the warp emulation in tests/cpu/test_paged_kv_fragments.py.
+Checked on the CPU by the warp emulation in tests/cpu/test_paged_kv_fragments_kq.py.
 """
 import math
 import types
