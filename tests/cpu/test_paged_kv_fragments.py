@@ -15,7 +15,6 @@ What this cannot see: the TMA unit's own swizzle (assumed to be CUTLASS's
 Swizzle<3,4,3> / <2,4,3>; the GPU tests compare the TMA and cp.async paths), timing,
 barriers, and whether ptxas honours the asm.
 """
-import math
 
 import numpy as np
 import pytest
@@ -26,15 +25,12 @@ from warp_emulation import (
     LOG2_E,
     QUAD,
     TILES,
-    TOLERANCE,
-    SharedMemory,
+    check_warp_attention,
     mma_e4m3,
     mma_e4m3_via_f16,
     patch_consumer,
-    write_tile,
+    shared_image,
 )
-
-from tma_study.studies.paged_kv.numerics import round_to
 
 
 @pytest.fixture
@@ -46,15 +42,8 @@ def emulated(monkeypatch):
 def run_warp(state, variant, q_bits, k_bits, v_bits, scale):
     """Emulate consumer warp 0 over TILES K/V tiles; returns its (16, head_dim) output."""
     parts = consumer.make_consumer(variant)
-    q_bytes, kv_bytes = variant.q_tile_bytes, variant.kv_tile_bytes
-    smem = state["smem"] = SharedMemory(q_bytes + 2 * TILES * kv_bytes)
-    q_rows = np.zeros((variant.block_m, variant.head_dim), q_bits.dtype)
-    q_rows[:16] = q_bits
-    write_tile(smem, 0, q_rows, variant, variant.block_m)
+    k_tiles, v_tiles = shared_image(state, variant, q_bits, k_bits, v_bits)
     n = variant.block_n
-    for t in range(TILES):
-        write_tile(smem, q_bytes + t * kv_bytes, k_bits[t * n:(t + 1) * n], variant, n)
-        write_tile(smem, q_bytes + (TILES + t) * kv_bytes, v_bits[t * n:(t + 1) * n], variant, n)
     acc = np.zeros((variant.head_dim // 2, 32), np.float32)
     scores = np.zeros((n // 2, 32), np.float32)
     m = [np.full(32, -np.inf, np.float32), np.full(32, -np.inf, np.float32)]
@@ -62,13 +51,13 @@ def run_warp(state, variant, q_bits, k_bits, v_bits, scale):
     scale_log2 = np.float32(scale * LOG2_E)
     pv = parts.pv_tile_e4m3 if variant.dtype == "e4m3" else parts.pv_tile_bf16
     for t in range(TILES):
-        parts.scores_tile.py_func(scores, 0, q_bytes + t * kv_bytes, 0, LANES)
+        parts.scores_tile.py_func(scores, 0, k_tiles[t], 0, LANES)
         for half in (0, 1):
             m[half], sums[half], correction = parts.softmax_row.py_func(scores, half, m[half], sums[half],
                                                                         scale_log2)
             acc[2 * half::4] *= correction
             acc[2 * half + 1::4] *= correction
-        pv.py_func(acc, scores, q_bytes + (TILES + t) * kv_bytes, LANES)
+        pv.py_func(acc, scores, v_tiles[t], LANES)
     out = np.full(16 * variant.head_dim, np.nan, np.float32)
     for half in (0, 1):
         total = sums[half] + sums[half][LANES ^ 1]
@@ -88,21 +77,7 @@ def run_warp(state, variant, q_bits, k_bits, v_bits, scale):
 def test_emulated_warp_matches_float64_attention(emulated, dtype, head_dim, block_n):
     variant = Variant(dtype=dtype, head_dim=head_dim, block_n=block_n, consumer_warps=1,
                       load_path="cp_async", producer_warps=1)
-    rng = np.random.default_rng(head_dim * block_n)
-    q_bits, q = round_to(dtype, rng.standard_normal((16, head_dim)))
-    k_bits, k = round_to(dtype, rng.standard_normal((TILES * block_n, head_dim)))
-    v_bits, v = round_to(dtype, rng.standard_normal((TILES * block_n, head_dim)))
-    scale = 1.0 / math.sqrt(head_dim)
-    out = run_warp(emulated, variant, q_bits, k_bits, v_bits, scale)
-    scores = scale * q @ k.T
-    weights = np.exp(scores - scores.max(axis=1, keepdims=True))
-    expected = (weights / weights.sum(axis=1, keepdims=True)) @ v
-    error = np.abs(out - expected)
-    worst = np.unravel_index(np.argmax(error), error.shape)
-    assert not np.isnan(out).any(), "some output column was never written"
-    assert error.max() < TOLERANCE[dtype], (
-        f"max |error| {error.max():.3g} at row {worst[0]}, dim {worst[1]} "
-        f"(got {out[worst]:.4f}, expected {expected[worst]:.4f})")
+    check_warp_attention(run_warp, emulated, variant, 16, seed=head_dim * block_n)
 
 
 def test_a_wrong_fp8_permutation_is_caught(emulated, monkeypatch):

@@ -8,7 +8,6 @@ ones bounded by the same tolerance as consumer.py's.
 What this cannot see: causal masking (a per-lane branch; the GPU tests cover it), timing,
 barriers, and whether ptxas honours the asm.
 """
-import math
 
 import numpy as np
 import pytest
@@ -17,13 +16,10 @@ from warp_emulation import (
     LANES,
     LOG2_E,
     TILES,
-    TOLERANCE,
-    SharedMemory,
+    check_warp_attention,
     patch_consumer,
-    write_tile,
+    shared_image,
 )
-
-from tma_study.studies.paged_kv.numerics import round_to
 
 
 @pytest.fixture
@@ -37,12 +33,8 @@ def run_warp(state, variant, q_bits, k_bits, v_bits, scale):
     rows = variant.rows_per_warp
     q_blocks = rows // 8
     columns = 2 * q_blocks
-    q_bytes, kv_bytes, n = variant.q_tile_bytes, variant.kv_tile_bytes, variant.block_n
-    smem = state["smem"] = SharedMemory(q_bytes + 2 * TILES * kv_bytes)
-    write_tile(smem, 0, q_bits, variant, variant.block_m)
-    for t in range(TILES):
-        write_tile(smem, q_bytes + t * kv_bytes, k_bits[t * n:(t + 1) * n], variant, n)
-        write_tile(smem, q_bytes + (TILES + t) * kv_bytes, v_bits[t * n:(t + 1) * n], variant, n)
+    n = variant.block_n
+    k_tiles, v_tiles = shared_image(state, variant, q_bits, k_bits, v_bits)
     k_steps = variant.head_bytes // 32
     qf = np.zeros((q_blocks * k_steps * (4 if variant.dtype == "e4m3" else 2), 32), np.int64)
     parts.load_q_fragments.py_func(qf, 0, 0, LANES)
@@ -54,7 +46,7 @@ def run_warp(state, variant, q_bits, k_bits, v_bits, scale):
     scale_log2 = np.float32(scale * LOG2_E)
     pv = parts.pv_tile_e4m3 if variant.dtype == "e4m3" else parts.pv_tile_bf16
     for t in range(TILES):
-        parts.scores_tile.py_func(scores, qf, q_bytes + t * kv_bytes, LANES)
+        parts.scores_tile.py_func(scores, qf, k_tiles[t], LANES)
         corrections = []
         for c in range(columns):
             m[c], sums[c], correction = parts.softmax_column.py_func(scores, c, m[c], sums[c], scale_log2)
@@ -62,7 +54,7 @@ def run_warp(state, variant, q_bits, k_bits, v_bits, scale):
         for i in range(len(acc)):
             acc[i] *= corrections[2 * ((i >> 2) % q_blocks) + (i & 1)]
         parts.p_fragments.py_func(pf, scores)
-        pv.py_func(acc, pf, q_bytes + (TILES + t) * kv_bytes, LANES)
+        pv.py_func(acc, pf, v_tiles[t], LANES)
     out = np.full(rows * variant.head_dim, np.nan, np.float32)
     for c in range(columns):
         total = parts.column_sum.py_func(sums[c])
@@ -80,21 +72,7 @@ CASES = [("bf16", 128, 64, 8), ("bf16", 64, 32, 8), ("bf16", 256, 32, 8), ("bf16
 def test_emulated_kq_warp_matches_float64_attention(emulated, dtype, head_dim, block_n, rows):
     variant = Variant(dtype=dtype, head_dim=head_dim, block_n=block_n, consumer_warps=1,
                       load_path="cp_async", producer_warps=1, score_layout="kq", rows_per_warp=rows)
-    rng = np.random.default_rng(head_dim * block_n + rows)
-    q_bits, q = round_to(dtype, rng.standard_normal((rows, head_dim)))
-    k_bits, k = round_to(dtype, rng.standard_normal((TILES * block_n, head_dim)))
-    v_bits, v = round_to(dtype, rng.standard_normal((TILES * block_n, head_dim)))
-    scale = 1.0 / math.sqrt(head_dim)
-    out = run_warp(emulated, variant, q_bits, k_bits, v_bits, scale)
-    scores = scale * q @ k.T
-    weights = np.exp(scores - scores.max(axis=1, keepdims=True))
-    expected = (weights / weights.sum(axis=1, keepdims=True)) @ v
-    error = np.abs(out - expected)
-    worst = np.unravel_index(np.argmax(error), error.shape)
-    assert not np.isnan(out).any(), "some output element was never written"
-    assert error.max() < TOLERANCE[dtype], (
-        f"max |error| {error.max():.3g} at row {worst[0]}, dim {worst[1]} "
-        f"(got {out[worst]:.4f}, expected {expected[worst]:.4f})")
+    check_warp_attention(run_warp, emulated, variant, rows, seed=head_dim * block_n + rows)
 
 
 @pytest.mark.parametrize("dtype, name, value", [

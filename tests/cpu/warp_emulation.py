@@ -14,7 +14,11 @@ import numpy as np
 from numba import cuda
 from tma_kernels.paged_kv import consumer, geometry
 
-from tma_study.studies.paged_kv.numerics import float_to_bf16_bits, float_to_e4m3_bits
+from tma_study.studies.paged_kv.numerics import (
+    float_to_bf16_bits,
+    float_to_e4m3_bits,
+    round_to,
+)
 
 LANES = np.arange(32)
 GROUP, QUAD = LANES >> 2, LANES & 3
@@ -209,3 +213,40 @@ def patch_consumer(monkeypatch, module):
         monkeypatch.setattr(module, name, value, raising=False)
     monkeypatch.setattr(geometry, "swizzle", geometry.swizzle.py_func)
     return state
+
+
+def shared_image(state, variant, q_bits, k_bits, v_bits):
+    """The shared memory one consumer warp reads: its Q rows (zero-padded to the Q tile) at 0,
+    then TILES K tiles and TILES V tiles; returns the K and V tiles' addresses."""
+    q_bytes, kv_bytes, n = variant.q_tile_bytes, variant.kv_tile_bytes, variant.block_n
+    smem = state["smem"] = SharedMemory(q_bytes + 2 * TILES * kv_bytes)
+    q_rows = np.zeros((variant.block_m, variant.head_dim), q_bits.dtype)
+    q_rows[:len(q_bits)] = q_bits
+    write_tile(smem, 0, q_rows, variant, variant.block_m)
+    k_tiles = [q_bytes + t * kv_bytes for t in range(TILES)]
+    v_tiles = [q_bytes + (TILES + t) * kv_bytes for t in range(TILES)]
+    for t in range(TILES):
+        write_tile(smem, k_tiles[t], k_bits[t * n:(t + 1) * n], variant, n)
+        write_tile(smem, v_tiles[t], v_bits[t * n:(t + 1) * n], variant, n)
+    return k_tiles, v_tiles
+
+
+def check_warp_attention(run_warp, state, variant, rows, seed):
+    """Fresh unit-variance Q (``rows`` rows), K and V rounded to the variant's dtype over TILES
+    tiles; ``run_warp``'s output must match float64 softmax(Q K^T / sqrt(d)) V within TOLERANCE."""
+    dtype, head_dim = variant.dtype, variant.head_dim
+    rng = np.random.default_rng(seed)
+    q_bits, q = round_to(dtype, rng.standard_normal((rows, head_dim)))
+    k_bits, k = round_to(dtype, rng.standard_normal((TILES * variant.block_n, head_dim)))
+    v_bits, v = round_to(dtype, rng.standard_normal((TILES * variant.block_n, head_dim)))
+    scale = 1.0 / math.sqrt(head_dim)
+    out = run_warp(state, variant, q_bits, k_bits, v_bits, scale)
+    scores = scale * q @ k.T
+    weights = np.exp(scores - scores.max(axis=1, keepdims=True))
+    expected = (weights / weights.sum(axis=1, keepdims=True)) @ v
+    error = np.abs(out - expected)
+    worst = np.unravel_index(np.argmax(error), error.shape)
+    assert not np.isnan(out).any(), "some output element was never written"
+    assert error.max() < TOLERANCE[dtype], (
+        f"max |error| {error.max():.3g} at row {worst[0]}, dim {worst[1]} "
+        f"(got {out[worst]:.4f}, expected {expected[worst]:.4f})")

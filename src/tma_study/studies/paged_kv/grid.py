@@ -90,7 +90,8 @@ class SweepConfig:
 
     @property
     def head_bytes(self) -> int:
-        return self.shape.head_dim * (1 if self.dtype == "e4m3" else 2)
+        from tma_kernels.paged_kv.geometry import ELEMENT_BYTES
+        return self.shape.head_dim * ELEMENT_BYTES[self.dtype]
 
     @property
     def score_layout(self) -> str:
