@@ -35,29 +35,13 @@ A = V^T:
   give A rows g = dim 2g (a0, a2) and g + 8 = dim 2g + 1 (a1, a3): one ldmatrix feeds two
   fp16 mmas (tokens 0-15, 16-31), each covering all 16 dims of the block.
 
-e4m3 with ``kv_unpack="per_cta"``: each fp8 K or V tile is unpacked once per CTA, not once
-per warp. The consumer warps each convert a share of its 16-byte pieces into an fp16 tile
-in shared memory (after the rings; the bf16 tile layout), meet at a named barrier, and
-run the bf16 code paths with f16 mmas. A K piece (row r, dims 16p..16p+15; word j holds
-dims 4j..4j+3) becomes the low pairs of its words, then the high pairs, so the fp16 k
-order matches the e4m3 Q fragments' slot map above; a V piece keeps dim order, so O^T's
-rows are the bf16 ones. Two barriers a tile: after the K unpack (every warp has read the
-previous V tile, and K is whole) and after the V unpack (every warp has read K). FA3's
-fp8 kernel likewise passes V through shared memory once per CTA (its in-smem transpose).
-
 Checked on the CPU by the warp emulation in tests/cpu/test_paged_kv_fragments_kq.py.
 """
 import math
 import types
 
 from numba import cuda, float32, int32, uint32
-from tma_kernels.ptx import (
-    ld_shared_v4_u32,
-    mbarrier_arrive,
-    mbarrier_wait_parity,
-    named_barrier_sync,
-    st_shared_v4_u32,
-)
+from tma_kernels.ptx import mbarrier_arrive, mbarrier_wait_parity
 from tma_kernels.ptx.convert import (
     cvt_bf16x2_f32,
     cvt_e4m3x2_f32,
@@ -83,7 +67,6 @@ from .consumer import (
 from .geometry import (
     E4M3,
     MMA_K_BYTES,
-    PIECE_BYTES,
     a_lane_row_col,
     q_b_lane_row_col,
     tile_offset,
@@ -92,9 +75,6 @@ from .geometry import (
 )
 
 Q_ROWS_PER_BLOCK = 8        # mma N
-UNPACK_BARRIER = 1          # named barrier of the consumer warps (kv_unpack "per_cta"); 0 is syncthreads
-UNPACKED_ROW_BYTES = 128    # the fp16 tiles: head_dim * 2 >= 128 bytes a row, SWIZZLE_128B chunks
-UNPACKED_MASK = 7
 
 
 def make_kq_consumer(variant):
@@ -110,17 +90,6 @@ def make_kq_consumer(variant):
     kv_tile_bytes = variant.kv_tile_bytes
     causal = variant.causal
     fp8 = variant.dtype == E4M3
-    cta_unpack = variant.kv_unpack == "per_cta"
-    gathered = fp8 and not cta_unpack         # e4m3 fragments built in registers (else 16-bit tiles)
-    mma16 = mma_f16_m16n8k16 if fp8 else mma_bf16_m16n8k16
-    tile_row_bytes = UNPACKED_ROW_BYTES if cta_unpack else row_bytes   # of the tiles the mmas read
-    tile_mask = UNPACKED_MASK if cta_unpack else mask
-    steps16 = head_dim // 16                  # 16-bit path: k-steps of 16 dims (32 bytes)
-    consumer_threads = variant.consumer_threads
-    unpacked_tile_bytes = variant.unpacked_tile_bytes
-    pieces_per_row = head_bytes // PIECE_BYTES
-    log2_pieces_per_row = pieces_per_row.bit_length() - 1
-    pieces_per_thread = block_n * pieces_per_row // consumer_threads
     rows = variant.rows_per_warp
     q_blocks = rows // Q_ROWS_PER_BLOCK
     columns = 2 * q_blocks                    # query columns a lane holds
@@ -155,40 +124,16 @@ def make_kq_consumer(variant):
                         qf[i + 1] = x[2 * h + 1]
 
     @cuda.jit(device=True, inline=True)
-    def unpack_tile(dst, src, thread, natural):
-        """This thread's share of an e4m3 tile at ``src`` (pieces thread, thread +
-        consumer_threads, ..) as fp16 at ``dst``: piece (row, dims 16p..) -> 32 bytes at
-        (row, 32p); K (natural False): the words' low pairs, then their high pairs; V: dim order."""
-        for i in range(pieces_per_thread):
-            piece = i * consumer_threads + thread
-            row = piece >> log2_pieces_per_row
-            col = (piece & (pieces_per_row - 1)) * PIECE_BYTES
-            w = ld_shared_v4_u32(src + uint32(tile_offset(row, col, block_n, row_bytes, mask)))
-            first = dst + uint32(tile_offset(row, 2 * col, block_n, UNPACKED_ROW_BYTES, UNPACKED_MASK))
-            second = dst + uint32(tile_offset(row, 2 * col + PIECE_BYTES, block_n, UNPACKED_ROW_BYTES,
-                                              UNPACKED_MASK))
-            lo0, hi0 = cvt_f16x2_e4m3x2_low(w[0]), cvt_f16x2_e4m3x2_high(w[0])
-            lo1, hi1 = cvt_f16x2_e4m3x2_low(w[1]), cvt_f16x2_e4m3x2_high(w[1])
-            lo2, hi2 = cvt_f16x2_e4m3x2_low(w[2]), cvt_f16x2_e4m3x2_high(w[2])
-            lo3, hi3 = cvt_f16x2_e4m3x2_low(w[3]), cvt_f16x2_e4m3x2_high(w[3])
-            if natural:
-                st_shared_v4_u32(first, lo0, hi0, lo1, hi1)
-                st_shared_v4_u32(second, lo2, hi2, lo3, hi3)
-            else:
-                st_shared_v4_u32(first, lo0, lo1, lo2, lo3)
-                st_shared_v4_u32(second, hi0, hi1, hi2, hi3)
-
-    @cuda.jit(device=True, inline=True)
     def scores_tile(scores, qf, k_tile, lane):
         """scores = K_tile Q_warp^T (fp32): block_n tokens x rows query columns."""
         for i in range(score_regs):
             scores[i] = ZERO
         a_row, a_col = a_lane_row_col(lane)
-        if gathered:
-            for tb in range(token_blocks):
-                for kk in range(k_steps):
-                    a = ldmatrix_x4(k_tile + uint32(tile_offset(tb * 16 + a_row, kk * MMA_K_BYTES + a_col,
-                                                                block_n, row_bytes, mask)))
+        for tb in range(token_blocks):
+            for kk in range(k_steps):
+                a = ldmatrix_x4(k_tile + uint32(tile_offset(tb * 16 + a_row, kk * MMA_K_BYTES + a_col,
+                                                            block_n, row_bytes, mask)))
+                if fp8:
                     x0 = cvt_f16x2_e4m3x2_low(a[0])
                     x1 = cvt_f16x2_e4m3x2_low(a[1])
                     y0 = cvt_f16x2_e4m3x2_high(a[0])
@@ -197,26 +142,17 @@ def make_kq_consumer(variant):
                     x3 = cvt_f16x2_e4m3x2_low(a[3])
                     y2 = cvt_f16x2_e4m3x2_high(a[2])
                     y3 = cvt_f16x2_e4m3x2_high(a[3])
-                    for qb in range(q_blocks):
-                        j = (tb * q_blocks + qb) * 4
-                        i = (qb * k_steps + kk) * q_regs_per_step
+                for qb in range(q_blocks):
+                    j = (tb * q_blocks + qb) * 4
+                    i = (qb * k_steps + kk) * q_regs_per_step
+                    if fp8:
                         d = mma_f16_m16n8k16(x0, x1, y0, y1, qf[i], qf[i + 1],
                                              scores[j], scores[j + 1], scores[j + 2], scores[j + 3])
                         d = mma_f16_m16n8k16(x2, x3, y2, y3, qf[i + 2], qf[i + 3], d[0], d[1], d[2], d[3])
-                        scores[j], scores[j + 1], scores[j + 2], scores[j + 3] = d[0], d[1], d[2], d[3]
-        else:
-            # 16-bit tiles (bf16, or e4m3 unpacked per CTA): k-step kk is dims 16 kk..16 kk + 15,
-            # whose B fragments are qf[2 (qb * steps16 + kk)], +1 for either dtype's Q layout
-            for tb in range(token_blocks):
-                for kk in range(steps16):
-                    a = ldmatrix_x4(k_tile + uint32(tile_offset(tb * 16 + a_row, kk * MMA_K_BYTES + a_col,
-                                                                block_n, tile_row_bytes, tile_mask)))
-                    for qb in range(q_blocks):
-                        j = (tb * q_blocks + qb) * 4
-                        i = (qb * steps16 + kk) * 2
-                        d = mma16(a[0], a[1], a[2], a[3], qf[i], qf[i + 1],
-                                  scores[j], scores[j + 1], scores[j + 2], scores[j + 3])
-                        scores[j], scores[j + 1], scores[j + 2], scores[j + 3] = d[0], d[1], d[2], d[3]
+                    else:
+                        d = mma_bf16_m16n8k16(a[0], a[1], a[2], a[3], qf[i], qf[i + 1],
+                                              scores[j], scores[j + 1], scores[j + 2], scores[j + 3])
+                    scores[j], scores[j + 1], scores[j + 2], scores[j + 3] = d[0], d[1], d[2], d[3]
 
     @cuda.jit(device=True, inline=True)
     def mask_tile(scores, first_key, group_lane, limits):
@@ -266,18 +202,17 @@ def make_kq_consumer(variant):
             pf[i] = movmatrix_trans(packed)
 
     @cuda.jit(device=True, inline=True)
-    def pv_tile_16bit(acc, pf, v_tile, lane):
-        """O^T += V^T P^T from a 16-bit V tile (bf16, or e4m3 unpacked per CTA to fp16)."""
+    def pv_tile_bf16(acc, pf, v_tile, lane):
         v_row, v_col = vt_bf16_lane_row_col(lane)
         for tb in range(token_blocks):
             for db in range(dim_blocks):
                 a = ldmatrix_x4_trans(v_tile + uint32(tile_offset(tb * 16 + v_row, db * 32 + v_col,
-                                                                  block_n, tile_row_bytes, tile_mask)))
+                                                                  block_n, row_bytes, mask)))
                 for qb in range(q_blocks):
                     j = 2 * (tb * q_blocks + qb)
                     i = (db * q_blocks + qb) * 4
-                    d = mma16(a[0], a[1], a[2], a[3], pf[j], pf[j + 1],
-                              acc[i], acc[i + 1], acc[i + 2], acc[i + 3])
+                    d = mma_bf16_m16n8k16(a[0], a[1], a[2], a[3], pf[j], pf[j + 1],
+                                          acc[i], acc[i + 1], acc[i + 2], acc[i + 3])
                     acc[i], acc[i + 1], acc[i + 2], acc[i + 3] = d[0], d[1], d[2], d[3]
 
     @cuda.jit(device=True, inline=True)
@@ -305,12 +240,12 @@ def make_kq_consumer(variant):
     @cuda.jit(device=True, inline=True)
     def store_acc_column(out, out_base, acc, column, inverse, group_lane):
         """out[out_base + dim] = acc * inverse for the lane's dims of one of its columns: of
-        dim block db, 16-bit tiles ``16 db + g`` (acc r = 0, 1) and ``+ 8`` (r = 2, 3); e4m3
-        per warp (rows gathered as even / odd dims) ``16 db + 2g`` and ``+ 1``."""
+        dim block db, bf16 ``16 db + g`` (acc r = 0, 1) and ``+ 8`` (r = 2, 3); e4m3 (rows
+        gathered as even / odd dims) ``16 db + 2g`` and ``+ 1``."""
         qb = column >> 1
         e = column & 1
-        first = 2 * group_lane if gathered else group_lane
-        second = first + (1 if gathered else 8)
+        first = 2 * group_lane if fp8 else group_lane
+        second = first + (1 if fp8 else 8)
         for db in range(dim_blocks):
             i = (db * q_blocks + qb) * 4 + e
             out[out_base + db * 16 + first] = acc[i] * inverse
@@ -340,6 +275,8 @@ def make_kq_consumer(variant):
         if group_lane == 0:
             lse[out_row] = m_run + float32(math.log2(l_sum)) if l_sum > ZERO else NEG_INF
 
+    pv_tile = pv_tile_e4m3 if fp8 else pv_tile_bf16
+
     @cuda.jit(device=True, inline=True)
     def consume(q_smem, k_smem, v_smem, full_k, full_v, empty, q_address, out, lse, warp, lane,
                 m_start, rows_valid, group, batch, kv_head, seqlen_q, q_heads, kv_len, n_begin,
@@ -365,21 +302,18 @@ def make_kq_consumer(variant):
             smallest_limit = min(smallest_limit, limits[c])
             m_run[c] = NEG_INF
             l_run[c] = ZERO
-        thread = warp * 32 + lane
-        k_unpacked = v_smem + uint32(stages * kv_tile_bytes)     # kv_unpack "per_cta": after the V ring
-        v_unpacked = k_unpacked + uint32(unpacked_tile_bytes)
+        # Tile k+1's S^T is computed between tile k's softmax and its P V, in one straight-line
+        # block with that P V (FA3's intra-warpgroup overlap): the two mma chains are independent
+        # (S^T's registers are free once P is in pf), so ptxas interleaves them and one warp
+        # keeps more mmas, ldmatrix and fp8 unpacks in flight.
+        if tiles > 0:
+            mbarrier_wait_parity(full_k, uint32(0))
+            scores_tile(scores, qf, k_smem, lane)
         for k in range(tiles):
             stage = k % stages
             phase = (k // stages) & 1
             barrier = uint32(stage * 8)
-            k_tile = k_smem + uint32(stage * kv_tile_bytes)
             v_tile = v_smem + uint32(stage * kv_tile_bytes)
-            mbarrier_wait_parity(full_k + barrier, phase)
-            if cta_unpack:
-                unpack_tile(k_unpacked, k_tile, thread, False)
-                named_barrier_sync(UNPACK_BARRIER, consumer_threads)
-                k_tile = k_unpacked
-            scores_tile(scores, qf, k_tile, lane)
             first_key = (n_begin + k) * block_n
             if first_key + block_n > smallest_limit:
                 mask_tile(scores, first_key, group_lane, limits)
@@ -390,17 +324,14 @@ def make_kq_consumer(variant):
                 acc[i] *= corrections[2 * ((i >> 2) % q_blocks) + (i & 1)]
             p_fragments(pf, scores)
             mbarrier_wait_parity(full_v + barrier, phase)
-            if cta_unpack:
-                unpack_tile(v_unpacked, v_tile, thread, True)
-                mbarrier_arrive(empty + barrier)      # this thread's reads of the stage are done
-                named_barrier_sync(UNPACK_BARRIER, consumer_threads)
-                pv_tile_16bit(acc, pf, v_unpacked, lane)
+            if k + 1 < tiles:
+                next_stage = (k + 1) % stages
+                mbarrier_wait_parity(full_k + uint32(next_stage * 8), ((k + 1) // stages) & 1)
+                scores_tile(scores, qf, k_smem + uint32(next_stage * kv_tile_bytes), lane)
+                pv_tile(acc, pf, v_tile, lane)
             else:
-                if gathered:
-                    pv_tile_e4m3(acc, pf, v_tile, lane)
-                else:
-                    pv_tile_16bit(acc, pf, v_tile, lane)
-                mbarrier_arrive(empty + barrier)
+                pv_tile(acc, pf, v_tile, lane)
+            mbarrier_arrive(empty + barrier)
         for c in range(columns):
             store_column(out, lse, acc, c, m_run[c], l_run[c], first_row + 8 * (c >> 1) + (c & 1),
                          rows_valid, group, out_row_base, group_lane, q_heads, kv_head)
@@ -408,7 +339,6 @@ def make_kq_consumer(variant):
     return types.SimpleNamespace(load_q=load_q, load_q_fragments=load_q_fragments,
                                  scores_tile=scores_tile, mask_tile=mask_tile,
                                  softmax_column=softmax_column, p_fragments=p_fragments,
-                                 unpack_tile=unpack_tile, pv_tile_16bit=pv_tile_16bit,
-                                 pv_tile_e4m3=pv_tile_e4m3,
+                                 pv_tile_bf16=pv_tile_bf16, pv_tile_e4m3=pv_tile_e4m3,
                                  store_acc_column=store_acc_column,
                                  column_sum=column_sum, store_column=store_column, consume=consume)

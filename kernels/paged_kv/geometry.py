@@ -34,7 +34,6 @@ STAGE_COUNTS = (2, 3, 4)
 PRODUCER_WARP_COUNTS = (1, 2, 4)
 SCORE_LAYOUTS = ("qk", "kq")       # consumer.py (S = Q K^T) or consumer_kq.py (S^T = K Q^T)
 KQ_ROWS_PER_WARP = (8, 16)         # kq: query rows per warp, one or two mma N blocks of 8
-KV_UNPACKS = ("per_warp", "per_cta")   # kq e4m3: who unpacks K/V to fp16 (Variant.kv_unpack)
 
 ROWS_PER_WARP = 16                 # qk: one mma.sync M extent, a consumer warp owns 16 query rows
 MAX_ROW_BYTES = 128                # chunk width: the SWIZZLE_128B span
@@ -75,10 +74,6 @@ class Variant:
         "kq" (consumer_kq.py, for decode: S^T = K Q^T, KV tokens as M and the query rows as
         N, 8 or 16 per warp, so few query rows no longer pad an M of 16).
     rows_per_warp: query rows per consumer warp: 16 for qk; 8 or 16 for kq.
-    kv_unpack: where the kq consumer's e4m3 K and V become fp16 for its f16 mmas:
-        "per_warp" (each warp unpacks every tile in registers, so W warps unpack it W times)
-        or "per_cta" (the consumer warps unpack each tile once, a share each, into fp16
-        tiles in shared memory, meeting at a named barrier; e4m3 and kq only).
     min_ctas_per_sm: CTAs that must fit on one SM at once; above 1 the kernel is compiled
         with launch bounds ``(threads, min_ctas_per_sm)`` (CUDA's ``__launch_bounds__``, as
         FA3 does), so ptxas caps registers to fit. Without it, a 5-warp cp.async decode CTA
@@ -97,7 +92,6 @@ class Variant:
     min_ctas_per_sm: int = 1
     score_layout: str = "qk"
     rows_per_warp: int = ROWS_PER_WARP
-    kv_unpack: str = "per_warp"
 
     def __post_init__(self):
         _require("dtype", self.dtype, tuple(ELEMENT_BYTES))
@@ -110,9 +104,6 @@ class Variant:
         _require("score_layout", self.score_layout, SCORE_LAYOUTS)
         _require("rows_per_warp", self.rows_per_warp,
                  KQ_ROWS_PER_WARP if self.score_layout == "kq" else (ROWS_PER_WARP,))
-        _require("kv_unpack", self.kv_unpack, KV_UNPACKS)
-        if self.kv_unpack == "per_cta":
-            _require_cta_unpack(self)
         if not (isinstance(self.min_ctas_per_sm, int) and 1 <= self.min_ctas_per_sm <= SM90_MAX_CTAS_PER_SM):
             raise VariantError(f"min_ctas_per_sm={self.min_ctas_per_sm!r} is not an integer from 1 to "
                                f"{SM90_MAX_CTAS_PER_SM} (CTAs per SM on sm_90)")
@@ -178,16 +169,9 @@ class Variant:
         return self.block_n * self.head_bytes
 
     @property
-    def unpacked_tile_bytes(self) -> int:
-        """Bytes of one fp16 K (or V) tile that kv_unpack "per_cta" unpacks into; else 0."""
-        return self.block_n * self.head_dim * 2 if self.kv_unpack == "per_cta" else 0
-
-    @property
     def dynamic_shared_bytes(self) -> int:
-        """Q tile + K ring + V ring (+ the unpacked fp16 K and V tiles), plus slack to align
-        the start to 1024 bytes."""
-        return (self.q_tile_bytes + 2 * self.stages * self.kv_tile_bytes + 2 * self.unpacked_tile_bytes
-                + TILE_ALIGN_BYTES)
+        """Q tile + K ring + V ring, plus slack to align the start to 1024 bytes."""
+        return self.q_tile_bytes + 2 * self.stages * self.kv_tile_bytes + TILE_ALIGN_BYTES
 
     @property
     def launch_bounds(self) -> tuple[int, int] | None:
@@ -200,8 +184,7 @@ class Variant:
                 f"_w{self.consumer_warps}_s{self.stages}_p{self.producer_warps}"
                 + ("_causal" if self.causal else "")
                 + (f"_m{self.min_ctas_per_sm}" if self.min_ctas_per_sm > 1 else "")
-                + (f"_kq{self.rows_per_warp}" if self.score_layout == "kq" else "")
-                + ("_cta_unpack" if self.kv_unpack == "per_cta" else ""))
+                + (f"_kq{self.rows_per_warp}" if self.score_layout == "kq" else ""))
 
 
 def resident_ctas_per_sm(registers: int, threads: int, shared_bytes: int) -> int:
@@ -224,18 +207,6 @@ def resident_ctas_per_sm(registers: int, threads: int, shared_bytes: int) -> int
 def _require(field: str, value, allowed) -> None:
     if value not in allowed:
         raise VariantError(f"{field}={value!r} is not one of {allowed}")
-
-
-def _require_cta_unpack(variant: Variant) -> None:
-    """kv_unpack "per_cta": e4m3 K/V, the kq consumer, and a tile's 16-byte e4m3 pieces a
-    multiple of the consumer threads (each unpacks the same compile-time count)."""
-    if variant.dtype != E4M3 or variant.score_layout != "kq":
-        raise VariantError(f"kv_unpack='per_cta' needs dtype 'e4m3' and score_layout 'kq', not "
-                           f"{variant.dtype!r} and {variant.score_layout!r}")
-    pieces = variant.block_n * variant.head_bytes // PIECE_BYTES
-    if pieces % variant.consumer_threads:
-        raise VariantError(f"kv_unpack='per_cta': the {pieces} 16-byte pieces of a K/V tile are not a "
-                           f"multiple of the {variant.consumer_threads} consumer threads")
 
 
 def _require_gather_split(variant: Variant) -> None:

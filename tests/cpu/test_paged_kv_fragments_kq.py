@@ -44,17 +44,9 @@ def run_warp(state, variant, q_bits, k_bits, v_bits, scale):
     m = [np.full(32, -np.inf, np.float32) for _ in range(columns)]
     sums = [np.zeros(32, np.float32) for _ in range(columns)]
     scale_log2 = np.float32(scale * LOG2_E)
-    cta_unpack = variant.kv_unpack == "per_cta"
-    pv = parts.pv_tile_e4m3 if variant.dtype == "e4m3" and not cta_unpack else parts.pv_tile_16bit
-    k_unpacked = state["unpacked"]
-    v_unpacked = k_unpacked + variant.unpacked_tile_bytes
+    pv = parts.pv_tile_e4m3 if variant.dtype == "e4m3" else parts.pv_tile_bf16
     for t in range(TILES):
-        k_tile, v_tile = k_tiles[t], v_tiles[t]
-        if cta_unpack:      # the warp is the CTA's only consumer: it unpacks every piece
-            parts.unpack_tile.py_func(k_unpacked, k_tile, LANES, False)
-            parts.unpack_tile.py_func(v_unpacked, v_tile, LANES, True)
-            k_tile, v_tile = k_unpacked, v_unpacked
-        parts.scores_tile.py_func(scores, qf, k_tile, LANES)
+        parts.scores_tile.py_func(scores, qf, k_tiles[t], LANES)
         corrections = []
         for c in range(columns):
             m[c], sums[c], correction = parts.softmax_column.py_func(scores, c, m[c], sums[c], scale_log2)
@@ -62,7 +54,7 @@ def run_warp(state, variant, q_bits, k_bits, v_bits, scale):
         for i in range(len(acc)):
             acc[i] *= corrections[2 * ((i >> 2) % q_blocks) + (i & 1)]
         parts.p_fragments.py_func(pf, scores)
-        pv.py_func(acc, pf, v_tile, LANES)
+        pv.py_func(acc, pf, v_tiles[t], LANES)
     out = np.full(rows * variant.head_dim, np.nan, np.float32)
     for c in range(columns):
         total = parts.column_sum.py_func(sums[c])
@@ -72,44 +64,23 @@ def run_warp(state, variant, q_bits, k_bits, v_bits, scale):
     return out.reshape(rows, variant.head_dim)
 
 
-CASES = [("bf16", 128, 64, 8, "per_warp"), ("bf16", 64, 32, 8, "per_warp"), ("bf16", 256, 32, 8, "per_warp"),
-         ("bf16", 128, 64, 16, "per_warp"), ("e4m3", 128, 64, 8, "per_warp"), ("e4m3", 64, 32, 8, "per_warp"),
-         ("e4m3", 256, 32, 8, "per_warp"), ("e4m3", 128, 32, 16, "per_warp"),
-         ("e4m3", 128, 64, 8, "per_cta"), ("e4m3", 64, 128, 8, "per_cta"), ("e4m3", 256, 32, 8, "per_cta"),
-         ("e4m3", 128, 64, 16, "per_cta")]
+CASES = [("bf16", 128, 64, 8), ("bf16", 64, 32, 8), ("bf16", 256, 32, 8), ("bf16", 128, 64, 16),
+         ("e4m3", 128, 64, 8), ("e4m3", 64, 32, 8), ("e4m3", 256, 32, 8), ("e4m3", 128, 32, 16)]
 
 
-@pytest.mark.parametrize("dtype, head_dim, block_n, rows, kv_unpack", CASES)
-def test_emulated_kq_warp_matches_float64_attention(emulated, dtype, head_dim, block_n, rows, kv_unpack):
+@pytest.mark.parametrize("dtype, head_dim, block_n, rows", CASES)
+def test_emulated_kq_warp_matches_float64_attention(emulated, dtype, head_dim, block_n, rows):
     variant = Variant(dtype=dtype, head_dim=head_dim, block_n=block_n, consumer_warps=1,
-                      load_path="cp_async", producer_warps=1, score_layout="kq", rows_per_warp=rows,
-                      kv_unpack=kv_unpack)
+                      load_path="cp_async", producer_warps=1, score_layout="kq", rows_per_warp=rows)
     check_warp_attention(run_warp, emulated, variant, rows, seed=head_dim * block_n + rows)
 
 
-@pytest.mark.parametrize("dtype, kv_unpack, name, value", [
-    ("e4m3", "per_warp", "EVEN_BYTES", consumer_kq.ODD_BYTES),      # V's even/odd dims swapped
-    ("bf16", "per_warp", "movmatrix_trans", lambda reg: reg),       # P^T not transposed
+@pytest.mark.parametrize("dtype, name, value", [
+    ("e4m3", "EVEN_BYTES", consumer_kq.ODD_BYTES),          # V's even/odd dims swapped
+    ("bf16", "movmatrix_trans", lambda reg: reg),           # P^T not transposed
 ])
-def test_a_wrong_gather_is_caught(emulated, monkeypatch, dtype, kv_unpack, name, value):
+def test_a_wrong_gather_is_caught(emulated, monkeypatch, dtype, name, value):
     """The check above can fail: a swapped fp8 dim gather or a missing transpose breaks it."""
     monkeypatch.setattr(consumer_kq, name, value)
     with pytest.raises(AssertionError, match="max .error"):
-        test_emulated_kq_warp_matches_float64_attention(emulated, dtype, 64, 32, 8, kv_unpack)
-
-
-@pytest.mark.parametrize("k_natural, v_natural", [(True, True), (False, False)])
-def test_a_wrong_unpack_order_is_caught(emulated, monkeypatch, k_natural, v_natural):
-    """kv_unpack "per_cta" must unpack K in the Q fragments' slot-map order and V in dim
-    order: either one in the other's order breaks the check."""
-    make = consumer_kq.make_kq_consumer
-
-    def make_swapped(variant):
-        parts = make(variant)
-        unpack = parts.unpack_tile.py_func
-        parts.unpack_tile.py_func = lambda dst, src, thread, natural: unpack(
-            dst, src, thread, v_natural if natural else k_natural)
-        return parts
-    monkeypatch.setattr(consumer_kq, "make_kq_consumer", make_swapped)
-    with pytest.raises(AssertionError, match="max .error"):
-        test_emulated_kq_warp_matches_float64_attention(emulated, "e4m3", 128, 64, 8, "per_cta")
+        test_emulated_kq_warp_matches_float64_attention(emulated, dtype, 64, 32, 8)

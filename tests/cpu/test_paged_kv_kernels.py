@@ -38,17 +38,8 @@ VARIANTS = [
     for dtype, d, w, n in (("bf16", 128, 1, 64), ("e4m3", 128, 1, 64), ("bf16", 256, 4, 32),
                            ("e4m3", 256, 1, 32), ("e4m3", 64, 1, 128))
     for path in ("tma", "cp_async")
-] + [
-    # e4m3 unpacked once per CTA into fp16 tiles (kv_unpack "per_cta"): shared loads and stores
-    # and the consumer warps' named barrier
-    Variant(dtype="e4m3", head_dim=d, load_path=path, consumer_warps=w, block_n=n,
-            producer_warps=1 if path == "tma" else 4, score_layout="kq", rows_per_warp=8,
-            kv_unpack="per_cta")
-    for d, w, n in ((128, 2, 64), (128, 4, 64), (64, 2, 128))
-    for path in ("tma", "cp_async")
 ]
 KQ_SASS = ("MOVM.16.MT88",)
-CTA_UNPACK_SASS = ("LDS.128", "STS.128", "BAR.SYNC")
 
 
 @functools.cache
@@ -62,7 +53,6 @@ def test_variant_sass(variant):
     counts = kernel.opcode_counts()
     expected = MMA_SASS[variant.dtype] + PATH_SASS[variant.load_path] + COMMON_SASS
     expected += KQ_SASS if variant.score_layout == "kq" else ()
-    expected += CTA_UNPACK_SASS if variant.kv_unpack == "per_cta" else ()
     missing = [m for m in expected if not kernel.has_instruction(m)]
     assert not missing, f"{variant.name}: SASS lacks {missing}"
     assert not kernel.has_instruction(PATH_ABSENT[variant.load_path]), (
@@ -83,9 +73,6 @@ def test_variant_sass(variant):
     ({"head_dim": 256, "block_n": 128, "stages": 4}, "more than the"),
     ({"min_ctas_per_sm": 33}, "min_ctas_per_sm=33 is not an integer from 1 to 32"),
     ({"min_ctas_per_sm": 0}, "min_ctas_per_sm=0 is not an integer from 1 to 32"),
-    ({"kv_unpack": "per_sm"}, "kv_unpack='per_sm' is not one of"),
-    ({"kv_unpack": "per_cta", "score_layout": "kq", "rows_per_warp": 8}, "needs dtype 'e4m3'"),
-    ({"kv_unpack": "per_cta", "dtype": "e4m3"}, "score_layout 'kq'"),
 ])
 def test_variant_rejects(fields, message):
     with pytest.raises(VariantError, match=message):

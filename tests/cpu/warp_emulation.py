@@ -43,17 +43,6 @@ class SharedMemory:
     def half(self, address):
         return self.bytes[address].astype(np.int64) | (self.bytes[address + 1].astype(np.int64) << 8)
 
-    def ld_v4(self, address):
-        """``ld.shared.v4.u32`` per lane (``address`` an array over the lanes)."""
-        return tuple(self.word(np.asarray(address) + 4 * i) for i in range(4))
-
-    def st_v4(self, address, *words):
-        """``st.shared.v4.u32`` per lane: four little-endian words from each lane's address."""
-        address = np.asarray(address)
-        for i, word in enumerate(words):
-            for b in range(4):
-                self.bytes[address + 4 * i + b] = (np.asarray(word) >> (8 * b)) & 0xFF
-
 
 def ldmatrix_emulations(smem):
     def ldmatrix_x4(address):
@@ -204,15 +193,8 @@ def patch_consumer(monkeypatch, module):
     def ldm_t(address):
         return ldmatrix_emulations(state["smem"])[1](address)
 
-    def ld_v4(address):
-        return state["smem"].ld_v4(address)
-
-    def st_v4(address, a, b, c, d):
-        state["smem"].st_v4(address, a, b, c, d)
-
     for name, value in {
         "ldmatrix_x4": ldm, "ldmatrix_x4_trans": ldm_t, "movmatrix_trans": movmatrix_trans,
-        "ld_shared_v4_u32": ld_v4, "st_shared_v4_u32": st_v4,
         "mma_bf16_m16n8k16": mma_bf16, "mma_e4m3_m16n8k32_via_f16": mma_e4m3_via_f16,
         "mma_f16_m16n8k16": mma_f16,
         "cvt_bf16x2_f32": cvt_bf16x2, "cvt_e4m3x2_f32": cvt_e4m3x2, "prmt": prmt,
@@ -235,11 +217,9 @@ def patch_consumer(monkeypatch, module):
 
 def shared_image(state, variant, q_bits, k_bits, v_bits):
     """The shared memory one consumer warp reads: its Q rows (zero-padded to the Q tile) at 0,
-    then TILES K tiles and TILES V tiles (then room for the variant's unpacked fp16 K and V
-    tiles, at ``state["unpacked"]``); returns the K and V tiles' addresses."""
+    then TILES K tiles and TILES V tiles; returns the K and V tiles' addresses."""
     q_bytes, kv_bytes, n = variant.q_tile_bytes, variant.kv_tile_bytes, variant.block_n
-    state["unpacked"] = q_bytes + 2 * TILES * kv_bytes
-    smem = state["smem"] = SharedMemory(state["unpacked"] + 2 * variant.unpacked_tile_bytes)
+    smem = state["smem"] = SharedMemory(q_bytes + 2 * TILES * kv_bytes)
     q_rows = np.zeros((variant.block_m, variant.head_dim), q_bits.dtype)
     q_rows[:len(q_bits)] = q_bits
     write_tile(smem, 0, q_rows, variant, variant.block_m)

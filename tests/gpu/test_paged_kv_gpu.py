@@ -103,15 +103,6 @@ for _dtype in ("bf16", "e4m3"):
         dtype=_dtype, head_dim=128, load_path="cp_async", block_n=64, consumer_warps=1, stages=2,
         producer_warps=4, score_layout="kq", rows_per_warp=16)
 
-# e4m3 K/V unpacked once per CTA into fp16 tiles (kv_unpack "per_cta"), as the sweep builds it
-# where 2 or more consumer warps share a tile: 16 rows (2 warps) and 32 rows (4 warps).
-for _path in ("tma", "cp_async"):
-    for _d, _w in ((128, 2), (128, 4), (256, 4), (64, 2)):
-        VARIANTS[f"e4m3_d{_d}_{_path}_kq_w{_w}_cta_unpack"] = Variant(
-            dtype="e4m3", head_dim=_d, load_path=_path, block_n=KQ_BLOCK_N["e4m3", _d], consumer_warps=_w,
-            stages=2, producer_warps=1 if _path == "tma" else 4, score_layout="kq", rows_per_warp=8,
-            kv_unpack="per_cta")
-
 KERNELS = {v.name: (make_attention_kernel(v), SIGNATURE) for v in VARIANTS.values()}
 KERNELS["combine_splits"] = (combine_splits, COMBINE_SIGNATURE)
 
@@ -168,20 +159,6 @@ def _cases():
             cases.append((d64, _problem(dtype, 64, (16, 16), 4, (190, 131), 32), 1))
             cases.append((d64, _problem(dtype, 64, (16, 16), 1, (190, 131, 2000), 64), 2))
         cases.append((f"{dtype}_d128_cp_async_kq16_w1", _problem(dtype, 128, (32, 8), 4, (700, 129), 64), 1))
-    for path in ("tma", "cp_async"):
-        w2, w4 = f"e4m3_d128_{path}_kq_w2_cta_unpack", f"e4m3_d128_{path}_kq_w4_cta_unpack"
-        for page in ((16, 64, 256) if path == "tma" else (1, 16, 64)):
-            cases.append((w2, _problem("e4m3", 128, (32, 8), 4, (1000, 37, 515), page), 1))
-        cases.append((w2, _problem("e4m3", 128, (32, 8), 4, (96, 4000), 32), 3))
-        cases.append((w2, _problem("e4m3", 128, (32, 8), 1, (700, 129), 64), 1))     # 8 of 16 rows real
-        cases.append((w4, _problem("e4m3", 128, (64, 8), 4, (700, 129, 2048), 128), 2))
-        cases.append((w4, _problem("e4m3", 128, (32, 32), 4, (257, 64), 16), 1))    # 4 of 32 rows real
-        d256 = f"e4m3_d256_{path}_kq_w4_cta_unpack"
-        cases.append((d256, _problem("e4m3", 256, (8, 1), 4, (600, 1025), 128), 1))
-        cases.append((d256, _problem("e4m3", 256, (8, 1), 4, (77, 300, 1000), 16), 3))
-        d64 = f"e4m3_d64_{path}_kq_w2_cta_unpack"
-        cases.append((d64, _problem("e4m3", 64, (16, 4), 4, (190, 131), 128), 1))
-        cases.append((d64, _problem("e4m3", 64, (16, 4), 4, (190, 131, 2000), 64), 2))
     cases.append(("bf16_d128_tma_w4_noncausal",
                   _problem("bf16", 128, (32, 8), 150, (333, 150), 64, causal=False), 1))
     return cases

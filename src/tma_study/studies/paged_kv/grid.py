@@ -8,10 +8,9 @@ block_n 64 (decode: 128 for e4m3 at head dim 64, 32 at head dim 256, see ``Sweep
 ``SweepConfig.score_layout`` (prefill: S = Q K^T, 16 packed query rows per warp, 4 warps;
 decode: S^T = K Q^T, 8 rows per warp, as many warps as its query heads x tokens need),
 each of the phase kind's ``stages`` counts that fits in shared memory, one producer warp for
-TMA and each of the phase kind's ``cp_async_producer_warps`` counts for cp.async (FA3 uses a
-warpgroup there), and, for e4m3 decode with 2 or more consumer warps, each of config
-``decode_e4m3_kv_unpack``'s forms (``SweepConfig.shares_unpack``). These are the tuning
-knobs: a path is compared at its best combination; the analysis keeps the fastest per path. Decode splits the KV sequence per compiled kernel, by FA3's
+TMA and each of the phase kind's ``cp_async_producer_warps`` counts for cp.async (the tuning
+knobs: a path is compared at its best combination; the analysis keeps the fastest per path)
+(FA3 uses a warpgroup there). Decode splits the KV sequence per compiled kernel, by FA3's
 wave-efficiency rule over that kernel's resident CTA slots (splits.py; measure.py picks it
 once the kernel is built, since residency is a property of the compiled code); prefill does
 not split.
@@ -22,7 +21,6 @@ the sizes each path can take): the batch/context scaling points run one shape at
 """
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import math
 from dataclasses import dataclass
@@ -73,7 +71,6 @@ class SweepConfig:
     stages: int
     producer_warps: int
     decode_min_kv_tile_bytes: int = 8192
-    kv_unpack: str = "per_warp"
 
     @property
     def block_n(self) -> int:
@@ -120,15 +117,7 @@ class SweepConfig:
         return Variant(dtype=self.dtype, head_dim=self.shape.head_dim, load_path=self.load_path,
                        block_n=self.block_n, consumer_warps=self.consumer_warps, stages=self.stages,
                        producer_warps=1 if self.load_path == "tma" else self.producer_warps, causal=True,
-                       score_layout=self.score_layout, rows_per_warp=self.rows_per_warp,
-                       kv_unpack=self.kv_unpack)
-
-    @property
-    def shares_unpack(self) -> bool:
-        """Whether kv_unpack "per_cta" can save work here: e4m3 decode with 2 or more consumer
-        warps (config ``decode_e4m3_kv_unpack``). With one warp it would add a pass through shared
-        memory and save nothing; prefill (the qk consumer) has no such form."""
-        return self.dtype == "e4m3" and self.phase.name == "decode" and self.consumer_warps >= 2
+                       score_layout=self.score_layout, rows_per_warp=self.rows_per_warp)
 
     @property
     def ctas_per_split(self) -> int:
@@ -164,8 +153,7 @@ class SweepConfig:
     def key(self) -> str:
         return (f"{self.shape.name}/{self.dtype}/{self.phase.name}-q{self.phase.seqlen_q}"
                 f"-b{self.phase.batch}-ctx{self.phase.context}/page{self.page_size}/{self.load_path}"
-                f"/s{self.stages}" + (f"p{self.producer_warps}" if self.load_path == "cp_async" else "")
-                + ("/cta_unpack" if self.kv_unpack == "per_cta" else ""))
+                f"/s{self.stages}" + (f"p{self.producer_warps}" if self.load_path == "cp_async" else ""))
 
     def columns(self) -> dict:
         """The configuration's row columns; the launch's split columns come from ``split``
@@ -177,7 +165,7 @@ class SweepConfig:
                 "context_tokens": self.phase.context, "page_size": self.page_size,
                 "load_path": self.load_path, "block_n": self.block_n,
                 "score_layout": self.score_layout, "rows_per_warp": self.rows_per_warp,
-                "consumer_warps": self.consumer_warps, "kv_unpack": self.kv_unpack, "stages": self.stages,
+                "consumer_warps": self.consumer_warps, "stages": self.stages,
                 "producer_warps": self.variant().producer_warps,
                 "fa3_load_path": fa3.load_path,
                 "fa3_block_m": fa3.kernel_tile.block_m, "fa3_block_n": fa3.kernel_tile.block_n,
@@ -244,20 +232,17 @@ def sweep_configs(study: dict) -> list[SweepConfig]:
             continue
         producer_warps = study["cp_async_producer_warps"][phase.name] if path == "cp_async" else [1]
         for page, stages, warps in itertools.product(pages[path], study["stages"][phase.name], producer_warps):
-            base = SweepConfig(shape, dtype, phase, page, path, stages, warps, study["decode_min_kv_tile_bytes"])
-            unpacks = study["decode_e4m3_kv_unpack"] if base.shares_unpack else [base.kv_unpack]
-            for unpack in unpacks:
-                config = dataclasses.replace(base, kv_unpack=unpack)
-                try:
-                    variant = config.variant()
-                except VariantError:
-                    if stages == min(study["stages"][phase.name]) and unpack == unpacks[0]:
-                        raise GridError(f"config key 'studies.paged_kv.stages.{phase.name}': {shape.name} "
-                                        f"{dtype} does not fit at {stages} stages") from None
-                    continue        # a deeper ring (or unpacked tiles) that does not fit in shared memory
-                try:
-                    check_page_size(variant, page)
-                except VariantError as error:
-                    raise GridError(f"config key 'studies.paged_kv.page_sizes.{path}': {error}") from None
-                configs.append(config)
+            config = SweepConfig(shape, dtype, phase, page, path, stages, warps, study["decode_min_kv_tile_bytes"])
+            try:
+                variant = config.variant()
+            except VariantError:
+                if stages == min(study["stages"][phase.name]):
+                    raise GridError(f"config key 'studies.paged_kv.stages.{phase.name}': {shape.name} "
+                                    f"{dtype} does not fit at {stages} stages") from None
+                continue        # a deeper ring that does not fit in shared memory
+            try:
+                check_page_size(variant, page)
+            except VariantError as error:
+                raise GridError(f"config key 'studies.paged_kv.page_sizes.{path}': {error}") from None
+            configs.append(config)
     return configs
