@@ -275,8 +275,6 @@ def make_kq_consumer(variant):
         if group_lane == 0:
             lse[out_row] = m_run + float32(math.log2(l_sum)) if l_sum > ZERO else NEG_INF
 
-    pv_tile = pv_tile_e4m3 if fp8 else pv_tile_bf16
-
     @cuda.jit(device=True, inline=True)
     def consume(q_smem, k_smem, v_smem, full_k, full_v, empty, q_address, out, lse, warp, lane,
                 m_start, rows_valid, group, batch, kv_head, seqlen_q, q_heads, kv_len, n_begin,
@@ -302,18 +300,14 @@ def make_kq_consumer(variant):
             smallest_limit = min(smallest_limit, limits[c])
             m_run[c] = NEG_INF
             l_run[c] = ZERO
-        # Tile k+1's S^T is computed between tile k's softmax and its P V, in one straight-line
-        # block with that P V (FA3's intra-warpgroup overlap): the two mma chains are independent
-        # (S^T's registers are free once P is in pf), so ptxas interleaves them and one warp
-        # keeps more mmas, ldmatrix and fp8 unpacks in flight.
-        if tiles > 0:
-            mbarrier_wait_parity(full_k, uint32(0))
-            scores_tile(scores, qf, k_smem, lane)
         for k in range(tiles):
             stage = k % stages
             phase = (k // stages) & 1
             barrier = uint32(stage * 8)
+            k_tile = k_smem + uint32(stage * kv_tile_bytes)
             v_tile = v_smem + uint32(stage * kv_tile_bytes)
+            mbarrier_wait_parity(full_k + barrier, phase)
+            scores_tile(scores, qf, k_tile, lane)
             first_key = (n_begin + k) * block_n
             if first_key + block_n > smallest_limit:
                 mask_tile(scores, first_key, group_lane, limits)
@@ -324,13 +318,10 @@ def make_kq_consumer(variant):
                 acc[i] *= corrections[2 * ((i >> 2) % q_blocks) + (i & 1)]
             p_fragments(pf, scores)
             mbarrier_wait_parity(full_v + barrier, phase)
-            if k + 1 < tiles:
-                next_stage = (k + 1) % stages
-                mbarrier_wait_parity(full_k + uint32(next_stage * 8), ((k + 1) // stages) & 1)
-                scores_tile(scores, qf, k_smem + uint32(next_stage * kv_tile_bytes), lane)
-                pv_tile(acc, pf, v_tile, lane)
+            if fp8:
+                pv_tile_e4m3(acc, pf, v_tile, lane)
             else:
-                pv_tile(acc, pf, v_tile, lane)
+                pv_tile_bf16(acc, pf, v_tile, lane)
             mbarrier_arrive(empty + barrier)
         for c in range(columns):
             store_column(out, lse, acc, c, m_run[c], l_run[c], first_row + 8 * (c >> 1) + (c & 1),

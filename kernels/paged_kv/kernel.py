@@ -29,7 +29,6 @@ of the sequence's KV tiles (split-KV, for decode grids too small to fill the GPU
     producer: look up tile k + 1's pages -> wait empty[s] (after the first round)
               -> K tile -> full_k[s]; V tile -> full_v[s]
     consumer: wait full_k[s] -> S, softmax -> wait full_v[s] -> O += P V -> arrive empty[s]
-              (consumer_kq.py computes tile k+1's S beside tile k's P V, after both waits)
 
 Causal (a compile-time choice): bottom-right aligned, query token t sees keys
 ``< kv_len - seqlen_q + t + 1``; a CTA reads only the KV tiles some of its rows see.

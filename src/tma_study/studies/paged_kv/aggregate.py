@@ -14,11 +14,8 @@ combination never wins either.
   ``resident_ctas_per_sm_s{stages}_p{warps}``, blank where a path did not run that
   combination), the chosen counts (``stages_chosen``, ``producer_warps_chosen``) and the
   chosen kernel (name, registers, local bytes per thread, resident CTAs, launch bounds, KV
-  tile rows, consumer and producer warps, ``kv_unpack``) and its launch's KV splits
-  (``num_splits``; with ``split_rule`` and ``waves`` where measure.py recorded them). e4m3
-  decode cells with 2 or more consumer warps have a third knob, who unpacks the fp8 K/V
-  (``kv_unpack``: per warp or once per CTA); a stage/warp column then holds the faster of the
-  two, and ``time_us_unpack_per_warp`` / ``_per_cta`` the best time of each.
+  tile rows, consumer and producer warps) and its launch's KV splits (``num_splits``; with
+  ``split_rule`` and ``waves`` where measure.py recorded them).
 - ``speedup.csv``: per (point, page size): the TMA and cp.async times at their best knobs
   (``{path}_stages``, ``{path}_producer_warps``) where both ran, TMA's speedup (cp.async
   time / TMA time), the measured winner (a tie when the two medians are within each
@@ -26,7 +23,7 @@ combination never wins either.
   call and whether they agree; ``page_sweep`` marks points measured at more than one page
   size (the page-size sweep, as opposed to the one-page batch/context scaling points).
 - ``decode.csv``: per decode point, the better path (with its page size, stages and
-  producer warps, fp8 unpack form: ``best_*``) and its K/V read rate as a fraction of the
+  producer warps: ``best_*``) and its K/V read rate as a fraction of the
   same run's device-to-device copy rate (read + write bytes per second), next to torch
   SDPA on a contiguous cache, and whether it meets the issue's bar (>= 70 % at contexts
   >= 8K with batch >= 32).
@@ -55,10 +52,7 @@ TILE_COLUMNS = ["block_n", "consumer_warps", "producer_warps"]   # the chosen ke
 SPLIT_COLUMNS = ["num_splits", "split_rule", "waves"]
 # the chosen kernel's consumer (grid.SweepConfig.score_layout); data measured before the
 # decode consumer had S^T = K Q^T lack them (every kernel was "qk", 16 rows per warp)
-CONSUMER_COLUMNS = ["score_layout", "rows_per_warp", "kv_unpack"]
-# a third knob of e4m3 decode cells with 2 or more consumer warps (grid.SweepConfig.shares_unpack);
-# data measured before it lack the column (every kernel then unpacked per warp)
-UNPACK = "kv_unpack"
+CONSUMER_COLUMNS = ["score_layout", "rows_per_warp"]
 KNOBS = ["stages", "producer_warps"]      # each load path's tuning knobs, swept per cell (grid.py)
 MEASURED = "measured"
 NOT_MEASURED = "not measured"
@@ -117,15 +111,11 @@ def best_tuning(attention: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
                   "stages_swept": _swept(cell.stages), "producer_warps_swept": _swept(cell.producer_warps),
                   "stages_chosen": int(chosen.stages) if len(timed) else None,
                   "producer_warps_chosen": int(chosen.producer_warps) if len(timed) else None}
-        for stages, warps in combinations:     # the fastest row of each, over its unpack forms
-            at = _fastest_first(cell[(cell.stages == stages) & (cell.producer_warps == warps)])
+        for stages, warps in combinations:
+            at = cell[(cell.stages == stages) & (cell.producer_warps == warps)]
             label = knob_label(stages, warps)
             tuning[f"time_us_{label}"] = at.time_us_median.iloc[0] if len(at) else float("nan")
             tuning[f"resident_ctas_per_sm_{label}"] = at.resident_ctas_per_sm.iloc[0] if len(at) else None
-        if UNPACK in cell:
-            tuning[f"{UNPACK}_swept"] = " ".join(sorted(set(cell[UNPACK])))
-            for form in ("per_warp", "per_cta"):
-                tuning[f"time_us_unpack_{form}"] = cell.loc[cell[UNPACK] == form, "time_us_median"].min()
         tuning.update({column: chosen[column] for column in (*KERNEL_COLUMNS, *TILE_COLUMNS)})
         tuning.update({column: chosen[column] for column in (*SPLIT_COLUMNS, *CONSUMER_COLUMNS)
                        if column in chosen.index})
@@ -136,11 +126,6 @@ def best_tuning(attention: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     tuning = _integers(pd.DataFrame(tuning_rows), ["stages_chosen", "producer_warps_chosen", *(
         f"resident_ctas_per_sm_{knob_label(*c)}" for c in combinations)])
     return best, tuning
-
-
-def _fastest_first(rows: pd.DataFrame) -> pd.DataFrame:
-    """``rows`` ordered by median time, untimed last."""
-    return rows.sort_values("time_us_median", na_position="last", kind="stable")
 
 
 def _integers(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
@@ -208,12 +193,12 @@ def decode_table(best: pd.DataFrame, ceilings: pd.DataFrame) -> pd.DataFrame:
         timed = cell[cell.status == MEASURED]
         if timed.empty:
             row.update({"best_load_path": NOT_MEASURED, "best_page_size": None, "best_stages": None,
-                        "best_producer_warps": None, "best_kv_unpack": None, "best_gbps": float("nan")})
+                        "best_producer_warps": None, "best_gbps": float("nan")})
         else:
             top = timed.loc[timed.gbps.idxmax()]
             row.update({"best_load_path": top.load_path, "best_page_size": int(top.page_size),
                         "best_stages": int(top.stages), "best_producer_warps": int(top.producer_warps),
-                        "best_kv_unpack": getattr(top, UNPACK, "per_warp"), "best_gbps": top.gbps})
+                        "best_gbps": top.gbps})
         row.update({"d2d_copy_gbps": copy_gbps, "fraction_of_d2d_copy": row["best_gbps"] / copy_gbps,
                     "best_tma_gbps": timed.loc[timed.load_path == "tma", "gbps"].max(),
                     "best_cp_async_gbps": timed.loc[timed.load_path == "cp_async", "gbps"].max(),
