@@ -23,13 +23,7 @@ from tma_kernels.build import compile_for_sm90a
 from tma_kernels.paged_kv import SIGNATURE, Variant, make_attention_kernel
 from tma_kernels.paged_kv.geometry import resident_ctas_per_sm
 
-from tma_study.studies.paged_kv.measure import (
-    BOUNDED_SPILL_BYTES,
-    RESIDENCY_SPILL_BYTES,
-    fit_residency,
-    register_cap,
-    residency_targets,
-)
+from tma_study.studies.paged_kv.measure import BOUNDED_SPILL_BYTES, fit_residency, residency_targets
 
 # Spilled bytes tolerated for a launch-bounded variant: e4m3 cp.async decode needs 176
 # registers and is capped at 168 (the most that fits two 5-warp CTAs), ptxas spills 216 B
@@ -94,41 +88,13 @@ def test_launch_bounds_fit_the_shared_memory_residency_of_e4m3_tma_decode():
     assert compiled(bounded).spill_store_bytes == 0
 
 
-E4M3_KQ_W4 = Variant(dtype="e4m3", head_dim=128, load_path="tma", block_n=64, consumer_warps=4, stages=2,
-                     producer_warps=1, score_layout="kq", rows_per_warp=8)
-
-
-@pytest.mark.parametrize("variant, ctas, expected", [
-    (E4M3_KQ_W4, 2, 168),       # 10 warps: 3 a sub-partition
-    (E4M3_KQ_W4, 3, 128),       # 15 warps: 4 a sub-partition
-    (E4M3_TMA_DECODE, 6, 168),  # 12 warps: 3 a sub-partition
-    (E4M3_TMA_DECODE, 2, 255),  # 4 warps: no bound
-])
-def test_register_cap_counts_warps_per_sub_partition(variant, ctas, expected):
-    assert register_cap(variant, ctas) == expected
-
-
 @pytest.mark.parametrize("variant, expected", [
-    # 2 warps: 6 CTAs by shared memory (168 registers, as 5); 2 need no bound
-    (E4M3_TMA_DECODE, [(6, RESIDENCY_SPILL_BYTES)]),
-    (dataclasses.replace(E4M3_TMA_DECODE, dtype="bf16"), []),
-    (dataclasses.replace(E4M3_TMA_DECODE, dtype="bf16", head_dim=256), []),
-    # 5 warps: 6 by shared memory, but 4 to 6 CTAs need under 128 registers; 3 need 128, 2 168
-    (E4M3_KQ_W4, [(3, RESIDENCY_SPILL_BYTES), (2, BOUNDED_SPILL_BYTES)]),
+    (E4M3_TMA_DECODE, [(6, 0), (2, BOUNDED_SPILL_BYTES)]),
+    (dataclasses.replace(E4M3_TMA_DECODE, dtype="bf16"), [(3, 0), (2, BOUNDED_SPILL_BYTES)]),
+    (dataclasses.replace(E4M3_TMA_DECODE, dtype="bf16", head_dim=256), [(2, BOUNDED_SPILL_BYTES)]),
 ])
 def test_residency_targets_start_at_the_shared_memory_limit(variant, expected):
     assert residency_targets(variant, 2) == expected
-
-
-def test_launch_bounds_fit_three_5_warp_e4m3_decode_ctas():
-    """The intermediate target on the SASS: the 4-warp kq consumer (e4m3, head dim 128) takes
-    129 registers unbounded, 2 CTAs per SM; launch bounds (160, 3) give 128 and 3 CTAs, with
-    one value spilled outside the tile loop (within RESIDENCY_SPILL_BYTES)."""
-    assert resident(E4M3_KQ_W4) == 2, f"{compiled(E4M3_KQ_W4).registers} registers"
-    bounded = dataclasses.replace(E4M3_KQ_W4, min_ctas_per_sm=3)
-    kernel = compiled(bounded)
-    assert resident(bounded) == 3, f"{kernel.registers} registers"
-    assert kernel.spill_store_bytes <= RESIDENCY_SPILL_BYTES
 
 
 def _runner(variant, registers, local_bytes):
@@ -141,7 +107,6 @@ def _runner(variant, registers, local_bytes):
 @pytest.mark.parametrize("bounded_6, bounded_2, kept", [
     ((168, 0), (172, 0), 6),        # free residency: the shared-memory target wins
     ((168, 96), (172, 0), None),    # it would spill: the unbounded build stays (4 CTAs >= 2)
-    ((168, 16), (172, 0), 6),       # a few registers spilled are allowed
     ((255, 0), (172, 0), None),     # ptxas took more registers: no gain, unbounded stays
 ])
 def test_fit_residency_keeps_a_bounded_build_only_where_it_gains(bounded_6, bounded_2, kept):
@@ -158,8 +123,7 @@ def test_fit_residency_falls_back_to_the_config_target_with_its_spill_allowance(
     """e4m3 cp.async decode with 4 producer warps: unbounded 1 CTA per SM; the shared-memory
     target spills too much, the config's 2 CTAs per SM are kept with a few spilled bytes."""
     v = dataclasses.replace(E4M3_TMA_DECODE, load_path="cp_async", producer_warps=4)
-    (top, _), (floor, _) = residency_targets(v, 2)
-    assert (top, floor) == (3, 2)
+    (top, _), _ = residency_targets(v, 2)
     runners = {v: _runner(v, 176, 0),
                dataclasses.replace(v, min_ctas_per_sm=top): _runner(v, 64, 900),
                dataclasses.replace(v, min_ctas_per_sm=2): _runner(dataclasses.replace(v, min_ctas_per_sm=2), 168, 216)}

@@ -53,14 +53,6 @@ FINITE_MASK = {"bf16": 0xBFFFBFFF, "e4m3": 0xBFBFBFBF}   # clear each exponent's
 COPY_BYTES = 1 << 30
 FILL_THREADS = 256
 BOUNDED_SPILL_BYTES = 256           # per thread, for a launch-bounded decode kernel (to L1)
-MAX_REGISTERS = 255                 # per thread on sm_90
-# per thread, for a launch-bounded decode kernel at more CTAs than the config asks: a few
-# registers (e4m3 at head dim 128, 129 -> 128 registers: one value stored before the tile loop
-# and loaded after it, 4 B)
-RESIDENCY_SPILL_BYTES = 16
-# unbounded decode kernels take 128 to 196 registers (reference run); a bound under 128 would
-# spill, so residency targets needing one are not built
-MIN_BOUNDED_REGISTERS = 128
 
 
 def resident_ctas(runner) -> int:
@@ -71,37 +63,16 @@ def resident_ctas(runner) -> int:
                                 v.dynamic_shared_bytes + runner.kernel.get_shared_mem_per_block())
 
 
-def register_cap(variant, ctas_per_sm: int) -> int:
-    """The most registers per thread (a multiple of 8, at most 255) at which ``ctas_per_sm``
-    CTAs of ``variant`` fit one sm_90 SM: registers go to warps per sub-partition
-    (geometry.resident_ctas_per_sm), so 3 five-warp CTAs (4 warps a sub-partition) need 128,
-    2 of them (3 a sub-partition) 168. ptxas derives the same cap from launch bounds."""
-    from tma_kernels.paged_kv.geometry import SM90_REGISTERS_PER_SM, SM90_SUB_PARTITIONS
-    warps_per_partition = -(-ctas_per_sm * (variant.threads // 32) // SM90_SUB_PARTITIONS)
-    per_thread = SM90_REGISTERS_PER_SM // SM90_SUB_PARTITIONS // (32 * warps_per_partition)
-    return min(MAX_REGISTERS, per_thread // 8 * 8)
-
-
 def residency_targets(variant, min_ctas_per_sm: int) -> list[tuple[int, int]]:
     """(CTAs per SM, spilled bytes per thread allowed) to try launch bounds for, most first:
-    every CTA count from what shared memory allows down to above config
-    ``decode_min_ctas_per_sm`` whose register cap (register_cap) is a new one from
-    MIN_BOUNDED_REGISTERS up, with at most RESIDENCY_SPILL_BYTES spilled (residency where
-    registers give it nearly for free: e4m3 at head dim 128, 172 -> 168 registers, 4 -> 6 CTAs
-    of 2 warps; 129 -> 128, 2 -> 3 CTAs of 5 warps), then ``decode_min_ctas_per_sm`` with
-    BOUNDED_SPILL_BYTES. A count whose cap does not bind (255 registers) is skipped: its
-    build would be the unbounded one. Until 16262d0 only the shared-memory count and the
-    config's were tried, so 5-warp CTAs at 129 registers stayed at 2 per SM."""
+    as many CTAs as shared memory lets reside, without spills (more residency only where
+    the registers give it for free: e4m3 at head dim 128, 172 -> 168 registers, 4 -> 6
+    CTAs), then config ``decode_min_ctas_per_sm`` with BOUNDED_SPILL_BYTES."""
     from tma_kernels.paged_kv.geometry import resident_ctas_per_sm
     by_shared = resident_ctas_per_sm(1, variant.threads, variant.dynamic_shared_bytes)
-    targets, caps = [], set()
-    for target in range(by_shared, min_ctas_per_sm, -1):
-        cap = register_cap(variant, target)
-        if MIN_BOUNDED_REGISTERS <= cap < MAX_REGISTERS and cap not in caps:
-            caps.add(cap)
-            targets.append((target, RESIDENCY_SPILL_BYTES))
-    if register_cap(variant, min_ctas_per_sm) < MAX_REGISTERS:
-        targets.append((min_ctas_per_sm, BOUNDED_SPILL_BYTES))
+    targets = [(min_ctas_per_sm, BOUNDED_SPILL_BYTES)]
+    if by_shared > min_ctas_per_sm:
+        targets.insert(0, (by_shared, 0))
     return targets
 
 
