@@ -15,7 +15,6 @@ What this cannot see: the TMA unit's own swizzle (assumed to be CUTLASS's
 Swizzle<3,4,3> / <2,4,3>; the GPU tests compare the TMA and cp.async paths), timing,
 barriers, and whether ptxas honours the asm.
 """
-
 import numpy as np
 import pytest
 from tma_kernels.paged_kv import Variant, consumer
@@ -66,8 +65,6 @@ def run_warp(state, variant, q_bits, k_bits, v_bits, scale):
         parts.store_acc_row.py_func(out, rows * variant.head_dim, acc, half,
                                     (1.0 / total).astype(np.float32), QUAD)
     return out.reshape(16, variant.head_dim)
-
-
 
 
 @pytest.mark.parametrize("dtype, head_dim, block_n", [

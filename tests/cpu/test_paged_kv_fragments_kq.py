@@ -8,7 +8,6 @@ ones bounded by the same tolerance as consumer.py's.
 What this cannot see: causal masking (a per-lane branch; the GPU tests cover it), timing,
 barriers, and whether ptxas honours the asm.
 """
-
 import numpy as np
 import pytest
 from tma_kernels.paged_kv import Variant, consumer_kq

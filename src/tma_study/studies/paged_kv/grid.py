@@ -70,7 +70,7 @@ class SweepConfig:
     load_path: str
     stages: int
     producer_warps: int
-    decode_min_kv_tile_bytes: int = 8192
+    decode_min_kv_tile_bytes: int     # config studies.paged_kv.decode_min_kv_tile_bytes
 
     @property
     def block_n(self) -> int:
