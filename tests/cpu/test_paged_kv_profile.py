@@ -1,6 +1,7 @@
 """The paged_kv profiling diagnostic (no GPU here): bad keys stop before any GPU work, the ncu
 command leaves the clocks alone and takes the last launch, and the summary reads ncu's SASS view."""
 import importlib.util
+import sys
 
 import pytest
 
@@ -54,10 +55,53 @@ def test_the_summary_shares_samples_by_reason_opcode_and_instruction():
     assert "stall samples: 100" in summary
     assert "stall_long_sb 70.0 %" in summary and "stall_math 30.0 %" in summary
     assert "BRA 70.0 %" in summary and "F2FP 20.0 %" in summary and "SYNCS 10.0 %" in summary
-    hottest = summary.splitlines()[4]
+    lines = summary.splitlines()
+    hottest = lines[lines.index("hottest instructions (share of samples, executions, instruction):") + 1]
     assert "70.0 %" in hottest and "31232" in hottest and "BRA" in hottest
 
 
 def test_a_run_without_the_sass_table_is_an_error():
     with pytest.raises(ValueError, match="no SASS table"):
         profile.summarize('"Kernel Name","k"\n')
+
+
+def test_the_summary_shares_executed_instructions_by_opcode():
+    summary = profile.summarize(NCU_CSV)
+    executed = next(line for line in summary.splitlines() if line.startswith("executed instructions"))
+    assert executed.startswith(f"executed instructions: {31232 * 2 + 32768};")
+    assert f"F2FP {100 * 32768 / (31232 * 2 + 32768):.1f} %" in executed
+
+
+def test_the_pipe_pass_profiles_the_same_launch_for_the_pipe_metrics_only():
+    config = profile.config_mod.REPO_ROOT / "config" / "config.yaml"
+    samples, pipes = profile.ncu_command("ncu", config, KEY), profile.ncu_pipes_command("ncu", config, KEY)
+    assert "--clock-control none" in " ".join(pipes)
+    assert f"--launch-skip {profile.LAUNCHES - 1} --launch-count 1" in " ".join(pipes)
+    assert pipes[pipes.index("--metrics") + 1].split(",") == list(profile.PIPE_METRICS)
+    assert "--section" not in pipes and pipes[pipes.index("--page") + 1] == "raw"
+    assert pipes[pipes.index(sys.executable):] == samples[samples.index(sys.executable):]
+
+
+def _raw_page(values):
+    names = ['"ID"', '"Kernel Name"', *(f'"{m}"' for m in profile.PIPE_METRICS)]
+    units = ['""', '""', *('"%"' for _ in profile.PIPE_METRICS)]
+    return "\n".join(["==PROF== Disconnected", ",".join(names), ",".join(units),
+                      ",".join(['"0"', '"paged_attention_x"', *(f'"{v}"' for v in values)])])
+
+
+def test_pipe_shares_read_the_raw_page_and_the_summary_names_each_pipe():
+    values = ["61.42", "7.67", "9.88", "10.63", "7.03", "8.09", "47.11", "42.82", "1,770,000,000"]
+    shares = profile.pipe_shares(_raw_page(values))
+    assert shares["sm__inst_executed_pipe_alu.avg.pct_of_peak_sustained_active"] == 61.42
+    assert shares["sm__cycles_elapsed.avg.per_second"] == 1.77e9
+    line = profile.summarize_pipes(shares)
+    assert "alu 61.4 %" in line and "tensor 7.0 %" in line and "xu 8.1 %" in line
+    assert "issue slots used 47.1 %" in line and "DRAM 42.8 %" in line and "1.77 GHz" in line
+
+
+def test_a_raw_page_without_the_metrics_is_an_error_naming_them():
+    with pytest.raises(ValueError, match="no row of"):
+        profile.pipe_shares('"ID","Kernel Name"\n"","" \n')
+    partial = _raw_page(["1"] * len(profile.PIPE_METRICS)).replace(profile.PIPE_METRICS[-1], "other")
+    with pytest.raises(ValueError, match="sm__cycles_elapsed"):
+        profile.pipe_shares(partial)

@@ -16,7 +16,12 @@ SASS view with stall samples per instruction. A summary is printed and written b
 the share of stall samples per reason and per opcode, and the hottest instructions with their
 execution counts. The wait loop of the mbarrier a warp waits on tells who waits: its execution
 count is (warps x tiles) of the producer when it waits for a free stage, of the consumer when it
-waits for K/V. First run as this module on the H200 at 88baa05, on four decode points of
+waits for K/V. A second ncu pass over the same launch reads how busy each SM pipe was
+(``PIPE_METRICS``: instructions issued to the ALU, FMA, tensor, load/store and XU pipes as a
+share of their peak over active cycles, and the issue slots used) and writes
+``<out>/<key>.pipes.csv``; the summary adds those shares and the executed instructions by
+opcode. On sm_90a the fp8 -> fp16 unpack (``F2FP.F16.E4M3.UNPACK_B``) issues to the ALU pipe,
+beside LOP3, PRMT and the shifts, so the ALU share is where an fp8 consumer's conversions show. First run as this module on the H200 at 88baa05, on four decode points of
 results/ at aa4ce47 (its numbers are in that session's notes, not in results/).
 """
 from __future__ import annotations
@@ -37,6 +42,14 @@ from .grid import sweep_configs
 LAUNCHES = 3                    # the child launches each configuration this often; ncu takes the last
 KERNEL_REGEX = "regex:paged_attention_"
 SECTIONS = ("SourceCounters", "WarpStateStats")
+#: the second pass's metrics: per-pipe instruction issue (% of peak over active cycles), issue slots
+#: used, DRAM throughput (% of peak over the kernel), and SM clock
+PIPE_METRICS = tuple(f"sm__inst_executed_pipe_{pipe}.avg.pct_of_peak_sustained_active"
+                     for pipe in ("alu", "fma", "fmaheavy", "lsu", "tensor", "xu")) + (
+    "smsp__issue_active.avg.pct_of_peak_sustained_active",
+    "dram__throughput.avg.pct_of_peak_sustained_elapsed",
+    "sm__cycles_elapsed.avg.per_second",
+)
 SAMPLES = "Warp Stall Sampling (All Samples)"
 HOTTEST = 12
 # the child's module by its import name: run as ``python -m``, this module's __name__ is
@@ -59,13 +72,46 @@ def resolve(study: dict, keys: list[str]) -> list:
     return [configs[k] for k in keys]
 
 
-def ncu_command(ncu: str, config_path: Path, key: str) -> list[str]:
-    """ncu over this module's child for one key: the last of its LAUNCHES attention launches."""
-    sections = [arg for name in SECTIONS for arg in ("--section", name)]
+def _ncu(ncu: str, config_path: Path, key: str, report: list[str]) -> list[str]:
+    """ncu over this module's child for one key, the last of its LAUNCHES attention launches."""
     return [ncu, "--clock-control", "none", "--kernel-name-base", "function", "--kernel-name", KERNEL_REGEX,
-            "--launch-skip", str(LAUNCHES - 1), "--launch-count", "1", *sections,
-            "--page", "source", "--print-source", "sass", "--csv",
+            "--launch-skip", str(LAUNCHES - 1), "--launch-count", "1", *report,
             sys.executable, "-m", CHILD_MODULE, "--child", "--config", str(config_path), key]
+
+
+def ncu_command(ncu: str, config_path: Path, key: str) -> list[str]:
+    """The first pass: stall samples and execution counts per SASS instruction."""
+    sections = [arg for name in SECTIONS for arg in ("--section", name)]
+    return _ncu(ncu, config_path, key, [*sections, "--page", "source", "--print-source", "sass", "--csv"])
+
+
+def ncu_pipes_command(ncu: str, config_path: Path, key: str) -> list[str]:
+    """The second pass: the same launch, ``PIPE_METRICS`` only, as ncu's raw CSV page."""
+    return _ncu(ncu, config_path, key, ["--metrics", ",".join(PIPE_METRICS), "--page", "raw", "--csv"])
+
+
+def pipe_shares(ncu_csv: str) -> dict[str, float]:
+    """``PIPE_METRICS`` -> value, from ncu's raw CSV page (a header row naming the metrics, a row
+    of units, a row of values)."""
+    lines = [line for line in ncu_csv.splitlines() if line.startswith('"')]
+    rows = list(csv.reader(io.StringIO("\n".join(lines))))
+    head = next((i for i, row in enumerate(rows) if PIPE_METRICS[0] in row), None)
+    if head is None or len(rows) < head + 3:
+        raise ValueError(f"no row of {PIPE_METRICS[0]!r} values in ncu's raw output")
+    names, values = rows[head], rows[head + 2]
+    missing = [m for m in PIPE_METRICS if m not in names]
+    if missing:
+        raise ValueError(f"ncu's raw output lacks {missing}")
+    return {m: float(values[names.index(m)].replace(",", "")) for m in PIPE_METRICS}
+
+
+def summarize_pipes(shares: dict[str, float]) -> str:
+    pipes = ", ".join(f"{m.split('pipe_')[1].split('.')[0]} {shares[m]:.1f} %"
+                      for m in PIPE_METRICS if "inst_executed_pipe_" in m)
+    return (f"pipe issue (% of peak, active cycles): {pipes}; issue slots used "
+            f"{shares['smsp__issue_active.avg.pct_of_peak_sustained_active']:.1f} %; DRAM "
+            f"{shares['dram__throughput.avg.pct_of_peak_sustained_elapsed']:.1f} % of peak; SM clock "
+            f"{shares['sm__cycles_elapsed.avg.per_second'] / 1e9:.2f} GHz")
 
 
 def launch(study: dict, config) -> str:
@@ -110,13 +156,19 @@ def summarize(ncu_csv: str) -> str:
     total = sum(count(row, SAMPLES) for row in data) or 1
     by_reason = collections.Counter({r: sum(count(row, r) for row in data) for r in reasons})
     by_opcode = collections.Counter()
+    executed = collections.Counter()
     for row in data:
         words = row[col["Source"]].split()
         words = words[1:] if words and words[0].startswith("@") else words
-        by_opcode[words[0].split(".")[0] if words else "?"] += count(row, SAMPLES)
+        opcode = words[0].split(".")[0] if words else "?"
+        by_opcode[opcode] += count(row, SAMPLES)
+        executed[opcode] += count(row, "Instructions Executed")
+    executed_total = sum(executed.values()) or 1
     out = [f"stall samples: {total}",
            "by reason: " + ", ".join(f"{r} {100 * n / total:.1f} %" for r, n in by_reason.most_common(6)),
            "by opcode: " + ", ".join(f"{o} {100 * n / total:.1f} %" for o, n in by_opcode.most_common(8)),
+           f"executed instructions: {executed_total}; by opcode: "
+           + ", ".join(f"{o} {100 * n / executed_total:.1f} %" for o, n in executed.most_common(10)),
            "hottest instructions (share of samples, executions, instruction):"]
     for row in sorted(data, key=lambda r: -count(r, SAMPLES))[:HOTTEST]:
         out.append(f"  {100 * count(row, SAMPLES) / total:5.1f} %  {count(row, 'Instructions Executed'):>9}  "
@@ -156,7 +208,13 @@ def main(argv=None) -> int:
         stem.with_suffix(".csv").write_text(result.stdout)
         if result.returncode != 0:
             raise SystemExit(f"ncu failed ({result.returncode}) for {config.key}: {result.stderr[-2000:]}")
-        summary = summarize(result.stdout)
+        pipes = subprocess.run(ncu_pipes_command(ncu, args.config, config.key), capture_output=True, text=True,
+                               check=False)
+        stem.with_suffix(".pipes.csv").write_text(pipes.stdout)
+        if pipes.returncode != 0:
+            raise SystemExit(f"ncu (pipe metrics) failed ({pipes.returncode}) for {config.key}: "
+                             f"{pipes.stderr[-2000:]}")
+        summary = summarize(result.stdout) + "\n" + summarize_pipes(pipe_shares(pipes.stdout))
         stem.with_suffix(".txt").write_text(summary + "\n")
         print(f"== {config.key}\n{summary}", flush=True)
     return 0
