@@ -67,6 +67,7 @@ from .consumer import (
 from .geometry import (
     E4M3,
     MMA_K_BYTES,
+    SWIZZLE_PERIOD_BYTES,
     a_lane_row_col,
     q_b_lane_row_col,
     tile_offset,
@@ -75,6 +76,7 @@ from .geometry import (
 )
 
 Q_ROWS_PER_BLOCK = 8        # mma N
+ROW_BLOCK = 16              # tokens per mma M block
 
 
 def make_kq_consumer(variant):
@@ -103,6 +105,11 @@ def make_kq_consumer(variant):
     p_regs = score_regs // 2                  # P^T's B fragments, packed to 16 bits
     load_q = make_q_loader(variant)
     row_limit = make_row_limit(causal)
+    # A token block's ldmatrix address is block 0's plus a constant (ptxas folds it into the
+    # instruction): true while 16 rows span whole periods of the swizzle (bits 7..9: 1024 bytes)
+    if ROW_BLOCK * row_bytes % SWIZZLE_PERIOD_BYTES:
+        raise ValueError(f"{variant.name}: {ROW_BLOCK} rows of {row_bytes} bytes are not whole "
+                         f"{SWIZZLE_PERIOD_BYTES}-byte swizzle periods")
 
     @cuda.jit(device=True, inline=True)
     def load_q_fragments(qf, q_smem, warp, lane):
@@ -129,10 +136,11 @@ def make_kq_consumer(variant):
         for i in range(score_regs):
             scores[i] = ZERO
         a_row, a_col = a_lane_row_col(lane)
-        for tb in range(token_blocks):
-            for kk in range(k_steps):
-                a = ldmatrix_x4(k_tile + uint32(tile_offset(tb * 16 + a_row, kk * MMA_K_BYTES + a_col,
-                                                            block_n, row_bytes, mask)))
+        for kk in range(k_steps):
+            # the lane's swizzled offset in token block 0; block tb is 16 tb rows further on
+            k_step = k_tile + uint32(tile_offset(a_row, kk * MMA_K_BYTES + a_col, block_n, row_bytes, mask))
+            for tb in range(token_blocks):
+                a = ldmatrix_x4(k_step + uint32(tb * ROW_BLOCK * row_bytes))
                 if fp8:
                     x0 = cvt_f16x2_e4m3x2_low(a[0])
                     x1 = cvt_f16x2_e4m3x2_low(a[1])
@@ -204,10 +212,10 @@ def make_kq_consumer(variant):
     @cuda.jit(device=True, inline=True)
     def pv_tile_bf16(acc, pf, v_tile, lane):
         v_row, v_col = vt_bf16_lane_row_col(lane)
-        for tb in range(token_blocks):
-            for db in range(dim_blocks):
-                a = ldmatrix_x4_trans(v_tile + uint32(tile_offset(tb * 16 + v_row, db * 32 + v_col,
-                                                                  block_n, row_bytes, mask)))
+        for db in range(dim_blocks):
+            v_dims = v_tile + uint32(tile_offset(v_row, db * 32 + v_col, block_n, row_bytes, mask))
+            for tb in range(token_blocks):
+                a = ldmatrix_x4_trans(v_dims + uint32(tb * ROW_BLOCK * row_bytes))
                 for qb in range(q_blocks):
                     j = 2 * (tb * q_blocks + qb)
                     i = (db * q_blocks + qb) * 4
@@ -218,10 +226,10 @@ def make_kq_consumer(variant):
     @cuda.jit(device=True, inline=True)
     def pv_tile_e4m3(acc, pf, v_tile, lane):
         v_row, v_col = v_e4m3_lane_row_col(lane)
-        for t in range(token_blocks // 2):
-            for db in range(dim_blocks):
-                x = ldmatrix_x4_trans(v_tile + uint32(tile_offset(t * 32 + v_row, db * 16 + v_col,
-                                                                  block_n, row_bytes, mask)))
+        for db in range(dim_blocks):
+            v_dims = v_tile + uint32(tile_offset(v_row, db * 16 + v_col, block_n, row_bytes, mask))
+            for t in range(token_blocks // 2):
+                x = ldmatrix_x4_trans(v_dims + uint32(t * 2 * ROW_BLOCK * row_bytes))
                 for h in range(2):
                     even = prmt(x[2 * h], x[2 * h + 1], EVEN_BYTES)
                     odd = prmt(x[2 * h], x[2 * h + 1], ODD_BYTES)
