@@ -9,11 +9,14 @@
 - no local memory: the S and O register arrays stay in registers (stack frame 0, no spills;
   e4m3 at head_dim 256, the largest, fits in 254 registers since its mma chains two fp16
   mmas through the accumulator instead of ptxas's FADDs of an e4m3 ``mma.sync``).
+- the decode consumer's K ldmatrix of token blocks after the first carry immediate offsets
+  (consumer_kq.py steps them from block 0's address by a constant).
 The study's compile step (``tma-study compile paged_kv``) checks every variant of the sweep
 the same way; this test compiles one of each (dtype, head_dim, path) and the decode shape.
 Plus the host-side rules of a variant and of a page size.
 """
 import functools
+import re
 
 import pytest
 from tma_kernels.build import compile_for_sm90a
@@ -63,6 +66,22 @@ def test_variant_sass(variant):
         f"{variant.name}: {kernel.stack_frame_bytes} B stack frame, {kernel.spill_store_bytes} B "
         f"spilled ({kernel.registers} registers): the score/accumulator arrays left registers")
     assert counts["UTMALDG.4D" if variant.load_path == "tma" else "LDGSTS.E.BYPASS.128"] >= 1
+
+
+KQ_VARIANTS = [v for v in VARIANTS if v.score_layout == "kq"]
+LDSM_ADDRESS = re.compile(r"LDSM\.16\.M88\.4 R\d+, \[R\d+(\+0x[0-9a-f]+)?\]")
+
+
+@pytest.mark.parametrize("variant", KQ_VARIANTS, ids=lambda v: v.name)
+def test_kq_token_blocks_step_by_an_immediate(variant):
+    """consumer_kq addresses token block tb of a K step as block 0's address plus a constant,
+    which ptxas folds into the ldmatrix (``[R+0x800]``): of each K step's block_n / 16 loads,
+    all but the first carry an immediate offset and need no address arithmetic of their own."""
+    k_steps = variant.head_bytes // 32
+    loads = LDSM_ADDRESS.findall(compiled(variant).sass)
+    stepped = sum(1 for offset in loads if offset)
+    assert stepped >= k_steps * (variant.block_n // 16 - 1), (
+        f"{variant.name}: {stepped} of {len(loads)} K ldmatrix carry an immediate offset")
 
 
 @pytest.mark.parametrize("fields, message", [
