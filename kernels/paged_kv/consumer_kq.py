@@ -68,6 +68,7 @@ from .geometry import (
     E4M3,
     MMA_K_BYTES,
     SWIZZLE_PERIOD_BYTES,
+    VariantError,
     a_lane_row_col,
     q_b_lane_row_col,
     tile_offset,
@@ -108,8 +109,8 @@ def make_kq_consumer(variant):
     # A token block's ldmatrix address is block 0's plus a constant (ptxas folds it into the
     # instruction): true while 16 rows span whole periods of the swizzle (bits 7..9: 1024 bytes)
     if ROW_BLOCK * row_bytes % SWIZZLE_PERIOD_BYTES:
-        raise ValueError(f"{variant.name}: {ROW_BLOCK} rows of {row_bytes} bytes are not whole "
-                         f"{SWIZZLE_PERIOD_BYTES}-byte swizzle periods")
+        raise VariantError(f"{variant.name}: {ROW_BLOCK} rows of {row_bytes} bytes are not whole "
+                           f"{SWIZZLE_PERIOD_BYTES}-byte swizzle periods")
 
     @cuda.jit(device=True, inline=True)
     def load_q_fragments(qf, q_smem, warp, lane):

@@ -21,8 +21,10 @@ waits for K/V. A second ncu pass over the same launch reads how busy each SM pip
 share of their peak over active cycles, and the issue slots used) and writes
 ``<out>/<key>.pipes.csv``; the summary adds those shares and the executed instructions by
 opcode. On sm_90a the fp8 -> fp16 unpack (``F2FP.F16.E4M3.UNPACK_B``) issues to the ALU pipe,
-beside LOP3, PRMT and the shifts, so the ALU share is where an fp8 consumer's conversions show. First run as this module on the H200 at 88baa05, on four decode points of
-results/ at aa4ce47 (its numbers are in that session's notes, not in results/).
+beside LOP3, PRMT and the shifts, so the ALU share is where an fp8 consumer's conversions show.
+First run as this module on the H200 at 88baa05, on four decode points of
+results/ at aa4ce47 (its numbers are in that session's notes, not in results/); the pipe pass
+first at 3a9bc0d, on seven decode points (numbers in that session's closing note).
 """
 from __future__ import annotations
 
