@@ -67,7 +67,7 @@ from .consumer import (
 from .geometry import (
     E4M3,
     MMA_K_BYTES,
-    SWIZZLE_PERIOD_BYTES,
+    TILE_ALIGN_BYTES,
     VariantError,
     a_lane_row_col,
     q_b_lane_row_col,
@@ -97,7 +97,7 @@ def make_kq_consumer(variant):
     q_blocks = rows // Q_ROWS_PER_BLOCK
     columns = 2 * q_blocks                    # query columns a lane holds
     k_steps = head_bytes // MMA_K_BYTES
-    token_blocks = block_n // 16
+    token_blocks = block_n // ROW_BLOCK
     dim_blocks = head_dim // 16
     q_regs_per_step = 4 if fp8 else 2         # e4m3: four fp16 pairs, bf16: b0, b1
     q_regs = q_blocks * k_steps * q_regs_per_step
@@ -107,10 +107,10 @@ def make_kq_consumer(variant):
     load_q = make_q_loader(variant)
     row_limit = make_row_limit(causal)
     # A token block's ldmatrix address is block 0's plus a constant (ptxas folds it into the
-    # instruction): true while 16 rows span whole periods of the swizzle (bits 7..9: 1024 bytes)
-    if ROW_BLOCK * row_bytes % SWIZZLE_PERIOD_BYTES:
+    # instruction): true while 16 rows span whole swizzle atoms (the pattern reads bits 7..9)
+    if ROW_BLOCK * row_bytes % TILE_ALIGN_BYTES:
         raise VariantError(f"{variant.name}: {ROW_BLOCK} rows of {row_bytes} bytes are not whole "
-                           f"{SWIZZLE_PERIOD_BYTES}-byte swizzle periods")
+                           f"{TILE_ALIGN_BYTES}-byte swizzle atoms")
 
     @cuda.jit(device=True, inline=True)
     def load_q_fragments(qf, q_smem, warp, lane):
@@ -168,7 +168,7 @@ def make_kq_consumer(variant):
         """-inf for keys at or past each column's limit (sequence end, or causal diagonal)."""
         for tb in range(token_blocks):
             for r in range(4):
-                key = first_key + tb * 16 + group_lane + 8 * (r >> 1)
+                key = first_key + tb * ROW_BLOCK + group_lane + 8 * (r >> 1)
                 for qb in range(q_blocks):
                     if key >= limits[2 * qb + (r & 1)]:
                         scores[(tb * q_blocks + qb) * 4 + r] = NEG_INF

@@ -41,7 +41,6 @@ PIECE_BYTES = 16                   # one cp.async / one ldmatrix row / one swizz
 TILE_ALIGN_BYTES = 1024            # the SWIZZLE_128B pattern repeats every 1024 bytes
 MMA_K_BYTES = 32                   # one mma k-step: 16 bf16 or 32 e4m3 of each row
 SWIZZLE_MASK = {128: 7, 64: 3}     # row_bytes -> bits 7.. XORed into bits 4..
-SWIZZLE_PERIOD_BYTES = 1024        # swizzle(x + k * 1024) = swizzle(x) + k * 1024 (it reads bits 7..9)
 SWIZZLE_MODE = {128: "128B", 64: "64B"}
 MAX_DYNAMIC_SHARED_BYTES = 232_448 - 128   # sm_90 opt-in limit less the static mbarriers
 
