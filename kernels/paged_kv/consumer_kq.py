@@ -80,32 +80,34 @@ Q_ROWS_PER_BLOCK = 8        # mma N
 ROW_BLOCK = 16              # tokens per mma M block
 
 
-def make_kq_consumer(variant):
-    """The kq consumer's device functions for ``variant``: ``.consume(...)`` has the
-    signature of consumer.py's; the others are its steps, for the CPU warp emulation."""
+@cuda.jit(device=True, inline=True)
+def column_sum(l_part):
+    """The softmax denominator of a column: the partial sums of the lanes of equal q."""
+    l_sum = l_part + cuda.shfl_xor_sync(FULL_MASK, l_part, 4)
+    l_sum += cuda.shfl_xor_sync(FULL_MASK, l_sum, 8)
+    return l_sum + cuda.shfl_xor_sync(FULL_MASK, l_sum, 16)
+
+
+def make_kq_tiles(variant, q_blocks, token_blocks, dim_blocks, q_stride=1):
+    """The per-tile device functions of an S^T = K Q^T consumer warp that holds ``q_blocks``
+    mma N blocks of 8 query columns, computes S^T over ``token_blocks`` blocks of 16 tokens
+    of a K tile (the caller points ``k_tile`` at the first) and O^T over ``dim_blocks``
+    blocks of 16 head dims from ``first_db`` on, over all ``block_n`` tokens of a V tile.
+    make_kq_consumer: one warp does all of a tile; consumer_split.py: the warps share it.
+    scores_tile reads Q's fragment register i as ``qf[q_lane + i * q_stride]``: registers
+    (kq: q_lane 0, q_stride 1) or a lane-minor copy in shared memory (split: q_stride 32)."""
     head_dim = variant.head_dim
     head_bytes = variant.head_bytes
     block_n = variant.block_n
     block_m = variant.block_m
-    stages = variant.stages
     row_bytes = variant.row_bytes
     mask = variant.swizzle_mask
-    kv_tile_bytes = variant.kv_tile_bytes
-    causal = variant.causal
     fp8 = variant.dtype == E4M3
-    rows = variant.rows_per_warp
-    q_blocks = rows // Q_ROWS_PER_BLOCK
-    columns = 2 * q_blocks                    # query columns a lane holds
     k_steps = head_bytes // MMA_K_BYTES
-    token_blocks = block_n // ROW_BLOCK
-    dim_blocks = head_dim // 16
+    pv_token_blocks = block_n // ROW_BLOCK
     q_regs_per_step = 4 if fp8 else 2         # e4m3: four fp16 pairs, bf16: b0, b1
-    q_regs = q_blocks * k_steps * q_regs_per_step
     score_regs = token_blocks * q_blocks * 4
-    acc_regs = dim_blocks * q_blocks * 4
     p_regs = score_regs // 2                  # P^T's B fragments, packed to 16 bits
-    load_q = make_q_loader(variant)
-    row_limit = make_row_limit(causal)
     # A token block's ldmatrix address is block 0's plus a constant (ptxas folds it into the
     # instruction): true while 16 rows span whole swizzle atoms (the pattern reads bits 7..9)
     if ROW_BLOCK * row_bytes % TILE_ALIGN_BYTES:
@@ -113,12 +115,13 @@ def make_kq_consumer(variant):
                            f"{TILE_ALIGN_BYTES}-byte swizzle atoms")
 
     @cuda.jit(device=True, inline=True)
-    def load_q_fragments(qf, q_smem, warp, lane):
-        """qf = Q's B fragments of every k-step and query block (e4m3: unpacked to fp16)."""
+    def load_q_fragments(qf, q_smem, first_row, lane):
+        """qf = the B fragments of Q tile rows first_row .. + 8 q_blocks, every k-step
+        (e4m3: unpacked to fp16)."""
         r, c = q_b_lane_row_col(lane)
         for qb in range(q_blocks):
             for pair in range(k_steps // 2):
-                x = ldmatrix_x4(q_smem + uint32(tile_offset(warp * rows + qb * 8 + r, pair * 64 + c,
+                x = ldmatrix_x4(q_smem + uint32(tile_offset(first_row + qb * 8 + r, pair * 64 + c,
                                                             block_m, row_bytes, mask)))
                 for h in range(2):
                     i = (qb * k_steps + 2 * pair + h) * q_regs_per_step
@@ -132,8 +135,8 @@ def make_kq_consumer(variant):
                         qf[i + 1] = x[2 * h + 1]
 
     @cuda.jit(device=True, inline=True)
-    def scores_tile(scores, qf, k_tile, lane):
-        """scores = K_tile Q_warp^T (fp32): block_n tokens x rows query columns."""
+    def scores_tile(scores, qf, q_lane, k_tile, lane):
+        """scores = K_tile Q_warp^T (fp32): token_blocks x 16 tokens x 8 q_blocks query columns."""
         for i in range(score_regs):
             scores[i] = ZERO
         a_row, a_col = a_lane_row_col(lane)
@@ -153,13 +156,14 @@ def make_kq_consumer(variant):
                     y3 = cvt_f16x2_e4m3x2_high(a[3])
                 for qb in range(q_blocks):
                     j = (tb * q_blocks + qb) * 4
-                    i = (qb * k_steps + kk) * q_regs_per_step
+                    i = q_lane + uint32((qb * k_steps + kk) * q_regs_per_step * q_stride)
                     if fp8:
-                        d = mma_f16_m16n8k16(x0, x1, y0, y1, qf[i], qf[i + 1],
+                        d = mma_f16_m16n8k16(x0, x1, y0, y1, qf[i], qf[i + uint32(q_stride)],
                                              scores[j], scores[j + 1], scores[j + 2], scores[j + 3])
-                        d = mma_f16_m16n8k16(x2, x3, y2, y3, qf[i + 2], qf[i + 3], d[0], d[1], d[2], d[3])
+                        d = mma_f16_m16n8k16(x2, x3, y2, y3, qf[i + uint32(2 * q_stride)],
+                                             qf[i + uint32(3 * q_stride)], d[0], d[1], d[2], d[3])
                     else:
-                        d = mma_bf16_m16n8k16(a[0], a[1], a[2], a[3], qf[i], qf[i + 1],
+                        d = mma_bf16_m16n8k16(a[0], a[1], a[2], a[3], qf[i], qf[i + uint32(q_stride)],
                                               scores[j], scores[j + 1], scores[j + 2], scores[j + 3])
                     scores[j], scores[j + 1], scores[j + 2], scores[j + 3] = d[0], d[1], d[2], d[3]
 
@@ -174,9 +178,9 @@ def make_kq_consumer(variant):
                         scores[(tb * q_blocks + qb) * 4 + r] = NEG_INF
 
     @cuda.jit(device=True, inline=True)
-    def softmax_column(scores, column, m_old, l_old, scale_log2):
-        """Online softmax of one of the lane's query columns (column = 2 qb + e): scores -> P
-        in place; returns (m_new, l_new partial to this lane, correction of the old O)."""
+    def column_max(scores, column):
+        """The largest raw score of one of the lane's query columns (column = 2 qb + e) over
+        the warp's tokens: the lane's own, then the lanes of equal q (shuffles xor 4, 8, 16)."""
         qb = column >> 1
         e = column & 1
         mx = NEG_INF
@@ -185,7 +189,14 @@ def make_kq_consumer(variant):
             mx = max(mx, max(scores[j], scores[j + 2]))
         mx = max(mx, cuda.shfl_xor_sync(FULL_MASK, mx, 4))
         mx = max(mx, cuda.shfl_xor_sync(FULL_MASK, mx, 8))
-        mx = max(mx, cuda.shfl_xor_sync(FULL_MASK, mx, 16))
+        return max(mx, cuda.shfl_xor_sync(FULL_MASK, mx, 16))
+
+    @cuda.jit(device=True, inline=True)
+    def softmax_finish(scores, column, mx, m_old, l_old, scale_log2):
+        """Online softmax of one column given its tile maximum ``mx``: scores -> P in place;
+        returns (m_new, l_new partial to this lane, correction of the old O)."""
+        qb = column >> 1
+        e = column & 1
         m_new = max(m_old, mx * scale_log2)
         m_use = max(m_new, SCORE_FLOOR)
         correction = ex2_approx(m_old - m_use)
@@ -211,11 +222,11 @@ def make_kq_consumer(variant):
             pf[i] = movmatrix_trans(packed)
 
     @cuda.jit(device=True, inline=True)
-    def pv_tile_bf16(acc, pf, v_tile, lane):
+    def pv_tile_bf16(acc, pf, v_tile, first_db, lane):
         v_row, v_col = vt_bf16_lane_row_col(lane)
         for db in range(dim_blocks):
-            v_dims = v_tile + uint32(tile_offset(v_row, db * 32 + v_col, block_n, row_bytes, mask))
-            for tb in range(token_blocks):
+            v_dims = v_tile + uint32(tile_offset(v_row, (first_db + db) * 32 + v_col, block_n, row_bytes, mask))
+            for tb in range(pv_token_blocks):
                 a = ldmatrix_x4_trans(v_dims + uint32(tb * ROW_BLOCK * row_bytes))
                 for qb in range(q_blocks):
                     j = 2 * (tb * q_blocks + qb)
@@ -225,11 +236,11 @@ def make_kq_consumer(variant):
                     acc[i], acc[i + 1], acc[i + 2], acc[i + 3] = d[0], d[1], d[2], d[3]
 
     @cuda.jit(device=True, inline=True)
-    def pv_tile_e4m3(acc, pf, v_tile, lane):
+    def pv_tile_e4m3(acc, pf, v_tile, first_db, lane):
         v_row, v_col = v_e4m3_lane_row_col(lane)
         for db in range(dim_blocks):
-            v_dims = v_tile + uint32(tile_offset(v_row, db * 16 + v_col, block_n, row_bytes, mask))
-            for t in range(token_blocks // 2):
+            v_dims = v_tile + uint32(tile_offset(v_row, (first_db + db) * 16 + v_col, block_n, row_bytes, mask))
+            for t in range(pv_token_blocks // 2):
                 x = ldmatrix_x4_trans(v_dims + uint32(t * 2 * ROW_BLOCK * row_bytes))
                 for h in range(2):
                     even = prmt(x[2 * h], x[2 * h + 1], EVEN_BYTES)
@@ -247,42 +258,73 @@ def make_kq_consumer(variant):
                         acc[i], acc[i + 1], acc[i + 2], acc[i + 3] = d[0], d[1], d[2], d[3]
 
     @cuda.jit(device=True, inline=True)
-    def store_acc_column(out, out_base, acc, column, inverse, group_lane):
+    def store_acc_column(out, out_base, acc, column, inverse, group_lane, first_db):
         """out[out_base + dim] = acc * inverse for the lane's dims of one of its columns: of
-        dim block db, bf16 ``16 db + g`` (acc r = 0, 1) and ``+ 8`` (r = 2, 3); e4m3 (rows
-        gathered as even / odd dims) ``16 db + 2g`` and ``+ 1``."""
+        the warp's dim block db (head dims from 16 (first_db + db)), bf16 ``+ g`` (acc r = 0, 1)
+        and ``+ g + 8`` (r = 2, 3); e4m3 (rows gathered as even / odd dims) ``+ 2g`` and ``+ 2g + 1``."""
         qb = column >> 1
         e = column & 1
         first = 2 * group_lane if fp8 else group_lane
         second = first + (1 if fp8 else 8)
         for db in range(dim_blocks):
             i = (db * q_blocks + qb) * 4 + e
-            out[out_base + db * 16 + first] = acc[i] * inverse
-            out[out_base + db * 16 + second] = acc[i + 2] * inverse
+            out[out_base + (first_db + db) * 16 + first] = acc[i] * inverse
+            out[out_base + (first_db + db) * 16 + second] = acc[i + 2] * inverse
 
     @cuda.jit(device=True, inline=True)
-    def column_sum(l_part):
-        """The softmax denominator of a column: the partial sums of the lanes of equal q."""
-        l_sum = l_part + cuda.shfl_xor_sync(FULL_MASK, l_part, 4)
-        l_sum += cuda.shfl_xor_sync(FULL_MASK, l_sum, 8)
-        return l_sum + cuda.shfl_xor_sync(FULL_MASK, l_sum, 16)
-
-    @cuda.jit(device=True, inline=True)
-    def store_column(out, lse, acc, column, m_run, l_part, row, rows_valid, group, out_row_base,
-                     group_lane, q_heads, kv_head):
-        """Normalise and write one of the lane's query columns (and its log2-sum-exp) if real.
-        Output row (token, head) is row ``out_row_base + token * q_heads + head`` of ``lse``
-        and of ``out`` viewed as (rows, head_dim)."""
-        l_sum = column_sum(l_part)
+    def store_column(out, lse, acc, column, m_run, l_sum, row, rows_valid, group, out_row_base,
+                     group_lane, q_heads, kv_head, first_db, write_lse):
+        """Normalise and write one of the lane's query columns, dim blocks from ``first_db``
+        (and, if ``write_lse``, its log2-sum-exp) if the row is real. ``l_sum`` is the
+        column's whole softmax denominator. Output row (token, head) is row
+        ``out_row_base + token * q_heads + head`` of ``lse`` and of ``out`` viewed as
+        (rows, head_dim)."""
         if row >= rows_valid:
             return
         token = row // group
         head = kv_head * group + (row - token * group)
         out_row = out_row_base + token * q_heads + head
         inverse = ONE / l_sum if l_sum > ZERO else ZERO
-        store_acc_column(out, out_row * head_dim, acc, column, inverse, group_lane)
-        if group_lane == 0:
+        store_acc_column(out, out_row * head_dim, acc, column, inverse, group_lane, first_db)
+        if write_lse and group_lane == 0:
             lse[out_row] = m_run + float32(math.log2(l_sum)) if l_sum > ZERO else NEG_INF
+
+    return types.SimpleNamespace(load_q_fragments=load_q_fragments, scores_tile=scores_tile,
+                                 mask_tile=mask_tile, column_max=column_max,
+                                 softmax_finish=softmax_finish, p_fragments=p_fragments,
+                                 pv_tile=pv_tile_e4m3 if fp8 else pv_tile_bf16,
+                                 store_acc_column=store_acc_column, store_column=store_column)
+
+
+def make_kq_consumer(variant):
+    """The kq consumer's device functions for ``variant``: ``.consume(...)`` has the
+    signature of consumer.py's; the others are its steps, for the CPU warp emulation."""
+    head_dim = variant.head_dim
+    block_n = variant.block_n
+    stages = variant.stages
+    kv_tile_bytes = variant.kv_tile_bytes
+    fp8 = variant.dtype == E4M3
+    rows = variant.rows_per_warp
+    q_blocks = rows // Q_ROWS_PER_BLOCK
+    columns = 2 * q_blocks                    # query columns a lane holds
+    k_steps = variant.head_bytes // MMA_K_BYTES
+    token_blocks = block_n // ROW_BLOCK
+    dim_blocks = head_dim // 16
+    q_regs = q_blocks * k_steps * (4 if fp8 else 2)
+    score_regs = token_blocks * q_blocks * 4
+    acc_regs = dim_blocks * q_blocks * 4
+    p_regs = score_regs // 2
+    load_q = make_q_loader(variant)
+    row_limit = make_row_limit(variant.causal)
+    steps = make_kq_tiles(variant, q_blocks, token_blocks, dim_blocks)
+    load_q_fragments, scores_tile, mask_tile = steps.load_q_fragments, steps.scores_tile, steps.mask_tile
+    column_max, softmax_finish, p_fragments = steps.column_max, steps.softmax_finish, steps.p_fragments
+    pv_tile, store_acc_column, store_column = steps.pv_tile, steps.store_acc_column, steps.store_column
+
+    @cuda.jit(device=True, inline=True)
+    def softmax_column(scores, column, m_old, l_old, scale_log2):
+        """Online softmax of one of the lane's query columns over the whole tile."""
+        return softmax_finish(scores, column, column_max(scores, column), m_old, l_old, scale_log2)
 
     @cuda.jit(device=True, inline=True)
     def consume(q_smem, k_smem, v_smem, full_k, full_v, empty, q_address, out, lse, warp, lane,
@@ -291,7 +333,7 @@ def make_kq_consumer(variant):
         load_q(q_smem, q_address, warp, lane, m_start, rows_valid, group, batch, kv_head,
                seqlen_q, q_heads)
         qf = cuda.local.array(q_regs, uint32)
-        load_q_fragments(qf, q_smem, warp, lane)
+        load_q_fragments(qf, q_smem, warp * rows, lane)
         scores = cuda.local.array(score_regs, float32)
         pf = cuda.local.array(p_regs, uint32)
         acc = cuda.local.array(acc_regs, float32)
@@ -316,7 +358,7 @@ def make_kq_consumer(variant):
             k_tile = k_smem + uint32(stage * kv_tile_bytes)
             v_tile = v_smem + uint32(stage * kv_tile_bytes)
             mbarrier_wait_parity(full_k + barrier, phase)
-            scores_tile(scores, qf, k_tile, lane)
+            scores_tile(scores, qf, uint32(0), k_tile, lane)
             first_key = (n_begin + k) * block_n
             if first_key + block_n > smallest_limit:
                 mask_tile(scores, first_key, group_lane, limits)
@@ -327,18 +369,16 @@ def make_kq_consumer(variant):
                 acc[i] *= corrections[2 * ((i >> 2) % q_blocks) + (i & 1)]
             p_fragments(pf, scores)
             mbarrier_wait_parity(full_v + barrier, phase)
-            if fp8:
-                pv_tile_e4m3(acc, pf, v_tile, lane)
-            else:
-                pv_tile_bf16(acc, pf, v_tile, lane)
+            pv_tile(acc, pf, v_tile, 0, lane)
             mbarrier_arrive(empty + barrier)
         for c in range(columns):
-            store_column(out, lse, acc, c, m_run[c], l_run[c], first_row + 8 * (c >> 1) + (c & 1),
-                         rows_valid, group, out_row_base, group_lane, q_heads, kv_head)
+            store_column(out, lse, acc, c, m_run[c], column_sum(l_run[c]),
+                         first_row + 8 * (c >> 1) + (c & 1), rows_valid, group, out_row_base,
+                         group_lane, q_heads, kv_head, 0, True)
 
     return types.SimpleNamespace(load_q=load_q, load_q_fragments=load_q_fragments,
                                  scores_tile=scores_tile, mask_tile=mask_tile,
+                                 column_max=column_max, softmax_finish=softmax_finish,
                                  softmax_column=softmax_column, p_fragments=p_fragments,
-                                 pv_tile_bf16=pv_tile_bf16, pv_tile_e4m3=pv_tile_e4m3,
-                                 store_acc_column=store_acc_column,
+                                 pv_tile=pv_tile, store_acc_column=store_acc_column,
                                  column_sum=column_sum, store_column=store_column, consume=consume)

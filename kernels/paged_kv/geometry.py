@@ -32,8 +32,10 @@ BLOCK_NS = (16, 32, 64, 128)
 CONSUMER_WARP_COUNTS = (1, 2, 4)
 STAGE_COUNTS = (2, 3, 4)
 PRODUCER_WARP_COUNTS = (1, 2, 4)
-SCORE_LAYOUTS = ("qk", "kq")       # consumer.py (S = Q K^T) or consumer_kq.py (S^T = K Q^T)
+SCORE_LAYOUTS = ("qk", "kq", "kq_split")   # consumer.py (S = Q K^T), consumer_kq.py (S^T = K Q^T),
+                                           # consumer_split.py (S^T = K Q^T, warps share each tile)
 KQ_ROWS_PER_WARP = (8, 16)         # kq: query rows per warp, one or two mma N blocks of 8
+KQ_SPLIT_ROWS_PER_WARP = (8,)      # kq_split: query rows each warp loads; all warps use all rows
 
 ROWS_PER_WARP = 16                 # qk: one mma.sync M extent, a consumer warp owns 16 query rows
 MAX_ROW_BYTES = 128                # chunk width: the SWIZZLE_128B span
@@ -72,8 +74,12 @@ class Variant:
     causal: mask keys after each query's position (bottom-right aligned, as FlashAttention).
     score_layout: "qk" (consumer.py: S = Q K^T, query rows as the mma's M, 16 per warp) or
         "kq" (consumer_kq.py, for decode: S^T = K Q^T, KV tokens as M and the query rows as
-        N, 8 or 16 per warp, so few query rows no longer pad an M of 16).
-    rows_per_warp: query rows per consumer warp: 16 for qk; 8 or 16 for kq.
+        N, 8 or 16 per warp, so few query rows no longer pad an M of 16) or "kq_split"
+        (consumer_split.py: kq's mmas for all block_m rows in every warp, the warps splitting
+        each K tile by tokens and each V tile by head dims, so each element is read and
+        unpacked once per CTA, not once per warp).
+    rows_per_warp: query rows per consumer warp: 16 for qk; 8 or 16 for kq; 8 for kq_split
+        (block_m = 8 x consumer_warps rows, each warp loading 8 of them).
     min_ctas_per_sm: CTAs that must fit on one SM at once; above 1 the kernel is compiled
         with launch bounds ``(threads, min_ctas_per_sm)`` (CUDA's ``__launch_bounds__``, as
         FA3 does), so ptxas caps registers to fit. Without it, a 5-warp cp.async decode CTA
@@ -103,7 +109,8 @@ class Variant:
         _require("producer_warps", self.producer_warps, PRODUCER_WARP_COUNTS)
         _require("score_layout", self.score_layout, SCORE_LAYOUTS)
         _require("rows_per_warp", self.rows_per_warp,
-                 KQ_ROWS_PER_WARP if self.score_layout == "kq" else (ROWS_PER_WARP,))
+                 {"kq": KQ_ROWS_PER_WARP, "kq_split": KQ_SPLIT_ROWS_PER_WARP}.get(self.score_layout,
+                                                                                 (ROWS_PER_WARP,)))
         if not (isinstance(self.min_ctas_per_sm, int) and 1 <= self.min_ctas_per_sm <= SM90_MAX_CTAS_PER_SM):
             raise VariantError(f"min_ctas_per_sm={self.min_ctas_per_sm!r} is not an integer from 1 to "
                                f"{SM90_MAX_CTAS_PER_SM} (CTAs per SM on sm_90)")
@@ -112,6 +119,9 @@ class Variant:
                                "of P.V covers 32 tokens)")
         if self.load_path == "cp_async":
             _require_gather_split(self)
+        if self.score_layout == "kq_split":
+            from .consumer_split import check_split
+            check_split(self)
         if self.dynamic_shared_bytes > MAX_DYNAMIC_SHARED_BYTES:
             raise VariantError(f"{self}: needs {self.dynamic_shared_bytes} B of shared memory, more "
                                f"than the {MAX_DYNAMIC_SHARED_BYTES} B a block may have")
@@ -169,9 +179,18 @@ class Variant:
         return self.block_n * self.head_bytes
 
     @property
+    def scratch_bytes(self) -> int:
+        """Shared memory past the V ring: the kq_split consumer's exchange buffers, else 0."""
+        if self.score_layout != "kq_split":
+            return 0
+        from .consumer_split import split_scratch_bytes
+        return split_scratch_bytes(self)
+
+    @property
     def dynamic_shared_bytes(self) -> int:
-        """Q tile + K ring + V ring, plus slack to align the start to 1024 bytes."""
-        return self.q_tile_bytes + 2 * self.stages * self.kv_tile_bytes + TILE_ALIGN_BYTES
+        """Q tile + K ring + V ring (+ scratch), plus slack to align the start to 1024 bytes."""
+        return (self.q_tile_bytes + 2 * self.stages * self.kv_tile_bytes + self.scratch_bytes
+                + TILE_ALIGN_BYTES)
 
     @property
     def launch_bounds(self) -> tuple[int, int] | None:
@@ -184,7 +203,8 @@ class Variant:
                 f"_w{self.consumer_warps}_s{self.stages}_p{self.producer_warps}"
                 + ("_causal" if self.causal else "")
                 + (f"_m{self.min_ctas_per_sm}" if self.min_ctas_per_sm > 1 else "")
-                + (f"_kq{self.rows_per_warp}" if self.score_layout == "kq" else ""))
+                + {"kq": f"_kq{self.rows_per_warp}", "kq_split": f"_kqs{self.rows_per_warp}"}.get(
+                    self.score_layout, ""))
 
 
 def resident_ctas_per_sm(registers: int, threads: int, shared_bytes: int) -> int:

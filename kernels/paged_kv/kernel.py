@@ -22,7 +22,8 @@ of the sequence's KV tiles (split-KV, for decode grids too small to fill the GPU
 
     threads [0, 32 * consumer_warps)      consumers: rows_per_warp packed rows each
                                           (consumer.py: S = Q K^T, 16 rows; consumer_kq.py,
-                                          decode: S^T = K Q^T, 8 or 16 rows)
+                                          decode: S^T = K Q^T, 8 or 16 rows; consumer_split.py:
+                                          all warps all rows, each a share of every tile)
     threads [.., + 32 * producer_warps)   producer: K and V tiles into the rings (producers.py)
 
     K tile k uses stage s = k % stages of the K ring and of the V ring.
@@ -32,8 +33,8 @@ of the sequence's KV tiles (split-KV, for decode grids too small to fill the GPU
 
 Causal (a compile-time choice): bottom-right aligned, query token t sees keys
 ``< kv_len - seqlen_q + t + 1``; a CTA reads only the KV tiles some of its rows see.
-Shared memory: Q tile, K ring, V ring (dynamic, 1024-byte aligned) and 3 x MAX_STAGES
-mbarriers (static).
+Shared memory: Q tile, K ring, V ring, the split consumer's scratch (dynamic, 1024-byte
+aligned) and 3 x MAX_STAGES mbarriers (static).
 """
 from numba import cuda, int32, uint8, uint32, uint64
 from tma_kernels.ptx import (
@@ -45,6 +46,7 @@ from tma_kernels.ptx import (
 
 from .consumer import make_consumer
 from .consumer_kq import make_kq_consumer
+from .consumer_split import make_split_consumer
 from .geometry import TILE_ALIGN_BYTES, Variant
 from .producers import make_producer
 
@@ -60,7 +62,8 @@ SIGNATURE = ("void(uint64, uint64, uint64, uint64, uint64, int32[:, ::1], int32[
 
 def make_attention_kernel(variant: Variant):
     """The Python kernel function of ``variant`` (compile it with :data:`SIGNATURE`)."""
-    consume = (make_kq_consumer if variant.score_layout == "kq" else make_consumer)(variant).consume
+    make = {"qk": make_consumer, "kq": make_kq_consumer, "kq_split": make_split_consumer}
+    consume = make[variant.score_layout](variant).consume
     producer = make_producer(variant)
     produce, look_up, page_entries = producer.produce, producer.look_up, producer.page_entries
     block_m = variant.block_m

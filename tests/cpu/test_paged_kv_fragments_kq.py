@@ -43,23 +43,23 @@ def run_warp(state, variant, q_bits, k_bits, v_bits, scale):
     m = [np.full(32, -np.inf, np.float32) for _ in range(columns)]
     sums = [np.zeros(32, np.float32) for _ in range(columns)]
     scale_log2 = np.float32(scale * LOG2_E)
-    pv = parts.pv_tile_e4m3 if variant.dtype == "e4m3" else parts.pv_tile_bf16
     for t in range(TILES):
-        parts.scores_tile.py_func(scores, qf, k_tiles[t], LANES)
+        parts.scores_tile.py_func(scores, qf, 0, k_tiles[t], LANES)
         corrections = []
         for c in range(columns):
-            m[c], sums[c], correction = parts.softmax_column.py_func(scores, c, m[c], sums[c], scale_log2)
+            m[c], sums[c], correction = parts.softmax_finish.py_func(
+                scores, c, parts.column_max.py_func(scores, c), m[c], sums[c], scale_log2)
             corrections.append(correction)
         for i in range(len(acc)):
             acc[i] *= corrections[2 * ((i >> 2) % q_blocks) + (i & 1)]
         parts.p_fragments.py_func(pf, scores)
-        pv.py_func(acc, pf, v_tiles[t], LANES)
+        parts.pv_tile.py_func(acc, pf, v_tiles[t], 0, LANES)
     out = np.full(rows * variant.head_dim, np.nan, np.float32)
     for c in range(columns):
         total = parts.column_sum.py_func(sums[c])
         row = 8 * (c >> 1) + 2 * (LANES & 3) + (c & 1)
         parts.store_acc_column.py_func(out, row * variant.head_dim, acc, c,
-                                       (1.0 / total).astype(np.float32), LANES >> 2)
+                                       (1.0 / total).astype(np.float32), LANES >> 2, 0)
     return out.reshape(rows, variant.head_dim)
 
 

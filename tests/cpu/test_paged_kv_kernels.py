@@ -3,7 +3,8 @@
 - every variant: HMMA (bf16: ``HMMA.16816.F32.BF16``; e4m3: fp8 unpacked to fp16,
   ``F2FP.F16.E4M3.UNPACK_B`` + ``HMMA.16816.F32``), ``LDSM.16.M88.4`` (Q, K) and
   ``LDSM.16.MT88.4`` (V), ``MUFU.EX2`` (softmax), mbarrier waits; the decode consumer
-  (S^T = K Q^T) also ``MOVM.16.MT88`` (P^T);
+  (S^T = K Q^T) also ``MOVM.16.MT88`` (P^T), and its split form (consumer_split.py) the
+  named barriers between its warps (every other variant only ``__syncthreads``);
 - TMA path: ``UTMALDG.4D`` and no ``LDGSTS``; cp.async path: ``LDGSTS.E.BYPASS.128`` and no
   ``UTMALDG``;
 - no local memory: the S and O register arrays stay in registers (stack frame 0, no spills;
@@ -41,8 +42,16 @@ VARIANTS = [
     for dtype, d, w, n in (("bf16", 128, 1, 64), ("e4m3", 128, 1, 64), ("bf16", 256, 4, 32),
                            ("e4m3", 256, 1, 32), ("e4m3", 64, 1, 128))
     for path in ("tma", "cp_async")
+] + [
+    # decode's split consumer (consumer_split.py): the warps share each tile
+    Variant(dtype=dtype, head_dim=128, load_path=path, consumer_warps=4, block_n=64,
+            producer_warps=1 if path == "tma" else 4, score_layout="kq_split", rows_per_warp=8)
+    for dtype in ("bf16", "e4m3") for path in ("tma", "cp_async")
 ]
 KQ_SASS = ("MOVM.16.MT88",)
+#: __syncthreads, plus the split consumer's named barriers: after Q, after Q's fragments, two
+#: per tile (maxima, P^T), one before the output
+SPLIT_BARRIERS = 5
 
 
 @functools.cache
@@ -55,7 +64,7 @@ def test_variant_sass(variant):
     kernel = compiled(variant)
     counts = kernel.opcode_counts()
     expected = MMA_SASS[variant.dtype] + PATH_SASS[variant.load_path] + COMMON_SASS
-    expected += KQ_SASS if variant.score_layout == "kq" else ()
+    expected += KQ_SASS if variant.score_layout in ("kq", "kq_split") else ()
     missing = [m for m in expected if not kernel.has_instruction(m)]
     assert not missing, f"{variant.name}: SASS lacks {missing}"
     assert not kernel.has_instruction(PATH_ABSENT[variant.load_path]), (
@@ -66,6 +75,11 @@ def test_variant_sass(variant):
         f"{variant.name}: {kernel.stack_frame_bytes} B stack frame, {kernel.spill_store_bytes} B "
         f"spilled ({kernel.registers} registers): the score/accumulator arrays left registers")
     assert counts["UTMALDG.4D" if variant.load_path == "tma" else "LDGSTS.E.BYPASS.128"] >= 1
+    barriers = sum(n for opcode, n in counts.items() if opcode.startswith("BAR.SYNC"))
+    if variant.score_layout == "kq_split":
+        assert barriers >= 1 + SPLIT_BARRIERS, f"{variant.name}: {barriers} BAR.SYNC"
+    else:
+        assert barriers == 1, f"{variant.name}: {barriers} BAR.SYNC (only __syncthreads expected)"
 
 
 KQ_VARIANTS = [v for v in VARIANTS if v.score_layout == "kq"]

@@ -98,6 +98,26 @@ def test_grid_size_and_kernel_choices(study_config):
     assert prefill_256.fa3().uses_tma
 
 
+
+def test_split_tiles_choose_the_split_consumer_where_warps_share_a_tile(study_config):
+    study_config["decode_split_tiles"] = {"bf16": False, "e4m3": True}
+    configs = sweep_configs(study_config)
+    decode = [c for c in configs if c.phase.name == "decode"]
+    split = {(c.shape.name, c.phase.seqlen_q, c.block_n) for c in decode if c.score_layout == "kq_split"}
+    # e4m3 decodes of 2 or more consumer warps (16 or 32 query rows a KV head); head dim 256
+    # takes 64-token tiles there, so each of 4 warps has a 16-token block
+    assert split == {("llama3_8b", 4, 64), ("llama3_70b", 4, 64), ("mqa_8x256", 4, 64)}
+    assert all(c.dtype == "e4m3" and c.consumer_warps > 1 for c in decode if c.score_layout == "kq_split")
+    assert all(c.score_layout == "kq" for c in decode if c.dtype == "bf16" or c.consumer_warps == 1)
+    assert all(c.variant().score_layout == c.score_layout for c in decode)
+
+
+def test_split_tiles_must_name_both_dtypes(study_config):
+    study_config["decode_split_tiles"] = {"e4m3": True}
+    assert "studies.paged_kv.decode_split_tiles" in rejection(study_config)
+    assert "bf16" in rejection(study_config)
+
+
 NOT_TIMED = "not measured: no valid cold sample within the timeout (synthetic)"
 # a cell with no timed combination (all NaN): it must say "not measured", not vanish
 # (shape, dtype, phase, batch, query tokens, context, page, path)

@@ -103,6 +103,14 @@ for _dtype in ("bf16", "e4m3"):
         dtype=_dtype, head_dim=128, load_path="cp_async", block_n=64, consumer_warps=1, stages=2,
         producer_warps=4, score_layout="kq", rows_per_warp=16)
 
+# Decode's split consumer (consumer_split.py): 2 or 4 warps share each tile, block_n 64.
+for _dtype in ("bf16", "e4m3"):
+    for _path in ("tma", "cp_async"):
+        for _d, _w in ((128, 4), (128, 2), (256, 4)):
+            VARIANTS[f"{_dtype}_d{_d}_{_path}_kqs_w{_w}"] = Variant(
+                dtype=_dtype, head_dim=_d, load_path=_path, block_n=64, consumer_warps=_w, stages=2,
+                producer_warps=1 if _path == "tma" else 4, score_layout="kq_split", rows_per_warp=8)
+
 KERNELS = {v.name: (make_attention_kernel(v), SIGNATURE) for v in VARIANTS.values()}
 KERNELS["combine_splits"] = (combine_splits, COMBINE_SIGNATURE)
 
@@ -159,6 +167,18 @@ def _cases():
             cases.append((d64, _problem(dtype, 64, (16, 16), 4, (190, 131), 32), 1))
             cases.append((d64, _problem(dtype, 64, (16, 16), 1, (190, 131, 2000), 64), 2))
         cases.append((f"{dtype}_d128_cp_async_kq16_w1", _problem(dtype, 128, (32, 8), 4, (700, 129), 64), 1))
+    for dtype in ("bf16", "e4m3"):
+        for path in ("tma", "cp_async"):
+            w4, w2, d256 = (f"{dtype}_d128_{path}_kqs_w4", f"{dtype}_d128_{path}_kqs_w2",
+                            f"{dtype}_d256_{path}_kqs_w4")
+            cases.append((w4, _problem(dtype, 128, (64, 8), 4, (700, 129), 128), 1))
+            cases.append((w4, _problem(dtype, 128, (64, 8), 4, (1000, 37, 515), 64), 3))
+            cases.append((w4, _problem(dtype, 128, (32, 8), 4, (96, 4000), 16), 2))
+            cases.append((w4, _problem(dtype, 128, (32, 8), 1, (1000, 37, 515), 64), 1))
+            cases.append((w2, _problem(dtype, 128, (32, 8), 4, (700, 129), 64), 1))
+            cases.append((w2, _problem(dtype, 128, (16, 8), 1, (700, 129, 64), 16), 2))
+            cases.append((d256, _problem(dtype, 256, (8, 1), 4, (600, 1025), 128), 1))
+            cases.append((d256, _problem(dtype, 256, (8, 1), 4, (77, 300, 1000), 16), 3))
     cases.append(("bf16_d128_tma_w4_noncausal",
                   _problem("bf16", 128, (32, 8), 150, (333, 150), 64, causal=False), 1))
     return cases

@@ -35,6 +35,7 @@ PREFILL_WARPS = 4
 BLOCK_N = 64                # KV rows per tile (FA3 uses 80-224 with wgmma); decode: SweepConfig.block_n
 DECODE_BLOCK_N_MAX = 128
 DECODE_BLOCK_N_D256 = 32
+SPLIT_TOKENS_PER_WARP = 16  # kq_split: one mma M block of tokens per warp at least
 
 
 class GridError(ValueError):
@@ -71,6 +72,7 @@ class SweepConfig:
     stages: int
     producer_warps: int
     decode_min_kv_tile_bytes: int     # config studies.paged_kv.decode_min_kv_tile_bytes
+    decode_split_tiles: bool = False  # config studies.paged_kv.decode_split_tiles[dtype]
 
     @property
     def block_n(self) -> int:
@@ -85,8 +87,12 @@ class SweepConfig:
         if self.phase.name == "prefill":
             return BLOCK_N
         if self.shape.head_dim == 256:
-            return DECODE_BLOCK_N_D256
-        return min(DECODE_BLOCK_N_MAX, max(BLOCK_N, self.decode_min_kv_tile_bytes // self.head_bytes))
+            rows = DECODE_BLOCK_N_D256
+        else:
+            rows = min(DECODE_BLOCK_N_MAX, max(BLOCK_N, self.decode_min_kv_tile_bytes // self.head_bytes))
+        if self.score_layout == "kq_split":      # each warp takes whole 16-token blocks
+            rows = max(rows, SPLIT_TOKENS_PER_WARP * self.consumer_warps)
+        return rows
 
     @property
     def head_bytes(self) -> int:
@@ -98,8 +104,13 @@ class SweepConfig:
         """The consumer (tma_kernels.paged_kv.Variant.score_layout): prefill "qk" (S = Q K^T,
         query rows as the mma's M, as FA3); decode "kq" (S^T = K Q^T, KV tokens as M): at 1
         to 8 query rows per KV head, rows as M left most of every mma padding and the
-        consumer, not the loads, limited decode on the H200 (paged_kv/profile.py)."""
-        return "qk" if self.phase.name == "prefill" else "kq"
+        consumer, not the loads, limited decode on the H200 (paged_kv/profile.py). Decode CTAs
+        of 2 or more consumer warps take "kq_split" where config ``decode_split_tiles`` says
+        so for the dtype: the warps share each K/V tile, so each element is read (e4m3:
+        unpacked to fp16) once per CTA instead of once per warp."""
+        if self.phase.name == "prefill":
+            return "qk"
+        return "kq_split" if self.decode_split_tiles and self.consumer_warps > 1 else "kq"
 
     @property
     def rows_per_warp(self) -> int:
@@ -232,7 +243,8 @@ def sweep_configs(study: dict) -> list[SweepConfig]:
             continue
         producer_warps = study["cp_async_producer_warps"][phase.name] if path == "cp_async" else [1]
         for page, stages, warps in itertools.product(pages[path], study["stages"][phase.name], producer_warps):
-            config = SweepConfig(shape, dtype, phase, page, path, stages, warps, study["decode_min_kv_tile_bytes"])
+            config = SweepConfig(shape, dtype, phase, page, path, stages, warps, study["decode_min_kv_tile_bytes"],
+                                 study["decode_split_tiles"][dtype])
             try:
                 variant = config.variant()
             except VariantError:

@@ -1,0 +1,253 @@
+"""The split decode consumer of the paged attention kernel (variant ``score_layout="kq_split"``):
+consumer_kq.py's S^T = K Q^T and O^T += V^T P^T, with the consumer warps sharing each K/V
+tile instead of each warp reading all of it.
+
+Why. In consumer_kq.py every warp owns 8 query rows and so reads, and for e4m3 unpacks to
+fp16, every element of every K and V tile: with 4 warps each tile is unpacked 4 times.
+sm_90a has no fp8 ``mma.sync``, and the unpack (``F2FP``) issues on the ALU pipe, which the
+profile of the 32-row e4m3 decode points found the busiest (paged_kv/profile.py). Here
+each element is read and unpacked once per CTA:
+
+- S^T: warp ``w`` takes tokens ``[w, w + 1) * block_n / warps`` of the K tile for all
+  ``block_m`` query rows (``q_blocks = warps`` mma N blocks, Q's fragments for all of them);
+- softmax: each warp's column maxima go to shared memory (``red``); after a named barrier
+  every warp reduces the same ``warps`` values, so all hold the same running max and
+  corrections; each warp keeps partial sums over its own tokens;
+- P^T: each warp's B fragments (consumer_kq's ``p_fragments``) go to shared memory
+  (``pbuf``, lane-minor: conflict-free); after a second barrier every warp loads all of
+  the tile's;
+- O^T: warp ``w`` takes head dims ``[w, w + 1) * head_dim / warps`` over all the tile's
+  tokens (V^T of its dims: the only V it reads);
+- end: the column sums meet in ``red`` (third barrier); each warp writes its dims of
+  every row, warp 0 the log2-sum-exp.
+
+Costs against consumer_kq: two consumer-only named barriers per tile and 4 bytes of P per
+token and query row through shared memory; Q's fragments of every row in each warp's
+registers. ``red`` and ``pbuf`` are the scratch after the V ring (``Variant.scratch_bytes``).
+
+``red`` is not reused before it is read: a warp writes tile k + 1's maxima after the
+second barrier of tile k, which every warp reaches after reading tile k's; it writes P of
+tile k + 1 after that tile's first barrier, which every warp reaches after its P V of tile k.
+
+The steps are consumer_kq.make_kq_tiles' (checked on the CPU by
+tests/cpu/test_paged_kv_fragments_kq.py) plus the exchanges below, which
+tests/cpu/test_paged_kv_split.py runs warp by warp between emulated barriers.
+"""
+import types
+
+from numba import cuda, float32, int32, uint32
+from tma_kernels.ptx import (
+    mbarrier_arrive,
+    mbarrier_wait_parity,
+    named_barrier_sync,
+    smem_u32,
+)
+
+from .consumer import NEG_INF, ZERO, make_q_loader, make_row_limit
+from .consumer_kq import Q_ROWS_PER_BLOCK, ROW_BLOCK, column_sum, make_kq_tiles
+from .geometry import E4M3, MMA_K_BYTES, VariantError
+
+CONSUMER_BARRIER = 1               # bar.sync id of the consumer warps (0 is __syncthreads)
+LANES = 32
+
+
+def split_scratch_bytes(variant) -> int:
+    """Shared-memory bytes the split consumer needs after the V ring: ``red`` (one float per
+    query row and warp), ``pbuf`` (P^T of a tile: 2 bytes per token and query row) and ``qbuf``
+    (Q's B fragments: 2 bytes per element of the Q tile, fp16 / bf16)."""
+    return 4 * variant.block_m * (variant.consumer_warps + variant.block_n // 2 + variant.head_dim // 2)
+
+
+def check_split(variant) -> None:
+    """The shapes the split can divide: whole 16-token blocks of K and 16-dim blocks of V a warp."""
+    warps = variant.consumer_warps
+    if warps < 2:
+        raise VariantError(f"consumer_warps={warps}: score_layout 'kq_split' shares a tile among "
+                           "2 or more consumer warps")
+    if variant.block_n % (ROW_BLOCK * warps):
+        raise VariantError(f"block_n={variant.block_n}: score_layout 'kq_split' gives each of "
+                           f"{warps} warps whole {ROW_BLOCK}-token blocks")
+    if variant.head_dim % (16 * warps):
+        raise VariantError(f"head_dim={variant.head_dim}: score_layout 'kq_split' gives each of "
+                           f"{warps} warps whole 16-dim blocks")
+
+
+def make_split_exchange(variant):
+    """The cross-warp steps over the shared arrays ``red`` (float32) and ``pbuf`` / ``qbuf``
+    (uint32), each lane addressing them from its own element offset (``*_lane``; unsigned,
+    so indexing has no negative-index wraparound, and the per-register steps are
+    compile-time constants ptxas folds into the instruction). The CPU test passes numpy
+    arrays."""
+    warps = variant.consumer_warps
+    q_blocks = variant.block_m // Q_ROWS_PER_BLOCK
+    columns = 2 * q_blocks
+    p_regs_warp = variant.block_n // ROW_BLOCK // warps * q_blocks * 2
+    p_regs = p_regs_warp * warps
+    q_regs = q_blocks * (variant.head_bytes // MMA_K_BYTES) * (4 if variant.dtype == E4M3 else 2)
+
+    @cuda.jit(device=True, inline=True)
+    def red_lane(red_base, lane):
+        """The lane's offset in ``red``: entry (row, warp) is at row * warps + warp; the lane's
+        columns are rows 8 qb + 2 (lane & 3) + e."""
+        return red_base + uint32(2 * warps) * uint32(lane & 3)
+
+    @cuda.jit(device=True, inline=True)
+    def publish(red, lane_offset, values, warp, lane):
+        """red[(row of column c) * warps + warp] = values[c] for every column (warp-wide
+        values; lanes 0-3 write)."""
+        if lane < 4:
+            own = lane_offset + uint32(warp)
+            for c in range(columns):
+                red[own + uint32((8 * (c >> 1) + (c & 1)) * warps)] = values[c]
+
+    @cuda.jit(device=True, inline=True)
+    def gather_max(red, lane_offset, column):
+        row = lane_offset + uint32((8 * (column >> 1) + (column & 1)) * warps)
+        mx = red[row]
+        for w in range(1, warps):
+            mx = max(mx, red[row + uint32(w)])
+        return mx
+
+    @cuda.jit(device=True, inline=True)
+    def gather_sum(red, lane_offset, column):
+        row = lane_offset + uint32((8 * (column >> 1) + (column & 1)) * warps)
+        total = red[row]
+        for w in range(1, warps):
+            total += red[row + uint32(w)]
+        return total
+
+    @cuda.jit(device=True, inline=True)
+    def publish_p(pbuf, p_lane, pf_warp, warp):
+        """The warp's P^T B fragments into pbuf at their place among the tile's (lane-minor:
+        register i of lane l at i * 32 + l)."""
+        own = p_lane + uint32(warp * p_regs_warp * LANES)
+        for i in range(p_regs_warp):
+            pbuf[own + uint32(i * LANES)] = pf_warp[i]
+
+    @cuda.jit(device=True, inline=True)
+    def gather_p(pf, pbuf, p_lane):
+        for i in range(p_regs):
+            pf[i] = pbuf[p_lane + uint32(i * LANES)]
+
+    @cuda.jit(device=True, inline=True)
+    def publish_q(qbuf, q_lane, qf, warp):
+        """Q's B fragments (every warp computes the same) into qbuf, lane-minor; warp w writes
+        registers w, w + warps, ..."""
+        for i in range(q_regs):
+            if i % warps == warp:
+                qbuf[q_lane + uint32(i * LANES)] = qf[i]
+
+    return types.SimpleNamespace(red_lane=red_lane, publish=publish, gather_max=gather_max,
+                                 gather_sum=gather_sum, publish_p=publish_p, gather_p=gather_p,
+                                 publish_q=publish_q, q_regs=q_regs, p_regs=p_regs,
+                                 p_regs_warp=p_regs_warp)
+
+
+def make_split_consumer(variant):
+    """``.consume(...)``, with the signature of consumer.py's, and its steps."""
+    check_split(variant)
+    warps = variant.consumer_warps
+    head_dim = variant.head_dim
+    block_n = variant.block_n
+    block_m = variant.block_m
+    stages = variant.stages
+    kv_tile_bytes = variant.kv_tile_bytes
+    row_bytes = variant.row_bytes
+    consumer_threads = uint32(variant.consumer_threads)
+    q_blocks = block_m // Q_ROWS_PER_BLOCK
+    columns = 2 * q_blocks
+    warp_token_blocks = block_n // ROW_BLOCK // warps
+    warp_dim_blocks = head_dim // 16 // warps
+    score_regs = warp_token_blocks * q_blocks * 4
+    acc_regs = warp_dim_blocks * q_blocks * 4
+    exchange = make_split_exchange(variant)
+    q_regs, p_regs, p_regs_warp = exchange.q_regs, exchange.p_regs, exchange.p_regs_warp
+    scratch = stages * kv_tile_bytes                    # from v_smem: past the V ring
+    red_words = block_m * warps
+    p_words = p_regs * LANES
+    load_q = make_q_loader(variant)
+    row_limit = make_row_limit(variant.causal)
+    steps = make_kq_tiles(variant, q_blocks, warp_token_blocks, warp_dim_blocks, q_stride=LANES)
+    load_q_fragments, scores_tile, mask_tile = steps.load_q_fragments, steps.scores_tile, steps.mask_tile
+    column_max, softmax_finish, p_fragments = steps.column_max, steps.softmax_finish, steps.p_fragments
+    pv_tile, store_column = steps.pv_tile, steps.store_column
+    red_lane, publish, gather_max, gather_sum = (exchange.red_lane, exchange.publish,
+                                                 exchange.gather_max, exchange.gather_sum)
+    publish_p, gather_p, publish_q = exchange.publish_p, exchange.gather_p, exchange.publish_q
+
+    @cuda.jit(device=True, inline=True)
+    def consume(q_smem, k_smem, v_smem, full_k, full_v, empty, q_address, out, lse, warp, lane,
+                m_start, rows_valid, group, batch, kv_head, seqlen_q, q_heads, kv_len, n_begin,
+                tiles, scale_log2, out_row_base):
+        # red, pbuf, qbuf: uint32 / float32 views of the dynamic shared memory past the V ring
+        red = cuda.shared.array(0, float32)
+        words = cuda.shared.array(0, uint32)
+        red_base = (v_smem + uint32(scratch) - smem_u32(red)) >> uint32(2)
+        lane_red = red_lane(red_base, lane)
+        p_lane = red_base + uint32(red_words) + uint32(lane)
+        q_lane = p_lane + uint32(p_words)
+        load_q(q_smem, q_address, warp, lane, m_start, rows_valid, group, batch, kv_head,
+               seqlen_q, q_heads)
+        named_barrier_sync(CONSUMER_BARRIER, consumer_threads)   # every warp reads every row
+        qf = cuda.local.array(q_regs, uint32)
+        load_q_fragments(qf, q_smem, 0, lane)
+        publish_q(words, q_lane, qf, warp)
+        named_barrier_sync(CONSUMER_BARRIER, consumer_threads)
+        scores = cuda.local.array(score_regs, float32)
+        pf_warp = cuda.local.array(p_regs_warp, uint32)
+        pf = cuda.local.array(p_regs, uint32)
+        acc = cuda.local.array(acc_regs, float32)
+        for i in range(acc_regs):
+            acc[i] = ZERO
+        group_lane = lane >> 2
+        first_row = m_start + 2 * (lane & 3)
+        first_token = warp * warp_token_blocks * ROW_BLOCK
+        first_db = warp * warp_dim_blocks
+        limits = cuda.local.array(columns, int32)
+        m_run = cuda.local.array(columns, float32)
+        l_run = cuda.local.array(columns, float32)
+        corrections = cuda.local.array(columns, float32)
+        maxima = cuda.local.array(columns, float32)
+        smallest_limit = kv_len
+        for c in range(columns):
+            limits[c] = row_limit(first_row + 8 * (c >> 1) + (c & 1), group, kv_len, seqlen_q)
+            smallest_limit = min(smallest_limit, limits[c])
+            m_run[c] = NEG_INF
+            l_run[c] = ZERO
+        for k in range(tiles):
+            stage = k % stages
+            phase = (k // stages) & 1
+            barrier = uint32(stage * 8)
+            k_tile = k_smem + uint32(stage * kv_tile_bytes)
+            v_tile = v_smem + uint32(stage * kv_tile_bytes)
+            mbarrier_wait_parity(full_k + barrier, phase)
+            scores_tile(scores, words, q_lane, k_tile + uint32(first_token * row_bytes), lane)
+            first_key = (n_begin + k) * block_n + first_token
+            if first_key + warp_token_blocks * ROW_BLOCK > smallest_limit:
+                mask_tile(scores, first_key, group_lane, limits)
+            for c in range(columns):
+                maxima[c] = column_max(scores, c)
+            publish(red, lane_red, maxima, warp, lane)
+            named_barrier_sync(CONSUMER_BARRIER, consumer_threads)
+            for c in range(columns):
+                m_run[c], l_run[c], corrections[c] = softmax_finish(
+                    scores, c, gather_max(red, lane_red, c), m_run[c], l_run[c], scale_log2)
+            for i in range(acc_regs):
+                acc[i] *= corrections[2 * ((i >> 2) % q_blocks) + (i & 1)]
+            p_fragments(pf_warp, scores)
+            publish_p(words, p_lane, pf_warp, warp)
+            named_barrier_sync(CONSUMER_BARRIER, consumer_threads)
+            gather_p(pf, words, p_lane)
+            mbarrier_wait_parity(full_v + barrier, phase)
+            pv_tile(acc, pf, v_tile, first_db, lane)
+            mbarrier_arrive(empty + barrier)
+        for c in range(columns):
+            maxima[c] = column_sum(l_run[c])
+        publish(red, lane_red, maxima, warp, lane)
+        named_barrier_sync(CONSUMER_BARRIER, consumer_threads)
+        for c in range(columns):
+            store_column(out, lse, acc, c, m_run[c], gather_sum(red, lane_red, c),
+                         first_row + 8 * (c >> 1) + (c & 1), rows_valid, group, out_row_base,
+                         group_lane, q_heads, kv_head, first_db, warp == 0)
+
+    return types.SimpleNamespace(consume=consume, steps=steps, exchange=exchange, load_q=load_q)

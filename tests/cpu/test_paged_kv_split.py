@@ -1,0 +1,136 @@
+"""The split decode consumer (consumer_split.py), checked on the CPU: its warps are emulated
+one after another between the points where the kernel has a named barrier, so each reads
+only what the others wrote before that barrier. The 8 x warps query rows over two KV tiles
+must equal a float64 softmax(Q K^T) V: a warp reading another's token or dim block, a
+wrong offset in ``red`` / ``pbuf`` / ``qbuf``, or a running max that differs between warps
+gives O(1) errors.
+
+What this cannot see: causal masking, timing, and whether the barriers are where the
+emulation assumes (the GPU tests run the kernel itself: tests/gpu/test_paged_kv_gpu.py).
+"""
+import numpy as np
+import pytest
+from tma_kernels.paged_kv import Variant, VariantError, consumer_kq, consumer_split
+from warp_emulation import (
+    LANES,
+    LOG2_E,
+    TILES,
+    check_warp_attention,
+    patch_consumer,
+    shared_image,
+)
+
+
+@pytest.fixture
+def emulated(monkeypatch):
+    state = patch_consumer(monkeypatch, consumer_kq)
+    monkeypatch.setattr(consumer_split, "uint32", lambda x: np.asarray(x, dtype=np.int64))
+    monkeypatch.setattr(consumer_split, "max", np.maximum, raising=False)
+    return state
+
+
+def run_cta(state, variant, q_bits, k_bits, v_bits, scale):
+    """Emulate the split consumer's warps over TILES K/V tiles; returns (block_m, head_dim)."""
+    parts = consumer_split.make_split_consumer(variant)
+    steps, exchange = parts.steps, parts.exchange
+    warps, block_m, head_dim = variant.consumer_warps, variant.block_m, variant.head_dim
+    columns = 2 * block_m // 8
+    token_rows = variant.block_n // warps
+    dim_blocks = head_dim // 16 // warps
+    k_tiles, v_tiles = shared_image(state, variant, q_bits, k_bits, v_bits)
+    red = np.full(block_m * warps, np.nan, np.float32)
+    p_words = exchange.p_regs * 32
+    words = np.zeros(p_words + exchange.q_regs * 32, np.int64)
+    lane_red = exchange.red_lane.py_func(0, LANES)
+    p_lane, q_lane = LANES, p_words + LANES
+    qf = np.zeros((exchange.q_regs, 32), np.int64)
+    steps.load_q_fragments.py_func(qf, 0, 0, LANES)
+    for w in range(warps):
+        exchange.publish_q.py_func(words, q_lane, qf, w)
+    scores = np.zeros((warps, token_rows // 16 * block_m // 8 * 4, 32), np.float32)
+    acc = np.zeros((warps, dim_blocks * block_m // 8 * 4, 32), np.float32)
+    m = np.full((warps, columns, 32), -np.inf, np.float32)
+    sums = np.zeros((warps, columns, 32), np.float32)
+    scale_log2 = np.float32(scale * LOG2_E)
+
+    def publish(values, w):
+        for lane in range(4):
+            exchange.publish.py_func(red, lane_red[lane], [v[lane] for v in values], w, lane)
+
+    for t in range(TILES):
+        for w in range(warps):                     # S^T of the warp's tokens, its maxima to red
+            steps.scores_tile.py_func(scores[w], words, q_lane, k_tiles[t] + w * token_rows * variant.row_bytes,
+                                      LANES)
+            publish([steps.column_max.py_func(scores[w], c) for c in range(columns)], w)
+        for w in range(warps):                     # barrier; softmax; P^T to pbuf
+            for c in range(columns):
+                m[w, c], sums[w, c], correction = steps.softmax_finish.py_func(
+                    scores[w], c, exchange.gather_max.py_func(red, lane_red, c), m[w, c], sums[w, c],
+                    scale_log2)
+                for i in range(acc.shape[1]):
+                    if 2 * ((i >> 2) % (block_m // 8)) + (i & 1) == c:
+                        acc[w, i] *= correction
+            pf_warp = np.zeros((exchange.p_regs_warp, 32), np.int64)
+            steps.p_fragments.py_func(pf_warp, scores[w])
+            exchange.publish_p.py_func(words, p_lane, pf_warp, w)
+        for w in range(warps):                     # barrier; O^T of the warp's dims
+            pf = np.zeros((exchange.p_regs, 32), np.int64)
+            exchange.gather_p.py_func(pf, words, p_lane)
+            steps.pv_tile.py_func(acc[w], pf, v_tiles[t], w * dim_blocks, LANES)
+    for w in range(warps):
+        publish([consumer_kq.column_sum.py_func(sums[w, c]) for c in range(columns)], w)
+    out = np.full(block_m * head_dim, np.nan, np.float32)
+    for w in range(warps):
+        for c in range(columns):
+            total = exchange.gather_sum.py_func(red, lane_red, c)
+            row = 8 * (c >> 1) + 2 * (LANES & 3) + (c & 1)
+            steps.store_acc_column.py_func(out, row * head_dim, acc[w], c, (1.0 / total).astype(np.float32),
+                                           LANES >> 2, w * dim_blocks)
+    return out.reshape(block_m, head_dim)
+
+
+CASES = [("bf16", 128, 64, 4), ("e4m3", 128, 64, 4), ("bf16", 64, 32, 2), ("e4m3", 256, 64, 4)]
+
+
+@pytest.mark.parametrize("dtype, head_dim, block_n, warps", CASES)
+def test_emulated_split_cta_matches_float64_attention(emulated, dtype, head_dim, block_n, warps):
+    variant = Variant(dtype=dtype, head_dim=head_dim, block_n=block_n, consumer_warps=warps,
+                      load_path="cp_async", producer_warps=4, score_layout="kq_split", rows_per_warp=8)
+    check_warp_attention(run_cta, emulated, variant, variant.block_m, seed=head_dim * block_n + warps)
+
+
+def test_a_misplaced_p_block_is_caught(emulated, monkeypatch):
+    """The check above can fail: warps that publish P^T over each other break it."""
+    make = consumer_split.make_split_exchange
+
+    def misplaced(variant):
+        parts = make(variant)
+        publish_p = parts.publish_p.py_func
+        parts.publish_p = type("F", (), {"py_func": staticmethod(
+            lambda pbuf, p_lane, pf_warp, warp: publish_p(pbuf, p_lane, pf_warp, 0))})
+        return parts
+
+    monkeypatch.setattr(consumer_split, "make_split_exchange", misplaced)
+    with pytest.raises(AssertionError, match="max .error"):
+        test_emulated_split_cta_matches_float64_attention(emulated, "bf16", 128, 64, 4)
+
+
+@pytest.mark.parametrize("fields, message", [
+    ({"consumer_warps": 1}, "consumer_warps=1"),
+    ({"block_n": 32, "consumer_warps": 4}, "block_n=32"),
+    ({"rows_per_warp": 16}, "rows_per_warp=16"),
+])
+def test_split_variants_it_cannot_divide_are_refused(fields, message):
+    kwargs = {"dtype": "bf16", "head_dim": 128, "block_n": 64, "consumer_warps": 4,
+              "score_layout": "kq_split", "rows_per_warp": 8, **fields}
+    with pytest.raises(VariantError, match=message):
+        Variant(**kwargs)
+
+
+def test_split_scratch_is_in_the_shared_memory_budget():
+    split = Variant(dtype="e4m3", head_dim=128, block_n=64, consumer_warps=4, score_layout="kq_split",
+                    rows_per_warp=8)
+    kq = Variant(dtype="e4m3", head_dim=128, block_n=64, consumer_warps=4, score_layout="kq",
+                 rows_per_warp=8)
+    # red: 32 rows x 4 warps floats; pbuf: 64 tokens x 32 rows fp16; qbuf: 32 rows x 128 dims fp16
+    assert split.dynamic_shared_bytes - kq.dynamic_shared_bytes == 4 * 32 * 4 + 2 * 64 * 32 + 2 * 32 * 128
