@@ -88,14 +88,15 @@ def column_sum(l_part):
     return l_sum + cuda.shfl_xor_sync(FULL_MASK, l_sum, 16)
 
 
-def make_kq_tiles(variant, q_blocks, token_blocks, dim_blocks, q_stride=1):
+def make_kq_tiles(variant, q_blocks, token_blocks, dim_blocks, q_stride=1, p_stride=1):
     """The per-tile device functions of an S^T = K Q^T consumer warp that holds ``q_blocks``
     mma N blocks of 8 query columns, computes S^T over ``token_blocks`` blocks of 16 tokens
     of a K tile (the caller points ``k_tile`` at the first) and O^T over ``dim_blocks``
     blocks of 16 head dims from ``first_db`` on, over all ``block_n`` tokens of a V tile.
     make_kq_consumer: one warp does all of a tile; consumer_split.py: the warps share it.
-    scores_tile reads Q's fragment register i as ``qf[q_lane + i * q_stride]``: registers
-    (kq: q_lane 0, q_stride 1) or a lane-minor copy in shared memory (split: q_stride 32)."""
+    scores_tile reads Q's fragment register i as ``qf[q_lane + i * q_stride]`` and pv_tile
+    P^T's as ``pf[p_lane + i * p_stride]``: registers (kq: lane offset 0, stride 1) or a
+    lane-minor copy in shared memory (split: stride 32)."""
     head_dim = variant.head_dim
     head_bytes = variant.head_bytes
     block_n = variant.block_n
@@ -222,21 +223,21 @@ def make_kq_tiles(variant, q_blocks, token_blocks, dim_blocks, q_stride=1):
             pf[i] = movmatrix_trans(packed)
 
     @cuda.jit(device=True, inline=True)
-    def pv_tile_bf16(acc, pf, v_tile, first_db, lane):
+    def pv_tile_bf16(acc, pf, p_lane, v_tile, first_db, lane):
         v_row, v_col = vt_bf16_lane_row_col(lane)
         for db in range(dim_blocks):
             v_dims = v_tile + uint32(tile_offset(v_row, (first_db + db) * 32 + v_col, block_n, row_bytes, mask))
             for tb in range(pv_token_blocks):
                 a = ldmatrix_x4_trans(v_dims + uint32(tb * ROW_BLOCK * row_bytes))
                 for qb in range(q_blocks):
-                    j = 2 * (tb * q_blocks + qb)
+                    j = p_lane + uint32(2 * (tb * q_blocks + qb) * p_stride)
                     i = (db * q_blocks + qb) * 4
-                    d = mma_bf16_m16n8k16(a[0], a[1], a[2], a[3], pf[j], pf[j + 1],
+                    d = mma_bf16_m16n8k16(a[0], a[1], a[2], a[3], pf[j], pf[j + uint32(p_stride)],
                                           acc[i], acc[i + 1], acc[i + 2], acc[i + 3])
                     acc[i], acc[i + 1], acc[i + 2], acc[i + 3] = d[0], d[1], d[2], d[3]
 
     @cuda.jit(device=True, inline=True)
-    def pv_tile_e4m3(acc, pf, v_tile, first_db, lane):
+    def pv_tile_e4m3(acc, pf, p_lane, v_tile, first_db, lane):
         v_row, v_col = v_e4m3_lane_row_col(lane)
         for db in range(dim_blocks):
             v_dims = v_tile + uint32(tile_offset(v_row, (first_db + db) * 16 + v_col, block_n, row_bytes, mask))
@@ -251,9 +252,9 @@ def make_kq_tiles(variant, q_blocks, token_blocks, dim_blocks, q_stride=1):
                     a3 = cvt_f16x2_e4m3x2_high(odd)
                     tb = 2 * t + h
                     for qb in range(q_blocks):
-                        j = 2 * (tb * q_blocks + qb)
+                        j = p_lane + uint32(2 * (tb * q_blocks + qb) * p_stride)
                         i = (db * q_blocks + qb) * 4
-                        d = mma_f16_m16n8k16(a0, a1, a2, a3, pf[j], pf[j + 1],
+                        d = mma_f16_m16n8k16(a0, a1, a2, a3, pf[j], pf[j + uint32(p_stride)],
                                              acc[i], acc[i + 1], acc[i + 2], acc[i + 3])
                         acc[i], acc[i + 1], acc[i + 2], acc[i + 3] = d[0], d[1], d[2], d[3]
 
@@ -369,7 +370,7 @@ def make_kq_consumer(variant):
                 acc[i] *= corrections[2 * ((i >> 2) % q_blocks) + (i & 1)]
             p_fragments(pf, scores)
             mbarrier_wait_parity(full_v + barrier, phase)
-            pv_tile(acc, pf, v_tile, 0, lane)
+            pv_tile(acc, pf, uint32(0), v_tile, 0, lane)
             mbarrier_arrive(empty + barrier)
         for c in range(columns):
             store_column(out, lse, acc, c, m_run[c], column_sum(l_run[c]),

@@ -14,16 +14,23 @@ each element is read and unpacked once per CTA:
   every warp reduces the same ``warps`` values, so all hold the same running max and
   corrections; each warp keeps partial sums over its own tokens;
 - P^T: each warp's B fragments (consumer_kq's ``p_fragments``) go to shared memory
-  (``pbuf``, lane-minor: conflict-free); after a second barrier every warp loads all of
-  the tile's;
+  (``pbuf``, lane-minor: conflict-free); after a second barrier every warp's P V reads all
+  of the tile's from there as it needs them (held in registers all at once, they raise the
+  register count);
 - O^T: warp ``w`` takes head dims ``[w, w + 1) * head_dim / warps`` over all the tile's
   tokens (V^T of its dims: the only V it reads);
 - end: the column sums meet in ``red`` (third barrier); each warp writes its dims of
   every row, warp 0 the log2-sum-exp.
 
-Costs against consumer_kq: two consumer-only named barriers per tile and 4 bytes of P per
-token and query row through shared memory; Q's fragments of every row in each warp's
-registers. ``red`` and ``pbuf`` are the scratch after the V ring (``Variant.scratch_bytes``).
+Costs against consumer_kq: two consumer-only named barriers per tile, 2 bytes of P per
+token and query row through shared memory, and Q's fragments of every row read from shared
+memory (``qbuf``, written once) every tile: held in registers beside the rest they spilled.
+``red``, ``pbuf`` and ``qbuf`` are the scratch after the V ring (``Variant.scratch_bytes``).
+
+Measured on the H200 (narrowed decode runs, outside results/): no faster than consumer_kq at
+the 16- and 32-row points it is for, at 2 CTAs per SM, and slower at 3. The unpacks' load
+moved from the ALU pipe to the shared-memory pipe (the paper's paged_kv section), so the
+sweep keeps consumer_kq (config ``decode_split_tiles`` off).
 
 ``red`` is not reused before it is read: a warp writes tile k + 1's maxima after the
 second barrier of tile k, which every warp reaches after reading tile k's; it writes P of
@@ -125,11 +132,6 @@ def make_split_exchange(variant):
             pbuf[own + uint32(i * LANES)] = pf_warp[i]
 
     @cuda.jit(device=True, inline=True)
-    def gather_p(pf, pbuf, p_lane):
-        for i in range(p_regs):
-            pf[i] = pbuf[p_lane + uint32(i * LANES)]
-
-    @cuda.jit(device=True, inline=True)
     def publish_q(qbuf, q_lane, qf, warp):
         """Q's B fragments (every warp computes the same) into qbuf, lane-minor; warp w writes
         registers w, w + warps, ..."""
@@ -138,7 +140,7 @@ def make_split_exchange(variant):
                 qbuf[q_lane + uint32(i * LANES)] = qf[i]
 
     return types.SimpleNamespace(red_lane=red_lane, publish=publish, gather_max=gather_max,
-                                 gather_sum=gather_sum, publish_p=publish_p, gather_p=gather_p,
+                                 gather_sum=gather_sum, publish_p=publish_p,
                                  publish_q=publish_q, q_regs=q_regs, p_regs=p_regs,
                                  p_regs_warp=p_regs_warp)
 
@@ -167,13 +169,14 @@ def make_split_consumer(variant):
     p_words = p_regs * LANES
     load_q = make_q_loader(variant)
     row_limit = make_row_limit(variant.causal)
-    steps = make_kq_tiles(variant, q_blocks, warp_token_blocks, warp_dim_blocks, q_stride=LANES)
+    steps = make_kq_tiles(variant, q_blocks, warp_token_blocks, warp_dim_blocks, q_stride=LANES,
+                          p_stride=LANES)
     load_q_fragments, scores_tile, mask_tile = steps.load_q_fragments, steps.scores_tile, steps.mask_tile
     column_max, softmax_finish, p_fragments = steps.column_max, steps.softmax_finish, steps.p_fragments
     pv_tile, store_column = steps.pv_tile, steps.store_column
     red_lane, publish, gather_max, gather_sum = (exchange.red_lane, exchange.publish,
                                                  exchange.gather_max, exchange.gather_sum)
-    publish_p, gather_p, publish_q = exchange.publish_p, exchange.gather_p, exchange.publish_q
+    publish_p, publish_q = exchange.publish_p, exchange.publish_q
 
     @cuda.jit(device=True, inline=True)
     def consume(q_smem, k_smem, v_smem, full_k, full_v, empty, q_address, out, lse, warp, lane,
@@ -195,7 +198,6 @@ def make_split_consumer(variant):
         named_barrier_sync(CONSUMER_BARRIER, consumer_threads)
         scores = cuda.local.array(score_regs, float32)
         pf_warp = cuda.local.array(p_regs_warp, uint32)
-        pf = cuda.local.array(p_regs, uint32)
         acc = cuda.local.array(acc_regs, float32)
         for i in range(acc_regs):
             acc[i] = ZERO
@@ -237,9 +239,8 @@ def make_split_consumer(variant):
             p_fragments(pf_warp, scores)
             publish_p(words, p_lane, pf_warp, warp)
             named_barrier_sync(CONSUMER_BARRIER, consumer_threads)
-            gather_p(pf, words, p_lane)
             mbarrier_wait_parity(full_v + barrier, phase)
-            pv_tile(acc, pf, v_tile, first_db, lane)
+            pv_tile(acc, words, p_lane, v_tile, first_db, lane)
             mbarrier_arrive(empty + barrier)
         for c in range(columns):
             maxima[c] = column_sum(l_run[c])

@@ -53,7 +53,7 @@ def run_warp(state, variant, q_bits, k_bits, v_bits, scale):
         for i in range(len(acc)):
             acc[i] *= corrections[2 * ((i >> 2) % q_blocks) + (i & 1)]
         parts.p_fragments.py_func(pf, scores)
-        parts.pv_tile.py_func(acc, pf, v_tiles[t], 0, LANES)
+        parts.pv_tile.py_func(acc, pf, 0, v_tiles[t], 0, LANES)
     out = np.full(rows * variant.head_dim, np.nan, np.float32)
     for c in range(columns):
         total = parts.column_sum.py_func(sums[c])

@@ -74,9 +74,7 @@ def run_cta(state, variant, q_bits, k_bits, v_bits, scale):
             steps.p_fragments.py_func(pf_warp, scores[w])
             exchange.publish_p.py_func(words, p_lane, pf_warp, w)
         for w in range(warps):                     # barrier; O^T of the warp's dims
-            pf = np.zeros((exchange.p_regs, 32), np.int64)
-            exchange.gather_p.py_func(pf, words, p_lane)
-            steps.pv_tile.py_func(acc[w], pf, v_tiles[t], w * dim_blocks, LANES)
+            steps.pv_tile.py_func(acc[w], words, p_lane, v_tiles[t], w * dim_blocks, LANES)
     for w in range(warps):
         publish([consumer_kq.column_sum.py_func(sums[w, c]) for c in range(columns)], w)
     out = np.full(block_m * head_dim, np.nan, np.float32)
