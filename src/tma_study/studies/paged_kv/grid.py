@@ -35,7 +35,6 @@ PREFILL_WARPS = 4
 BLOCK_N = 64                # KV rows per tile (FA3 uses 80-224 with wgmma); decode: SweepConfig.block_n
 DECODE_BLOCK_N_MAX = 128
 DECODE_BLOCK_N_D256 = 32
-SPLIT_TOKENS_PER_WARP = 16  # kq_split: one mma M block of tokens per warp at least
 
 
 class GridError(ValueError):
@@ -90,8 +89,9 @@ class SweepConfig:
             rows = DECODE_BLOCK_N_D256
         else:
             rows = min(DECODE_BLOCK_N_MAX, max(BLOCK_N, self.decode_min_kv_tile_bytes // self.head_bytes))
-        if self.score_layout == "kq_split":      # each warp takes whole 16-token blocks
-            rows = max(rows, SPLIT_TOKENS_PER_WARP * self.consumer_warps)
+        if self.score_layout == "kq_split":      # each warp takes whole mma M blocks of tokens
+            from tma_kernels.paged_kv.consumer_kq import ROW_BLOCK
+            rows = max(rows, ROW_BLOCK * self.consumer_warps)
         return rows
 
     @property
