@@ -27,10 +27,14 @@ token and query row through shared memory, and Q's fragments of every row read f
 memory (``qbuf``, written once) every tile: held in registers beside the rest they spilled.
 ``red``, ``pbuf`` and ``qbuf`` are the scratch after the V ring (``Variant.scratch_bytes``).
 
-Measured on the H200 (narrowed decode runs, outside results/): no faster than consumer_kq at
-the 16- and 32-row points it is for, at 2 CTAs per SM, and slower at 3. The unpacks' load
+With 2 or 4 rows a warp (8 or 16 a CTA) it also spreads a CTA of few query rows, which
+consumer_kq runs in one warp, over 4 warps.
+
+Measured on the H200 (narrowed decode runs at 16 and 32 rows a CTA, 8 a warp, outside
+results/): no faster than consumer_kq, at 2 CTAs per SM, and slower at 3. The unpacks' load
 moved from the ALU pipe to the shared-memory pipe (the paper's paged_kv section), so the
-sweep keeps consumer_kq (config ``decode_split_tiles`` off).
+sweep keeps consumer_kq (config ``decode_split_tiles`` off). 2 and 4 rows a warp are checked
+on the CPU, not yet on the GPU or in time.
 
 ``red`` is not reused before it is read: a warp writes tile k + 1's maxima after the
 second barrier of tile k, which every warp reaches after reading tile k's; it writes P of
@@ -71,6 +75,10 @@ def check_split(variant) -> None:
     if warps < 2:
         raise VariantError(f"consumer_warps={warps}: score_layout 'kq_split' shares a tile among "
                            "2 or more consumer warps")
+    if variant.block_m % Q_ROWS_PER_BLOCK:
+        raise VariantError(f"rows_per_warp={variant.rows_per_warp}: score_layout 'kq_split' needs "
+                           f"rows_per_warp x consumer_warps ({variant.block_m}) to be whole mma N "
+                           f"blocks of {Q_ROWS_PER_BLOCK} rows")
     if variant.block_n % (ROW_BLOCK * warps):
         raise VariantError(f"block_n={variant.block_n}: score_layout 'kq_split' gives each of "
                            f"{warps} warps whole {ROW_BLOCK}-token blocks")

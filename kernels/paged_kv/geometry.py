@@ -35,7 +35,7 @@ PRODUCER_WARP_COUNTS = (1, 2, 4)
 SCORE_LAYOUTS = ("qk", "kq", "kq_split")   # consumer.py (S = Q K^T), consumer_kq.py (S^T = K Q^T),
                                            # consumer_split.py (S^T = K Q^T, warps share each tile)
 KQ_ROWS_PER_WARP = (8, 16)         # kq: query rows per warp, one or two mma N blocks of 8
-KQ_SPLIT_ROWS_PER_WARP = (8,)      # kq_split: query rows each warp loads; all warps use all rows
+KQ_SPLIT_ROWS_PER_WARP = (2, 4, 8)  # kq_split: query rows each warp loads; all warps use all rows
 
 ROWS_PER_WARP = 16                 # qk: one mma.sync M extent, a consumer warp owns 16 query rows
 MAX_ROW_BYTES = 128                # chunk width: the SWIZZLE_128B span
@@ -78,8 +78,9 @@ class Variant:
         (consumer_split.py: kq's mmas for all block_m rows in every warp, the warps splitting
         each K tile by tokens and each V tile by head dims, so each element is read and
         unpacked once per CTA, not once per warp).
-    rows_per_warp: query rows per consumer warp: 16 for qk; 8 or 16 for kq; 8 for kq_split
-        (block_m = 8 x consumer_warps rows, each warp loading 8 of them).
+    rows_per_warp: query rows per consumer warp: 16 for qk; 8 or 16 for kq; 2, 4 or 8 for
+        kq_split (each warp loads that many of the block_m = rows_per_warp x consumer_warps
+        rows, a multiple of 8, and every warp computes with all of them).
     min_ctas_per_sm: CTAs that must fit on one SM at once; above 1 the kernel is compiled
         with launch bounds ``(threads, min_ctas_per_sm)`` (CUDA's ``__launch_bounds__``, as
         FA3 does), so ptxas caps registers to fit. Without it, a 5-warp cp.async decode CTA

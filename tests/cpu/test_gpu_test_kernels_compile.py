@@ -58,9 +58,10 @@ PAGED_ATTENTION_NAMES = [
     for dtype, d, w, n in (("bf16", 128, 1, 64), ("bf16", 128, 4, 64), ("bf16", 256, 4, 32), ("bf16", 64, 1, 64),
                            ("e4m3", 128, 1, 64), ("e4m3", 128, 4, 64), ("e4m3", 256, 4, 32), ("e4m3", 64, 1, 128))
 ] + [f"paged_attention_cp_async_{dtype}_d128_n64_w1_s2_p4_causal_kq16" for dtype in ("bf16", "e4m3")] + [
-    f"paged_attention_{path}_{dtype}_d{d}_n64_w{w}_s2_p{1 if path == 'tma' else 4}_causal_kqs8"
+    f"paged_attention_{path}_{dtype}_d{d}_n64_w{w}_s2_p{1 if path == 'tma' else 4}_causal_kqs{r}"
     for path in ("tma", "cp_async")    # decode, the warps sharing each tile (consumer_split.py)
-    for dtype in ("bf16", "e4m3") for d, w in ((128, 4), (128, 2), (256, 4))
+    for dtype in ("bf16", "e4m3")
+    for d, w, r in ((128, 4, 8), (128, 2, 8), (256, 4, 8), (128, 4, 4), (128, 4, 2), (256, 4, 2))
 ]
 PAGED_ATTENTION_COMMON = ["ldmatrix.sync.aligned.m8n8.x4.shared.b16",
                           "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16", "ex2.approx.ftz.f32",
@@ -83,7 +84,7 @@ def paged_attention_ptx(name):
     path = "tma" if name.startswith("paged_attention_tma_") else "cp"
     dtype = "e4m3" if "_e4m3_" in name else "bf16"
     kq = ["movmatrix.sync.aligned.m8n8.trans.b16"] if "_kq" in name else []
-    split = ["bar.sync"] if name.endswith("_kqs8") else []    # the consumer warps' named barriers
+    split = ["bar.sync"] if "_kqs" in name else []    # the consumer warps' named barriers
     return PAGED_ATTENTION_COMMON + PAGED_ATTENTION_PTX[path] + PAGED_ATTENTION_MMA[dtype] + kq + split
 
 

@@ -47,7 +47,8 @@ VARIANTS = [
     Variant(dtype=dtype, head_dim=128, load_path=path, consumer_warps=4, block_n=64,
             producer_warps=1 if path == "tma" else 4, score_layout="kq_split", rows_per_warp=8)
     for dtype in ("bf16", "e4m3") for path in ("tma", "cp_async")
-]
+] + [Variant(dtype="e4m3", head_dim=256, load_path="tma", consumer_warps=4, block_n=64,
+             score_layout="kq_split", rows_per_warp=2)]     # 8 rows a CTA (mqa_8x256, 1 token)
 KQ_SASS = ("MOVM.16.MT88",)
 #: __syncthreads, plus the split consumer's named barriers: after Q, after Q's fragments, two
 #: per tile (maxima, P^T), one before the output

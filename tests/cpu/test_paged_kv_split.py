@@ -87,14 +87,17 @@ def run_cta(state, variant, q_bits, k_bits, v_bits, scale):
     return out.reshape(block_m, head_dim)
 
 
-CASES = [("bf16", 128, 64, 4), ("e4m3", 128, 64, 4), ("bf16", 64, 32, 2), ("e4m3", 256, 64, 4)]
+# (dtype, head dim, block_n, warps, rows per warp): 32, 16 and 8 query rows a CTA
+CASES = [("bf16", 128, 64, 4, 8), ("e4m3", 128, 64, 4, 8), ("bf16", 64, 32, 2, 8), ("e4m3", 256, 64, 4, 8),
+         ("e4m3", 128, 64, 4, 4), ("bf16", 256, 64, 4, 2), ("e4m3", 64, 128, 4, 2)]
 
 
-@pytest.mark.parametrize("dtype, head_dim, block_n, warps", CASES)
-def test_emulated_split_cta_matches_float64_attention(emulated, dtype, head_dim, block_n, warps):
+@pytest.mark.parametrize("dtype, head_dim, block_n, warps, rows", CASES)
+def test_emulated_split_cta_matches_float64_attention(emulated, dtype, head_dim, block_n, warps, rows):
     variant = Variant(dtype=dtype, head_dim=head_dim, block_n=block_n, consumer_warps=warps,
-                      load_path="cp_async", producer_warps=4, score_layout="kq_split", rows_per_warp=8)
-    check_warp_attention(run_cta, emulated, variant, variant.block_m, seed=head_dim * block_n + warps)
+                      load_path="cp_async", producer_warps=4, score_layout="kq_split", rows_per_warp=rows)
+    check_warp_attention(run_cta, emulated, variant, variant.block_m,
+                         seed=head_dim * block_n + warps + rows)
 
 
 def test_a_misplaced_p_block_is_caught(emulated, monkeypatch):
@@ -110,13 +113,14 @@ def test_a_misplaced_p_block_is_caught(emulated, monkeypatch):
 
     monkeypatch.setattr(consumer_split, "make_split_exchange", misplaced)
     with pytest.raises(AssertionError, match="max .error"):
-        test_emulated_split_cta_matches_float64_attention(emulated, "bf16", 128, 64, 4)
+        test_emulated_split_cta_matches_float64_attention(emulated, "bf16", 128, 64, 4, 8)
 
 
 @pytest.mark.parametrize("fields, message", [
     ({"consumer_warps": 1}, "consumer_warps=1"),
     ({"block_n": 32, "consumer_warps": 4}, "block_n=32"),
     ({"rows_per_warp": 16}, "rows_per_warp=16"),
+    ({"rows_per_warp": 2, "consumer_warps": 2}, "whole mma N blocks of 8 rows"),
 ])
 def test_split_variants_it_cannot_divide_are_refused(fields, message):
     kwargs = {"dtype": "bf16", "head_dim": 128, "block_n": 64, "consumer_warps": 4,

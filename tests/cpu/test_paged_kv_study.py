@@ -99,17 +99,23 @@ def test_grid_size_and_kernel_choices(study_config):
 
 
 
-def test_split_tiles_choose_the_split_consumer_where_warps_share_a_tile(study_config):
+def test_split_tiles_choose_the_split_consumer_for_the_dtype(study_config):
     study_config["decode_split_tiles"] = {"bf16": False, "e4m3": True}
     configs = sweep_configs(study_config)
     decode = [c for c in configs if c.phase.name == "decode"]
-    split = {(c.shape.name, c.phase.seqlen_q, c.block_n) for c in decode if c.score_layout == "kq_split"}
-    # e4m3 decodes of 2 or more consumer warps (16 or 32 query rows a KV head); head dim 256
-    # takes 64-token tiles there, so each of 4 warps has a 16-token block
-    assert split == {("llama3_8b", 4, 64), ("llama3_70b", 4, 64), ("mqa_8x256", 4, 64)}
-    assert all(c.dtype == "e4m3" and c.consumer_warps > 1 for c in decode if c.score_layout == "kq_split")
-    assert all(c.score_layout == "kq" for c in decode if c.dtype == "bf16" or c.consumer_warps == 1)
+    split = [c for c in decode if c.score_layout == "kq_split"]
+    assert {c.dtype for c in split} == {"e4m3"} and len(split) == len(decode) // 2
+    assert all(c.score_layout == "kq" for c in decode if c.dtype == "bf16")
+    # 4 warps share each tile; the CTA's rows are the KV head's packed query rows as a power
+    # of two from 8 to 32, each warp loading a quarter; tiles hold a 16-token block per warp
+    rows = {(c.shape.name, c.phase.seqlen_q, c.rows_per_warp, c.block_n) for c in split}
+    assert {(name, q, r) for name, q, r, _ in rows} == {
+        ("llama3_8b", 1, 2), ("llama3_8b", 4, 4), ("llama3_70b", 1, 2), ("llama3_70b", 4, 8),
+        ("mha_32x128", 1, 2), ("mha_32x128", 4, 2), ("mha_16x64", 1, 2), ("mha_16x64", 4, 2),
+        ("mqa_8x256", 1, 2), ("mqa_8x256", 4, 8)}
+    assert all(c.consumer_warps == 4 and c.block_n >= 64 for c in split)
     assert all(c.variant().score_layout == c.score_layout for c in decode)
+    assert len(configs) == 1028
 
 
 def test_split_tiles_must_name_both_dtypes(study_config):

@@ -103,13 +103,14 @@ for _dtype in ("bf16", "e4m3"):
         dtype=_dtype, head_dim=128, load_path="cp_async", block_n=64, consumer_warps=1, stages=2,
         producer_warps=4, score_layout="kq", rows_per_warp=16)
 
-# Decode's split consumer (consumer_split.py): 2 or 4 warps share each tile, block_n 64.
+# Decode's split consumer (consumer_split.py): 2 or 4 warps share each tile, block_n 64; 8
+# query rows a warp loads (32 or 16 a CTA), or 2 and 4 (8 and 16 a CTA, as grid.py builds it).
 for _dtype in ("bf16", "e4m3"):
     for _path in ("tma", "cp_async"):
-        for _d, _w in ((128, 4), (128, 2), (256, 4)):
-            VARIANTS[f"{_dtype}_d{_d}_{_path}_kqs_w{_w}"] = Variant(
+        for _d, _w, _r in ((128, 4, 8), (128, 2, 8), (256, 4, 8), (128, 4, 4), (128, 4, 2), (256, 4, 2)):
+            VARIANTS[f"{_dtype}_d{_d}_{_path}_kqs{_r}_w{_w}"] = Variant(
                 dtype=_dtype, head_dim=_d, load_path=_path, block_n=64, consumer_warps=_w, stages=2,
-                producer_warps=1 if _path == "tma" else 4, score_layout="kq_split", rows_per_warp=8)
+                producer_warps=1 if _path == "tma" else 4, score_layout="kq_split", rows_per_warp=_r)
 
 KERNELS = {v.name: (make_attention_kernel(v), SIGNATURE) for v in VARIANTS.values()}
 KERNELS["combine_splits"] = (combine_splits, COMBINE_SIGNATURE)
@@ -169,8 +170,16 @@ def _cases():
         cases.append((f"{dtype}_d128_cp_async_kq16_w1", _problem(dtype, 128, (32, 8), 4, (700, 129), 64), 1))
     for dtype in ("bf16", "e4m3"):
         for path in ("tma", "cp_async"):
-            w4, w2, d256 = (f"{dtype}_d128_{path}_kqs_w4", f"{dtype}_d128_{path}_kqs_w2",
-                            f"{dtype}_d256_{path}_kqs_w4")
+            w4, w2, d256 = (f"{dtype}_d128_{path}_kqs8_w4", f"{dtype}_d128_{path}_kqs8_w2",
+                            f"{dtype}_d256_{path}_kqs8_w4")
+            rows16, rows8, d256_rows8 = (f"{dtype}_d128_{path}_kqs4_w4", f"{dtype}_d128_{path}_kqs2_w4",
+                                         f"{dtype}_d256_{path}_kqs2_w4")
+            cases.append((rows16, _problem(dtype, 128, (32, 8), 4, (700, 129), 64), 1))
+            cases.append((rows16, _problem(dtype, 128, (16, 8), 1, (1000, 37, 515), 16), 3))
+            cases.append((rows8, _problem(dtype, 128, (32, 8), 1, (1000, 37, 515), 64), 2))
+            cases.append((rows8, _problem(dtype, 128, (32, 32), 4, (257, 64, 1100), 32), 1))
+            cases.append((d256_rows8, _problem(dtype, 256, (8, 1), 1, (77, 300, 1000), 16), 3))
+            cases.append((d256_rows8, _problem(dtype, 256, (8, 1), 1, (600, 1025), 128), 1))
             cases.append((w4, _problem(dtype, 128, (64, 8), 4, (700, 129), 128), 1))
             cases.append((w4, _problem(dtype, 128, (64, 8), 4, (1000, 37, 515), 64), 3))
             cases.append((w4, _problem(dtype, 128, (32, 8), 4, (96, 4000), 16), 2))

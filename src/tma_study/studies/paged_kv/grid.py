@@ -35,6 +35,9 @@ PREFILL_WARPS = 4
 BLOCK_N = 64                # KV rows per tile (FA3 uses 80-224 with wgmma); decode: SweepConfig.block_n
 DECODE_BLOCK_N_MAX = 128
 DECODE_BLOCK_N_D256 = 32
+DECODE_SPLIT_WARPS = 4      # kq_split: warps sharing each tile
+DECODE_SPLIT_MAX_ROWS = 32  # kq_split: query rows of a CTA at most (4 warps x 8)
+Q_ROWS_PER_BLOCK = 8        # kq, kq_split: one mma N block of query rows
 
 
 class GridError(ValueError):
@@ -71,7 +74,7 @@ class SweepConfig:
     stages: int
     producer_warps: int
     decode_min_kv_tile_bytes: int     # config studies.paged_kv.decode_min_kv_tile_bytes
-    decode_split_tiles: bool = False  # config studies.paged_kv.decode_split_tiles[dtype]
+    decode_split_tiles: bool = False  # config studies.paged_kv.decode_split_tiles[dtype]: kq_split
 
     @property
     def block_n(self) -> int:
@@ -104,22 +107,32 @@ class SweepConfig:
         """The consumer (tma_kernels.paged_kv.Variant.score_layout): prefill "qk" (S = Q K^T,
         query rows as the mma's M, as FA3); decode "kq" (S^T = K Q^T, KV tokens as M): at 1
         to 8 query rows per KV head, rows as M left most of every mma padding and the
-        consumer, not the loads, limited decode on the H200 (paged_kv/profile.py). Decode CTAs
-        of 2 or more consumer warps take "kq_split" where config ``decode_split_tiles`` says
-        so for the dtype: the warps share each K/V tile, so each element is read (e4m3:
+        consumer, not the loads, limited decode on the H200 (paged_kv/profile.py). Decode
+        takes "kq_split" where config ``decode_split_tiles`` says so for the dtype: the CTA's
+        DECODE_SPLIT_WARPS warps share each K/V tile, so each element is read (e4m3:
         unpacked to fp16) once per CTA instead of once per warp."""
         if self.phase.name == "prefill":
             return "qk"
-        return "kq_split" if self.decode_split_tiles and self.consumer_warps > 1 else "kq"
+        return "kq_split" if self.decode_split_tiles else "kq"
 
     @property
     def rows_per_warp(self) -> int:
-        return PREFILL_ROWS_PER_WARP if self.phase.name == "prefill" else DECODE_ROWS_PER_WARP
+        """Query rows a consumer warp loads: prefill 16, decode 8; kq_split: the CTA's rows
+        (the packed rows of a KV head, as a power of two from 8 to 32) over its warps."""
+        if self.phase.name == "prefill":
+            return PREFILL_ROWS_PER_WARP
+        if self.score_layout == "kq_split":
+            rows = self.phase.seqlen_q * self.shape.group
+            block_m = min(DECODE_SPLIT_MAX_ROWS, max(Q_ROWS_PER_BLOCK, 1 << math.ceil(math.log2(rows))))
+            return block_m // DECODE_SPLIT_WARPS
+        return DECODE_ROWS_PER_WARP
 
     @property
     def consumer_warps(self) -> int:
         if self.phase.name == "prefill":
             return PREFILL_WARPS
+        if self.score_layout == "kq_split":
+            return DECODE_SPLIT_WARPS
         rows = self.phase.seqlen_q * self.shape.group
         return min(PREFILL_WARPS, 1 << max(0, math.ceil(math.log2(math.ceil(rows / self.rows_per_warp)))))
 
