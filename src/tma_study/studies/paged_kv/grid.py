@@ -37,7 +37,6 @@ DECODE_BLOCK_N_MAX = 128
 DECODE_BLOCK_N_D256 = 32
 DECODE_SPLIT_WARPS = 4      # kq_split: warps sharing each tile
 DECODE_SPLIT_MAX_ROWS = 32  # kq_split: query rows of a CTA at most (4 warps x 8)
-Q_ROWS_PER_BLOCK = 8        # kq, kq_split: one mma N block of query rows
 
 
 class GridError(ValueError):
@@ -121,7 +120,8 @@ class SweepConfig:
         (the packed rows of a KV head, as a power of two from 8 to 32) over its warps."""
         if self.phase.name == "prefill":
             return PREFILL_ROWS_PER_WARP
-        if self.score_layout == "kq_split":
+        if self.score_layout == "kq_split":       # whole mma N blocks of query rows
+            from tma_kernels.paged_kv.consumer_kq import Q_ROWS_PER_BLOCK
             rows = self.phase.seqlen_q * self.shape.group
             block_m = min(DECODE_SPLIT_MAX_ROWS, max(Q_ROWS_PER_BLOCK, 1 << math.ceil(math.log2(rows))))
             return block_m // DECODE_SPLIT_WARPS
