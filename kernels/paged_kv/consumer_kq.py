@@ -107,6 +107,7 @@ def make_kq_tiles(variant, q_blocks, token_blocks, dim_blocks, q_stride=1, p_str
     k_steps = head_bytes // MMA_K_BYTES
     pv_token_blocks = block_n // ROW_BLOCK
     q_regs_per_step = 4 if fp8 else 2         # e4m3: four fp16 pairs, bf16: b0, b1
+    q_regs = q_blocks * k_steps * q_regs_per_step
     score_regs = token_blocks * q_blocks * 4
     p_regs = score_regs // 2                  # P^T's B fragments, packed to 16 bits
     # A token block's ldmatrix address is block 0's plus a constant (ptxas folds it into the
@@ -290,7 +291,9 @@ def make_kq_tiles(variant, q_blocks, token_blocks, dim_blocks, q_stride=1, p_str
         if write_lse and group_lane == 0:
             lse[out_row] = m_run + float32(math.log2(l_sum)) if l_sum > ZERO else NEG_INF
 
-    return types.SimpleNamespace(load_q_fragments=load_q_fragments, scores_tile=scores_tile,
+    # register-array lengths: Q's fragments, the warp's S^T (then P), its P^T fragments
+    return types.SimpleNamespace(q_regs=q_regs, score_regs=score_regs, p_regs=p_regs,
+                                 load_q_fragments=load_q_fragments, scores_tile=scores_tile,
                                  mask_tile=mask_tile, column_max=column_max,
                                  softmax_finish=softmax_finish, p_fragments=p_fragments,
                                  pv_tile=pv_tile_e4m3 if fp8 else pv_tile_bf16,
@@ -304,20 +307,16 @@ def make_kq_consumer(variant):
     block_n = variant.block_n
     stages = variant.stages
     kv_tile_bytes = variant.kv_tile_bytes
-    fp8 = variant.dtype == E4M3
     rows = variant.rows_per_warp
     q_blocks = rows // Q_ROWS_PER_BLOCK
     columns = 2 * q_blocks                    # query columns a lane holds
-    k_steps = variant.head_bytes // MMA_K_BYTES
     token_blocks = block_n // ROW_BLOCK
     dim_blocks = head_dim // 16
-    q_regs = q_blocks * k_steps * (4 if fp8 else 2)
-    score_regs = token_blocks * q_blocks * 4
     acc_regs = dim_blocks * q_blocks * 4
-    p_regs = score_regs // 2
     load_q = make_q_loader(variant)
     row_limit = make_row_limit(variant.causal)
     steps = make_kq_tiles(variant, q_blocks, token_blocks, dim_blocks)
+    q_regs, score_regs, p_regs = steps.q_regs, steps.score_regs, steps.p_regs
     load_q_fragments, scores_tile, mask_tile = steps.load_q_fragments, steps.scores_tile, steps.mask_tile
     column_max, softmax_finish, p_fragments = steps.column_max, steps.softmax_finish, steps.p_fragments
     pv_tile, store_acc_column, store_column = steps.pv_tile, steps.store_acc_column, steps.store_column

@@ -56,7 +56,7 @@ from tma_kernels.ptx import (
 
 from .consumer import NEG_INF, ZERO, make_q_loader, make_row_limit
 from .consumer_kq import Q_ROWS_PER_BLOCK, ROW_BLOCK, column_sum, make_kq_tiles
-from .geometry import E4M3, MMA_K_BYTES, VariantError
+from .geometry import VariantError
 
 CONSUMER_BARRIER = 1               # bar.sync id of the consumer warps (0 is __syncthreads)
 LANES = 32
@@ -87,18 +87,17 @@ def check_split(variant) -> None:
                            f"{warps} warps whole 16-dim blocks")
 
 
-def make_split_exchange(variant):
+def make_split_exchange(variant, q_regs, p_regs_warp):
     """The cross-warp steps over the shared arrays ``red`` (float32) and ``pbuf`` / ``qbuf``
     (uint32), each lane addressing them from its own element offset (``*_lane``; unsigned,
     so indexing has no negative-index wraparound, and the per-register steps are
-    compile-time constants ptxas folds into the instruction). The CPU test passes numpy
-    arrays."""
+    compile-time constants ptxas folds into the instruction). ``q_regs`` and ``p_regs_warp``
+    are make_kq_tiles' register counts (Q's fragments; a warp's P^T fragments). The CPU
+    test passes numpy arrays."""
     warps = variant.consumer_warps
     q_blocks = variant.block_m // Q_ROWS_PER_BLOCK
     columns = 2 * q_blocks
-    p_regs_warp = variant.block_n // ROW_BLOCK // warps * q_blocks * 2
     p_regs = p_regs_warp * warps
-    q_regs = q_blocks * (variant.head_bytes // MMA_K_BYTES) * (4 if variant.dtype == E4M3 else 2)
 
     @cuda.jit(device=True, inline=True)
     def red_lane(red_base, lane):
@@ -168,17 +167,16 @@ def make_split_consumer(variant):
     columns = 2 * q_blocks
     warp_token_blocks = block_n // ROW_BLOCK // warps
     warp_dim_blocks = head_dim // 16 // warps
-    score_regs = warp_token_blocks * q_blocks * 4
     acc_regs = warp_dim_blocks * q_blocks * 4
-    exchange = make_split_exchange(variant)
-    q_regs, p_regs, p_regs_warp = exchange.q_regs, exchange.p_regs, exchange.p_regs_warp
-    scratch = stages * kv_tile_bytes                    # from v_smem: past the V ring
-    red_words = block_m * warps
-    p_words = p_regs * LANES
     load_q = make_q_loader(variant)
     row_limit = make_row_limit(variant.causal)
     steps = make_kq_tiles(variant, q_blocks, warp_token_blocks, warp_dim_blocks, q_stride=LANES,
                           p_stride=LANES)
+    q_regs, score_regs, p_regs_warp = steps.q_regs, steps.score_regs, steps.p_regs
+    exchange = make_split_exchange(variant, q_regs, p_regs_warp)
+    scratch = stages * kv_tile_bytes                    # from v_smem: past the V ring
+    red_words = block_m * warps
+    p_words = exchange.p_regs * LANES
     load_q_fragments, scores_tile, mask_tile = steps.load_q_fragments, steps.scores_tile, steps.mask_tile
     column_max, softmax_finish, p_fragments = steps.column_max, steps.softmax_finish, steps.p_fragments
     pv_tile, store_column = steps.pv_tile, steps.store_column

@@ -104,8 +104,8 @@ def test_a_misplaced_p_block_is_caught(emulated, monkeypatch):
     """The check above can fail: warps that publish P^T over each other break it."""
     make = consumer_split.make_split_exchange
 
-    def misplaced(variant):
-        parts = make(variant)
+    def misplaced(*args):
+        parts = make(*args)
         publish_p = parts.publish_p.py_func
         parts.publish_p = type("F", (), {"py_func": staticmethod(
             lambda pbuf, p_lane, pf_warp, warp: publish_p(pbuf, p_lane, pf_warp, 0))})
