@@ -3,6 +3,6 @@
 One kernel per :class:`~.geometry.Variant`; the load path (``tma`` or ``cp_async``) is
 the only difference a ``diff producers.py`` shows between two otherwise equal variants.
 """
-from .combine import COMBINE_SIGNATURE, combine_splits  # noqa: F401
+from .combine import COMBINE_SIGNATURE, combine_kernel, launch_combine, make_combine  # noqa: F401
 from .geometry import Variant, VariantError  # noqa: F401
 from .kernel import SIGNATURE, make_attention_kernel  # noqa: F401

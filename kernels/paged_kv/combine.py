@@ -1,9 +1,20 @@
 """Merge split-KV partial outputs: out = sum_s 2**lse_s O_s / sum_s 2**lse_s.
 
 Each split of :mod:`.kernel` wrote its normalised partial output ``O_s`` and ``lse_s``
-(log2 of its row sum, scaled-max included). One thread per output element; a row no
-split saw (all ``lse_s = -inf``) gets zeros.
+(log2 of its row sum, scaled-max included). One CTA per output row, one thread per head
+dimension; a row no split saw (all ``lse_s = -inf``) gets zeros.
+
+The split count is a compile-time constant (:func:`combine_kernel` builds one kernel per
+count): both loops over the splits unroll, so a thread issues every split's ``lse`` load at
+once and then every split's partial load at once, two memory round trips in all. The first
+version looped over a run-time count, with 64-bit index division and ``2.0 ** x`` through
+``powf``: on the H200 (ncu, 8 splits, 256 rows of head dim 256) it took 7.7 us against its
+attention kernel's 52 us, and 14.7 us at 1024 rows. Counts the unroll cannot hold in
+registers (128: a local-memory array) stay correct, only slower.
 """
+import functools
+import math
+
 import numpy as np
 from numba import cuda
 
@@ -11,31 +22,51 @@ NEG_INF = np.float32(-np.inf)
 ZERO = np.float32(0.0)
 
 #: (partial[num_splits * rows * head_dim], lse[num_splits * rows], final[rows * head_dim],
-#:  num_splits, rows, head_dim)
-COMBINE_SIGNATURE = "void(float32[::1], float32[::1], float32[::1], int32, int32, int32)"
-COMBINE_THREADS = 256
+#:  rows, head_dim); launch ``[rows, head_dim]``
+COMBINE_SIGNATURE = "void(float32[::1], float32[::1], float32[::1], int32, int32)"
+MAX_HEAD_DIM = 1024             # one thread per head dimension: a CTA's thread limit
 
 
-def combine_splits(partial,  # float32: (num_splits, rows, head_dim) partial outputs
-                   lse,  # float32: (num_splits, rows) log2-sum-exp of each split's row
-                   final,  # float32: (rows, head_dim) output
-                   num_splits,  # int32
-                   rows,  # int32: batch * seqlen_q * q_heads
-                   head_dim):  # int32
-    element = cuda.grid(1)
-    if element >= rows * head_dim:
-        return
-    row = element // head_dim
-    top = NEG_INF
-    for s in range(num_splits):
-        top = max(top, lse[s * rows + row])
-    if top == NEG_INF:
-        final[element] = ZERO
-        return
-    weighted = ZERO
-    weights = ZERO
-    for s in range(num_splits):
-        weight = np.float32(2.0) ** (lse[s * rows + row] - top)
-        weighted += weight * partial[s * rows * head_dim + element]
-        weights += weight
-    final[element] = weighted / weights
+def make_combine(num_splits: int):
+    """The combine kernel's Python function for ``num_splits`` (>= 2) splits."""
+    if num_splits < 2:
+        raise ValueError(f"num_splits={num_splits}: a combine merges at least 2 splits")
+
+    def combine_splits(partial,  # float32: (num_splits, rows, head_dim) partial outputs
+                       lse,  # float32: (num_splits, rows) log2-sum-exp of each split's row
+                       final,  # float32: (rows, head_dim) output
+                       rows,  # int32: batch * seqlen_q * q_heads
+                       head_dim):  # int32
+        row = cuda.blockIdx.x
+        element = row * head_dim + cuda.threadIdx.x
+        split_lse = cuda.local.array(num_splits, np.float32)
+        top = NEG_INF
+        for s in range(num_splits):
+            split_lse[s] = lse[s * rows + row]
+            top = max(top, split_lse[s])
+        if top == NEG_INF:
+            final[element] = ZERO
+            return
+        weighted = ZERO
+        weights = ZERO
+        for s in range(num_splits):
+            weight = math.exp2(split_lse[s] - top)
+            weighted += weight * partial[s * rows * head_dim + element]
+            weights += weight
+        final[element] = weighted / weights
+
+    return combine_splits
+
+
+@functools.cache
+def combine_kernel(num_splits: int):
+    """The compiled combine for ``num_splits`` splits (compiled once per count per process)."""
+    return cuda.jit(COMBINE_SIGNATURE)(make_combine(num_splits))
+
+
+def launch_combine(partial, lse, final, num_splits: int, rows: int, head_dim: int, stream=0) -> None:
+    """Enqueue the combine of ``num_splits`` splits of ``rows`` rows on ``stream``."""
+    if not 1 <= head_dim <= MAX_HEAD_DIM:
+        raise ValueError(f"head_dim={head_dim}: the combine runs one thread per head dimension, "
+                         f"at most {MAX_HEAD_DIM}")
+    combine_kernel(num_splits)[rows, head_dim, stream](partial, lse, final, rows, head_dim)

@@ -108,17 +108,15 @@ def compile_attention(variant: Variant, cache: bool = True):
 
 
 class AttentionRunner:
-    """One compiled variant (and the combine kernel), launched on DeviceProblems."""
+    """One compiled variant, launched on DeviceProblems (with splits, followed by the combine
+    for that split count: combine.combine_kernel, compiled on first use)."""
 
     def __init__(self, variant: Variant, cache: bool = False):
-        from numba import cuda
         from tma_kernels import launch
 
-        from .combine import COMBINE_SIGNATURE, combine_splits
         self.variant = variant
         self.kernel = compile_attention(variant, cache)
         launch.set_max_dynamic_shared_bytes(self.kernel, variant.dynamic_shared_bytes)
-        self.combine = cuda.jit(COMBINE_SIGNATURE)(combine_splits)
 
     def grid(self, problem, num_splits: int) -> tuple[int, int]:
         """(CTAs, m_blocks) of a launch."""
@@ -138,7 +136,7 @@ class AttentionRunner:
 
     def launch(self, device: DeviceProblem, num_splits: int = 1, stream=0) -> None:
         """Enqueue the attention (and, with splits, the combine) on ``stream``."""
-        from .combine import COMBINE_THREADS
+        from .combine import launch_combine
         self.check(device, num_splits)
         p = device.problem
         ctas, m_blocks = self.grid(p, num_splits)
@@ -152,6 +150,5 @@ class AttentionRunner:
             p.seqlen_q, p.q_heads, p.kv_heads, p.page_size.bit_length() - 1, num_splits, m_blocks,
             np.float32(p.scale * LOG2_E))
         if num_splits > 1:
-            elements = device.rows * p.head_dim
-            self.combine[-(-elements // COMBINE_THREADS), COMBINE_THREADS, stream](
-                device.partial, device.lse, device.final, num_splits, device.rows, p.head_dim)
+            launch_combine(device.partial, device.lse, device.final, num_splits, device.rows, p.head_dim,
+                           stream)

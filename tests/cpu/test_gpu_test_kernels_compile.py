@@ -197,7 +197,7 @@ EXPECTED_PTX = {
     "dsm_latency_chase": ["ld.shared::cluster.u32", "%clock64"],
     # test_paged_kv_gpu: every attention variant (see paged_attention_ptx), the combine
     **{name: paged_attention_ptx(name) for name in PAGED_ATTENTION_NAMES},
-    "combine_splits": ["ld.global.f32", "st.global.f32"],
+    **{f"combine_splits_{n}": ["ld.global.f32", "st.global.f32", "ex2.approx"] for n in (2, 3, 8, 43, 128)},
     # test_mma_gpu: ptxas's e4m3 mma.sync and the two-fp16-mma form the attention kernel uses
     "mma_e4m3": ["mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32"],
     "mma_e4m3_via_f16": [E4M3_VIA_F16, "cvt.rn.f16x2.e4m3x2"],

@@ -14,14 +14,22 @@
   (consumer_kq.py steps them from block 0's address by a constant).
 The study's compile step (``tma-study compile paged_kv``) checks every variant of the sweep
 the same way; this test compiles one of each (dtype, head_dim, path) and the decode shape.
-Plus the host-side rules of a variant and of a page size.
+Plus the split combine (its loads unroll at a compile-time split count) and the host-side
+rules of a variant and of a page size.
 """
 import functools
 import re
 
 import pytest
 from tma_kernels.build import compile_for_sm90a
-from tma_kernels.paged_kv import SIGNATURE, Variant, VariantError, make_attention_kernel
+from tma_kernels.paged_kv import (
+    COMBINE_SIGNATURE,
+    SIGNATURE,
+    Variant,
+    VariantError,
+    make_attention_kernel,
+    make_combine,
+)
 from tma_kernels.paged_kv.runner import check_page_size
 
 MMA_SASS = {"bf16": ("HMMA.16816.F32.BF16",), "e4m3": ("F2FP.F16.E4M3.UNPACK_B", "HMMA.16816.F32")}
@@ -133,3 +141,20 @@ def test_page_size_rules(variant, page_size, ok):
     else:
         with pytest.raises(VariantError, match=f"page_size={page_size}"):
             check_page_size(variant, page_size)
+
+
+@pytest.mark.parametrize("num_splits", [2, 3, 8, 85])
+def test_combine_loads_unroll(num_splits):
+    """The split combine at a compile-time split count: both loops unroll, so each thread's
+    loads (one lse and one partial per split) are all in the SASS, issued without a loop
+    between them, with no local memory; exp2 runs on MUFU.EX2, not powf."""
+    kernel = compile_for_sm90a(make_combine(num_splits), COMBINE_SIGNATURE, name=f"combine_{num_splits}")
+    opcodes = kernel.opcode_counts()
+    assert opcodes.get("LDG.E", 0) == 2 * num_splits, opcodes
+    assert opcodes.get("MUFU.EX2", 0) == num_splits, opcodes
+    assert kernel.spill_store_bytes == 0 and "STL" not in opcodes and "LDL" not in opcodes, opcodes
+
+
+def test_combine_refuses_one_split():
+    with pytest.raises(ValueError, match="num_splits=1"):
+        make_combine(1)

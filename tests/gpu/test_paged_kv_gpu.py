@@ -19,7 +19,7 @@ The cases cover GQA (32/8, 64/8, 8/1) and multi-head (32/32, 16/16), decode (1 a
 query tokens, packed into M of S = Q K^T, and into N of decode's S^T = K Q^T) and causal prefill (130-200 tokens over longer caches),
 ragged cache lengths with a partial last page, page sizes 1, 8 (cp.async only), 16, 32
 (TMA: one box per page, several per tile), 64 (= block_n) and 128, 256 (one box per
-tile), head dims 64, 128, 256, split-KV (3 splits) with the combine kernel, one
+tile), head dims 64, 128, 256, split-KV (3 splits) with the combine kernel (and the combine alone at 2 to 128 splits), one
 non-causal variant and one cp.async variant with a single producer warp (two shared
 page-table entries per thread). ``test_tma_and_cp_async_agree_bitwise``: the two paths fill the same
 shared-memory tiles for the same consumer, so their outputs must be bit-identical; a TMA
@@ -39,8 +39,8 @@ from tma_kernels.paged_kv import (
     COMBINE_SIGNATURE,
     SIGNATURE,
     Variant,
-    combine_splits,
     make_attention_kernel,
+    make_combine,
 )
 
 from tma_study.studies.paged_kv.grid import BLOCK_N
@@ -112,8 +112,12 @@ for _dtype in ("bf16", "e4m3"):
                 dtype=_dtype, head_dim=_d, load_path=_path, block_n=64, consumer_warps=_w, stages=2,
                 producer_warps=1 if _path == "tma" else 4, score_layout="kq_split", rows_per_warp=_r)
 
+# the combine alone (test_combine_matches_numpy) at split counts the sweep takes, and 128: FA3's
+# cap, where the unrolled loads no longer fit in registers (a local-memory array)
+COMBINE_SPLITS = (2, 3, 8, 43, 128)
+
 KERNELS = {v.name: (make_attention_kernel(v), SIGNATURE) for v in VARIANTS.values()}
-KERNELS["combine_splits"] = (combine_splits, COMBINE_SIGNATURE)
+KERNELS.update({f"combine_splits_{n}": (make_combine(n), COMBINE_SIGNATURE) for n in COMBINE_SPLITS})
 
 
 def _problem(dtype, d, shape, seqlen_q, lens, page, causal=True):
@@ -287,6 +291,35 @@ def test_tma_and_cp_async_agree_bitwise(case):
                     f"values differ, first at (batch, token, head, dim) = {first}: tma "
                     f"{tma_out[first]:.6g}, cp_async {gather_out[first]:.6g} (same tiles must give "
                     "the same bits: suspect the tensor map, box coordinates or swizzle)")
+
+
+@pytest.mark.parametrize("num_splits", COMBINE_SPLITS)
+@pytest.mark.parametrize("head_dim", [64, 256])
+def test_combine_matches_numpy(num_splits, head_dim):
+    """The split combine alone, on random partial outputs and lse (one row with every split
+    empty, lse -inf, must come out zero; others with some splits empty), against float64."""
+    from numba import cuda
+    from tma_kernels.paged_kv import launch_combine
+
+    seed = int.from_bytes(os.urandom(4), "little")
+    rng = np.random.default_rng(seed)
+    rows = 37
+    partial = rng.standard_normal((num_splits, rows, head_dim)).astype(np.float32)
+    lse = rng.uniform(-20, 20, (num_splits, rows)).astype(np.float32)
+    lse[:, 0] = -np.inf
+    lse[rng.random((num_splits, rows)) < 0.3] = -np.inf
+    lse[0, 1:] = rng.uniform(-20, 20, rows - 1)          # every other row: at least one split
+    final = cuda.device_array(rows * head_dim, np.float32)
+    launch_combine(cuda.to_device(partial.ravel()), cuda.to_device(lse.ravel()), final, num_splits,
+                   rows, head_dim)
+    got = final.copy_to_host().reshape(rows, head_dim)
+    lse64 = lse.astype(np.float64)
+    top = lse64.max(axis=0)
+    weights = np.exp2(lse64 - np.where(np.isfinite(top), top, 0.0))       # row 0: all zero
+    total = weights.sum(axis=0)
+    want = np.einsum("sr,srd->rd", weights, partial) / np.where(total > 0, total, 1.0)[:, None]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5,
+                               err_msg=f"combine of {num_splits} splits, head_dim {head_dim}, seed={seed}")
 
 
 def test_cached_build_reports_its_resources():

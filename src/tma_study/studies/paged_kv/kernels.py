@@ -1,6 +1,7 @@
 """The kernels the compile step builds for this study, with the SASS each must contain:
 every attention variant the configured sweep runs (config/config.yaml, studies.paged_kv)
-and the split combine."""
+and the split combine at a few split counts (the sweep picks its counts at run time;
+test_paged_kv_sass.py checks that every count's loads unroll)."""
 from __future__ import annotations
 
 import yaml
@@ -10,6 +11,8 @@ from tma_study.config import REPO_ROOT
 MMA_SASS = {"bf16": ("HMMA.16816.F32.BF16",), "e4m3": ("F2FP.F16.E4M3.UNPACK_B", "HMMA.16816.F32")}
 PATH_SASS = {"tma": ("UTMALDG.4D",), "cp_async": ("LDGSTS.E.BYPASS.128",)}
 CONSUMER_SASS = ("LDSM.16.M88.4", "LDSM.16.MT88.4", "MUFU.EX2", "SYNCS.PHASECHK")
+COMBINE_SASS = ("MUFU.EX2", "FFMA", "LDG.E")
+COMBINE_SPLIT_COUNTS = (2, 8, 85)        # 85: the largest count in the H200 reference data
 CONFIG = REPO_ROOT / "config" / "config.yaml"
 
 
@@ -18,8 +21,8 @@ def compile_list():
     from tma_kernels.paged_kv import (
         COMBINE_SIGNATURE,
         SIGNATURE,
-        combine_splits,
         make_attention_kernel,
+        make_combine,
     )
 
     from .grid import sweep_configs
@@ -27,5 +30,6 @@ def compile_list():
     variants = sorted({c.variant() for c in sweep_configs(study)}, key=lambda v: v.name)
     kernels = [(v.name, make_attention_kernel(v), SIGNATURE,
                 MMA_SASS[v.dtype] + PATH_SASS[v.load_path] + CONSUMER_SASS) for v in variants]
-    kernels.append(("combine_splits", combine_splits, COMBINE_SIGNATURE, ("FFMA",)))
+    kernels += [(f"combine_splits_{n}", make_combine(n), COMBINE_SIGNATURE, COMBINE_SASS)
+                for n in COMBINE_SPLIT_COUNTS]
     return kernels
