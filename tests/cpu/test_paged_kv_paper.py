@@ -228,7 +228,8 @@ def test_every_macro_the_section_uses_is_generated(run):
     for claims_macro in set(re.findall(r"\\(claimsOf[A-Za-z]+)", text)):
         assert claims_macro in {macros_mod.camel("claims of", name) for name in (*STUDY.figures, *STUDY.tables)}
     assert guarded == {"pagedKvScalingCompared", "pagedKvSdpaPoints", "pagedKvTmaLookupAfterWait",
-                       "pagedKvDecodeSplitGridCtasPerSm", "pagedKvDecodeKqCells"}
+                       "pagedKvDecodeSplitGridCtasPerSm", "pagedKvDecodeKqCells", "pagedKvDecodeMathBoundPoints",
+                       "pagedKvSameBytesCopyPoints"}
     # every decode cell of the synthetic run is a kq (S^T = K Q^T) kernel, as the grid builds them
     assert found["pagedKvDecodeKqCells"] == found["pagedKvDecodeCells"] != "0"
 

@@ -24,6 +24,7 @@ from tma_study.studies.paged_kv.tables import write_tables
 REPO = Path(__file__).resolve().parents[2]
 SM_COUNT = 132
 COPY_GBPS = 4000.0
+SAME_BYTES_COPY_FRACTION = 0.9      # a copy of a decode point's K/V bytes runs at 90 % of the large copy
 
 
 @pytest.fixture
@@ -179,6 +180,9 @@ def synthetic_raw(folder: Path, study_config) -> Path:
                      "bytes_moved": kv, "gbps": kv / (time * 1e3), "flops": 1e12, "tflops": 1e12 / (time * 1e6)})
     pd.DataFrame(rows).to_csv(folder / "attention.csv", index=False)
     ceilings = [{"ceiling": "d2d_copy", "bytes_moved": 2**31, "gbps": COPY_GBPS, "time_us_median": 537.0}]
+    decode_bytes = {r["bytes_moved"] for r in rows if r["phase"] == "decode"}
+    ceilings += [{"ceiling": "d2d_copy_same_bytes", "bytes_moved": kv, "gbps": SAME_BYTES_COPY_FRACTION * COPY_GBPS,
+                  "time_us_median": kv / (SAME_BYTES_COPY_FRACTION * COPY_GBPS * 1e3)} for kv in sorted(decode_bytes)]
     for shape in study_config["shapes"]:
         for batch in (32, 128):
             ceilings.append({"ceiling": "torch_sdpa_contiguous", "shape": shape, "seqlen_q": 1, "batch": batch,
@@ -320,6 +324,8 @@ def test_decode_fraction_of_copy_and_bar(analysed):
     assert row.best_producer_warps == 1
     assert row.fraction_of_d2d_copy == pytest.approx(row.best_gbps / COPY_GBPS)
     assert row.bar_applies and row.torch_sdpa_gbps == 3000.0
+    assert row.same_bytes_copy_gbps == SAME_BYTES_COPY_FRACTION * COPY_GBPS
+    assert row.fraction_of_same_bytes_copy == pytest.approx(row.best_gbps / row.same_bytes_copy_gbps)
     scaling_points = decode[(decode["shape"] == "llama3_8b") & (decode.seqlen_q == 1)]
     assert sorted(set(zip(scaling_points.batch, scaling_points.context_tokens))) == [
         (1, 8192), (8, 8192), (32, 1024), (32, 8192), (32, 32768), (128, 8192)]

@@ -26,7 +26,17 @@ combination never wins either.
   producer warps: ``best_*``) and its K/V read rate as a fraction of the
   same run's device-to-device copy rate (read + write bytes per second), next to torch
   SDPA on a contiguous cache, and whether it meets the issue's bar (>= 70 % at contexts
-  >= 8K with batch >= 32).
+  >= 8K with batch >= 32). Beside it, a roofline from the same run: the point's arithmetic
+  per K/V byte (``flops_per_kv_byte``), the best prefill TFLOP/s of the same shape and dtype
+  (``prefill_tflops``: the rate this kernel family's mma.sync math is seen to reach, not a
+  hardware peak), the K/V rate that math rate allows (``prefill_rate_gbps`` = prefill
+  TFLOP/s / flops per byte), the lower of it and the copy rate (``bound_gbps``, with
+  ``bound`` naming which) and the better path's rate as a fraction of it
+  (``fraction_of_bound``). A point whose bound is ``prefill_tflops`` cannot reach the copy
+  rate unless its decode math runs faster than the kernel family's prefill does. And, for
+  context, ``same_bytes_copy_gbps``: the same run's copy moving as many bytes as the point
+  reads (a short transfer's launch and ramp included), with ``fraction_of_same_bytes_copy``;
+  NaN in data measured before that ceiling was.
 - ``prefill.csv``: TFLOP/s of each path (best knobs) per prefill configuration.
 - ``scaling.csv``: the batch/context scaling series at the scaling points' shape and page
   size: decode K/V GB/s of each path vs batch (at a fixed context) and vs context (at a
@@ -59,6 +69,7 @@ NOT_MEASURED = "not measured"
 DECODE_BAR_FRACTION = 0.70
 DECODE_BAR_MIN_CONTEXT = 8192
 DECODE_BAR_MIN_BATCH = 32
+SAME_BYTES_COPY = "d2d_copy_same_bytes"      # ceilings.csv: a copy moving a decode point's K/V bytes
 SCALING_COLUMNS = ["series", *POINT, "page_size", "load_path", "status", *KNOBS, "time_us_median",
                    "gbps", "tflops", *KERNEL_COLUMNS, "d2d_copy_gbps", "fraction_of_d2d_copy",
                    "torch_sdpa_gbps"]
@@ -175,6 +186,12 @@ def _copy_gbps(ceilings: pd.DataFrame) -> float:
     return float(ceilings.loc[ceilings.ceiling == "d2d_copy", "gbps"].max())
 
 
+def _same_bytes_copy_gbps(ceilings: pd.DataFrame, kv_bytes: float) -> float:
+    """The same run's copy moving ``kv_bytes`` (read + write), NaN where not measured."""
+    match = ceilings[(ceilings.ceiling == SAME_BYTES_COPY) & (ceilings.bytes_moved == kv_bytes)]
+    return float(match.gbps.iloc[0]) if len(match) else float("nan")
+
+
 def _sdpa_gbps(ceilings: pd.DataFrame, shape: str, seqlen_q: int, batch: int, context: int) -> float:
     """torch SDPA on a contiguous bf16 cache at this decode point, NaN where not measured."""
     if "shape" not in ceilings:
@@ -185,12 +202,32 @@ def _sdpa_gbps(ceilings: pd.DataFrame, shape: str, seqlen_q: int, batch: int, co
     return float(match.gbps.iloc[0]) if len(match) else float("nan")
 
 
+def _prefill_tflops(best: pd.DataFrame) -> dict[tuple[str, str], float]:
+    """(shape, dtype) -> the best measured prefill TFLOP/s over its points, page sizes and paths."""
+    prefill = best[(best.phase == "prefill") & (best.status == MEASURED)]
+    return prefill.groupby(["shape", "dtype"]).tflops.max().to_dict()
+
+
+def _roofline(row: dict, top, prefill_tflops: float, copy_gbps: float) -> dict:
+    """The decode point's roofline columns (see the module docstring); NaN where unmeasured."""
+    flops_per_byte = float(top.flops) / float(top.bytes_moved) if top is not None else float("nan")
+    math_gbps = prefill_tflops * 1e3 / flops_per_byte        # TFLOP/s / (flop/B) = 1e3 GB/s
+    bound_is_math = bool(math_gbps < copy_gbps)
+    bound_gbps = math_gbps if bound_is_math else copy_gbps
+    return {"flops_per_kv_byte": flops_per_byte, "prefill_tflops": prefill_tflops,
+            "prefill_rate_gbps": math_gbps, "bound_gbps": bound_gbps,
+            "bound": (NOT_MEASURED if pd.isna(bound_gbps) else "prefill_tflops" if bound_is_math else "copy"),
+            "fraction_of_bound": row["best_gbps"] / bound_gbps}
+
+
 def decode_table(best: pd.DataFrame, ceilings: pd.DataFrame) -> pd.DataFrame:
     copy_gbps = _copy_gbps(ceilings)
+    prefill_tflops = _prefill_tflops(best)
     rows = []
     for key, cell in best[best.phase == "decode"].groupby(POINT, sort=True):
         row = dict(zip(POINT, key))
         timed = cell[cell.status == MEASURED]
+        top = None
         if timed.empty:
             row.update({"best_load_path": NOT_MEASURED, "best_page_size": None, "best_stages": None,
                         "best_producer_warps": None, "best_gbps": float("nan")})
@@ -208,6 +245,10 @@ def decode_table(best: pd.DataFrame, ceilings: pd.DataFrame) -> pd.DataFrame:
         row["bar_applies"] = in_scope
         row["meets_bar"] = (bool(row["fraction_of_d2d_copy"] >= DECODE_BAR_FRACTION)
                             if in_scope and len(timed) else None)
+        row.update(_roofline(row, top, prefill_tflops.get((row["shape"], row["dtype"]), float("nan")),
+                             copy_gbps))
+        same = _same_bytes_copy_gbps(ceilings, top.bytes_moved) if top is not None else float("nan")
+        row.update({"same_bytes_copy_gbps": same, "fraction_of_same_bytes_copy": row["best_gbps"] / same})
         rows.append(row)
     return _integers(pd.DataFrame(rows), ["best_page_size", "best_stages", "best_producer_warps"])
 

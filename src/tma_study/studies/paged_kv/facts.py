@@ -218,6 +218,62 @@ def decode_bar(decode: pd.DataFrame, dtype: str | None = None) -> DecodeBar | No
                      int((rows.best_load_path == "cp_async").sum()))
 
 
+@dataclass(frozen=True)
+class MathBound:
+    """The bar's points whose roofline bound (aggregate.decode_table) is the kernel family's
+    prefill math rate, not the copy rate: at that rate they could not read K/V at the copy rate."""
+
+    points: int
+    missed: int                     # of them, below the bar
+    bar_missed: int                 # every bar point below the bar
+    bound_max_fraction_of_copy: float   # the highest such bound, as a fraction of the copy rate
+    fraction_of_bound_min: float
+    fraction_of_bound_max: float
+    flops_per_kv_byte_min: float
+
+
+def math_bound(decode: pd.DataFrame) -> MathBound | None:
+    """None where no bar point is math-bound (or the data predate the roofline columns)."""
+    if "bound" not in decode:
+        return None
+    rows = decode[decode.bar_applies.astype(str).str.lower() == "true"]
+    rows = rows[rows.best_load_path.isin(LOAD_PATHS)]
+    bound = rows[rows.bound == "prefill_tflops"]
+    if bound.empty:
+        return None
+    below = rows.fraction_of_d2d_copy < DECODE_BAR_FRACTION
+    return MathBound(len(bound), int((bound.fraction_of_d2d_copy < DECODE_BAR_FRACTION).sum()), int(below.sum()),
+                     float((bound.bound_gbps / bound.d2d_copy_gbps).max()), float(bound.fraction_of_bound.min()),
+                     float(bound.fraction_of_bound.max()), float(bound.flops_per_kv_byte.min()))
+
+
+@dataclass(frozen=True)
+class SameBytesCopy:
+    """The bar's points against a copy moving as many bytes as each reads (same run, same timing)."""
+
+    points: int
+    copy_fraction_min: float        # that copy's rate as a fraction of the large copy's
+    copy_fraction_max: float
+    missed: int                     # points below the bar
+    missed_fraction_min: float      # their K/V rate as a fraction of their same-size copy's
+    missed_fraction_max: float
+
+
+def same_bytes_copy(decode: pd.DataFrame) -> SameBytesCopy | None:
+    """None where the data have no same-size copy (measured before it was) or nothing missed."""
+    if "same_bytes_copy_gbps" not in decode:
+        return None
+    rows = decode[decode.bar_applies.astype(str).str.lower() == "true"]
+    rows = rows[rows.best_load_path.isin(LOAD_PATHS) & rows.same_bytes_copy_gbps.notna()]
+    missed = rows[rows.fraction_of_d2d_copy < DECODE_BAR_FRACTION]
+    if missed.empty:
+        return None
+    copy_fraction = rows.same_bytes_copy_gbps / rows.d2d_copy_gbps
+    return SameBytesCopy(len(rows), float(copy_fraction.min()), float(copy_fraction.max()), len(missed),
+                         float(missed.fraction_of_same_bytes_copy.min()),
+                         float(missed.fraction_of_same_bytes_copy.max()))
+
+
 BAR = {"fraction": DECODE_BAR_FRACTION, "min_context": DECODE_BAR_MIN_CONTEXT, "min_batch": DECODE_BAR_MIN_BATCH}
 
 

@@ -148,6 +148,23 @@ def _decode(decode: pd.DataFrame) -> dict[str, str]:
         if dtype is not None:
             mine = decode[(decode.dtype == dtype) & decode.fraction_of_d2d_copy.notna()]
             out[_name("decode best percent copy", short)] = percent(mine.fraction_of_d2d_copy.max(), 0)
+    bound = facts.math_bound(decode)
+    if bound is not None:
+        out |= {_name("decode math bound points"): number(bound.points),
+                _name("decode math bound missed"): number(bound.missed),
+                _name("decode bar missed"): number(bound.bar_missed),
+                _name("decode math bound max percent copy"): percent(bound.bound_max_fraction_of_copy, 0),
+                _name("decode math bound min percent"): percent(bound.fraction_of_bound_min, 0),
+                _name("decode math bound max percent"): percent(bound.fraction_of_bound_max, 0),
+                _name("decode math bound flops per byte"): number(bound.flops_per_kv_byte_min)}
+    same = facts.same_bytes_copy(decode)
+    if same is not None:
+        out |= {_name("same bytes copy points"): number(same.points),
+                _name("same bytes copy min percent"): percent(same.copy_fraction_min, 0),
+                _name("same bytes copy max percent"): percent(same.copy_fraction_max, 0),
+                _name("same bytes missed"): number(same.missed),
+                _name("same bytes missed min percent"): percent(same.missed_fraction_min, 0),
+                _name("same bytes missed max percent"): percent(same.missed_fraction_max, 0)}
     sdpa = facts.sdpa(decode)
     if sdpa is not None:
         out |= {_name("sdpa points"): number(sdpa.points), _name("sdpa gbps median"): number(sdpa.gbps_median),

@@ -5,8 +5,11 @@ Writes, atomically into ``out_dir``:
                      FA3's rule choice for the same call, the compiled kernel's residency and
                      the split count launched (splits.py: chosen for that kernel's resident
                      slots; ``split_rule``, ``split_reason``, ``grid_ctas``, ``waves``)
-- ``ceilings.csv``   device-to-device copy, and torch ``scaled_dot_product_attention`` on a
-                     contiguous (unpaged) KV cache for every decode shape (bf16), same run
+- ``ceilings.csv``   device-to-device copy (2 GiB moved: the bar's rate), a copy moving as
+                     many bytes as each decode point reads (``d2d_copy_same_bytes``: what a
+                     short transfer reaches, timed the same way), and torch
+                     ``scaled_dot_product_attention`` on a contiguous (unpaged) KV cache for
+                     every decode shape (bf16), same run
 - ``provenance.json``
 
 Correct first. Before a configuration is timed, its ``check``:
@@ -39,6 +42,7 @@ from tma_study import gpu as gpu_mod
 from tma_study.config import REPO_ROOT
 from tma_study.harness import atomic, parallel_compile, provenance, timing
 
+from .aggregate import SAME_BYTES_COPY
 from .grid import SweepConfig, sweep_configs
 from .problem import LSE_TOLERANCE, Problem, expected, make_inputs
 from .splits import RULE_TEXT, SplitChoice
@@ -224,9 +228,7 @@ class TimedPools:
         pages_per_sequence = p.context // config.page_size
         num_pages = p.batch * pages_per_sequence
         order = np.random.default_rng(_fresh_seed()).permutation(num_pages).astype(np.int32)
-        problem = Problem(batch=p.batch, seqlen_q=p.seqlen_q, q_heads=s.q_heads, kv_heads=s.kv_heads,
-                          head_dim=s.head_dim, page_size=config.page_size,
-                          seqlens_k=(p.context,) * p.batch, dtype=config.dtype, causal=True)
+        problem = _problem(config)
         device = DeviceProblem.__new__(DeviceProblem)
         pool_shape = (num_pages, config.page_size, s.kv_heads, s.head_dim * problem.element_bytes)
         device.problem = problem
@@ -274,35 +276,54 @@ def _attention_case(config: SweepConfig, runner, pools: TimedPools,
                                           f"size {config.page_size} and {splits} splits")
 
     p, s = config.phase, config.shape
-    problem = Problem(batch=p.batch, seqlen_q=p.seqlen_q, q_heads=s.q_heads, kv_heads=s.kv_heads,
-                      head_dim=s.head_dim, page_size=config.page_size, seqlens_k=(p.context,) * p.batch,
-                      dtype=config.dtype)
     out_bytes = 4 * p.batch * p.seqlen_q * s.q_heads * s.head_dim
-    return split, timing.TimedCase(config.key, launch, check, bytes_read=problem.kv_bytes_read(),
+    return split, timing.TimedCase(config.key, launch, check, bytes_read=_problem(config).kv_bytes_read(),
                                    bytes_written=out_bytes, label=config.key)
 
 
-def _copy_case():
+def _problem(config: SweepConfig) -> Problem:
+    """The timed problem of ``config``: every sequence holds the phase's context."""
+    p, s = config.phase, config.shape
+    return Problem(batch=p.batch, seqlen_q=p.seqlen_q, q_heads=s.q_heads, kv_heads=s.kv_heads,
+                   head_dim=s.head_dim, page_size=config.page_size, seqlens_k=(p.context,) * p.batch,
+                   dtype=config.dtype)
+
+
+def _copy_case(copy_bytes: int = COPY_BYTES, ceiling: str = "d2d_copy"):
+    """(columns, case): a device-to-device copy of ``copy_bytes`` (it moves twice that: read +
+    write). Its buffers are allocated and filled in the check, right before it is timed."""
     from numba import cuda
-    source = cuda.device_array(COPY_BYTES // 4, np.uint32)
-    destination = cuda.device_array_like(source)
-    fill = _fill_kernel()
+    state = {}
 
     def copy(stream):
-        destination.copy_to_device(source, stream=stream)
+        state["destination"].copy_to_device(state["source"], stream=stream)
 
     def check():
+        if not state:
+            state["source"] = cuda.device_array(copy_bytes // 4, np.uint32)
+            state["destination"] = cuda.device_array_like(state["source"])
+        source = state["source"]
+        fill = _fill_kernel()
         fill[-(-source.size // FILL_THREADS), FILL_THREADS](source, np.uint64(_fresh_seed() >> 1),
                                                            np.uint32(0xFFFFFFFF))
-        destination.copy_to_device(np.zeros(destination.size, np.uint32))
+        state["destination"].copy_to_device(np.zeros(source.size, np.uint32))
         copy(0)
         cuda.synchronize()
-        if not np.array_equal(destination.copy_to_host(), source.copy_to_host()):
-            raise timing.CorrectnessError("device-to-device copy: destination differs from source")
+        if not np.array_equal(state["destination"].copy_to_host(), source.copy_to_host()):
+            raise timing.CorrectnessError(f"{ceiling} of {copy_bytes} B: destination differs from source")
 
-    return ({"ceiling": "d2d_copy", "bytes_moved": 2 * COPY_BYTES},
-            timing.TimedCase("ceiling/d2d_copy", copy, check, bytes_read=COPY_BYTES,
-                             bytes_written=COPY_BYTES))
+    return ({"ceiling": ceiling, "bytes_moved": 2 * copy_bytes},
+            timing.TimedCase(f"ceiling/{ceiling}/{2 * copy_bytes}", copy, check, bytes_read=copy_bytes,
+                             bytes_written=copy_bytes))
+
+
+def _same_bytes_copy_cases(configs: list[SweepConfig]):
+    """A copy moving as many bytes (read + write) as each decode point reads of K/V, one per
+    distinct byte count: what a memory-bound kernel of that size reaches when timed the same
+    way (launch and the ramp of a short transfer included). Context only: the bar is against
+    the large copy (``d2d_copy``)."""
+    kv_bytes = sorted({_problem(c).kv_bytes_read() for c in configs if c.phase.name == "decode"})
+    return [_copy_case(b // 2, SAME_BYTES_COPY) for b in kv_bytes]
 
 
 def _sdpa_cases(configs: list[SweepConfig]):
@@ -387,7 +408,7 @@ def measure(study: dict, gpu_probe: dict, out_dir: Path) -> None:
     pools = TimedPools()
     split_cases = [_attention_case(c, runners[c.variant()], pools, gpu.sm_count) for c in configs]
     attention_cases = [case for _, case in split_cases]
-    ceiling_cases = [_copy_case(), *_sdpa_cases(configs)]
+    ceiling_cases = [_copy_case(), *_same_bytes_copy_cases(configs), *_sdpa_cases(configs)]
     timings = timing.run([case for _, case in ceiling_cases] + attention_cases, study="paged_kv",
                          **study["timing"])
 
@@ -397,10 +418,7 @@ def measure(study: dict, gpu_probe: dict, out_dir: Path) -> None:
 
     rows = []
     for config, (split, case) in zip(configs, split_cases):
-        p, s = config.phase, config.shape
-        flops = Problem(batch=p.batch, seqlen_q=p.seqlen_q, q_heads=s.q_heads, kv_heads=s.kv_heads,
-                        head_dim=s.head_dim, page_size=config.page_size,
-                        seqlens_k=(p.context,) * p.batch, dtype=config.dtype).flops()
+        flops = _problem(config).flops()
         row = {**config.columns(), **split.columns(), **kernel_columns(runners[config.variant()]),
                **timed_columns(case, case.bytes_read), "flops": flops}
         row["tflops"] = flops / (row["time_us_median"] * 1e6)

@@ -49,6 +49,20 @@ def speedup_display(speedup: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def _roofline(r) -> dict[str, str]:
+    """flop per K/V byte, and the bound: the copy rate, or the K/V rate the shape's prefill
+    TFLOP/s allows where that is lower (data before the roofline columns: not computed)."""
+    if not hasattr(r, "bound"):
+        return {}
+    bound = ("copy" if r.bound == "copy" else
+             f"prefill math, {_number(r.bound_gbps, 0)} GB/s" if r.bound == "prefill_tflops" else r.bound)
+    shown = {"flop/B": _number(r.flops_per_kv_byte), "bound": bound,
+             "% of bound": _number(100 * r.fraction_of_bound)}
+    if hasattr(r, "fraction_of_same_bytes_copy"):
+        shown["% of same-size copy"] = _number(100 * r.fraction_of_same_bytes_copy)
+    return shown
+
+
 def decode_display(decode: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for r in decode.itertuples():
@@ -60,6 +74,7 @@ def decode_display(decode: pd.DataFrame) -> pd.DataFrame:
                      "TMA best GB/s": _number(r.best_tma_gbps, 0),
                      "cp.async best GB/s": _number(r.best_cp_async_gbps, 0),
                      "torch SDPA GB/s (contiguous, bf16)": _number(r.torch_sdpa_gbps, 0),
+                     **_roofline(r),
                      ">= 70 % bar": NA if not r.bar_applies else (
                          NOT_MEASURED if pd.isna(r.meets_bar) else ("met" if r.meets_bar else "missed"))})
     return pd.DataFrame(rows)
@@ -194,7 +209,11 @@ def write_tables(derived_dir: Path, provenance: dict, tables_dir: Path) -> None:
     write_table(decode_display(pd.read_csv(derived_dir / "decode.csv")), tables_dir, "paged_kv_decode",
                 "Paged-KV decode: K/V read rate of the better path (at its best page size, stages and producer "
                 "warps: st., pw) "
-                f"against the same run's copy ({source}).")
+                "against the same run's copy, and against a roofline bound: the copy rate, or where lower "
+                "the K/V rate at which the point's flops per K/V byte (flop/B) run at the best prefill "
+                "TFLOP/s of its shape and dtype in the same run (prefill math; the rate these kernels' "
+                "mma.sync math is seen to reach, not a hardware peak); for context, against a copy "
+                f"moving as many bytes as the point reads, timed the same way ({source}).")
     write_table(pd.read_csv(derived_dir / "fa3_agreement.csv"), tables_dir, "paged_kv_fa3",
                 f"Where FlashAttention-3's paged-KV TMA rule agrees with the measured winner ({source}).")
     write_table(scaling_display(pd.read_csv(derived_dir / "scaling.csv")), tables_dir, "paged_kv_scaling",
