@@ -205,9 +205,14 @@ class DecodeBar:
     best_cp_async: int
 
 
-def decode_bar(decode: pd.DataFrame, dtype: str | None = None) -> DecodeBar | None:
+def _bar_rows(decode: pd.DataFrame) -> pd.DataFrame:
+    """The measured decode points in the bar's scope."""
     rows = decode[decode.bar_applies.astype(str).str.lower() == "true"]
-    rows = rows[rows.best_load_path.isin(LOAD_PATHS)]
+    return rows[rows.best_load_path.isin(LOAD_PATHS)]
+
+
+def decode_bar(decode: pd.DataFrame, dtype: str | None = None) -> DecodeBar | None:
+    rows = _bar_rows(decode)
     if dtype is not None:
         rows = rows[rows.dtype == dtype]
     if rows.empty:
@@ -236,8 +241,7 @@ def math_bound(decode: pd.DataFrame) -> MathBound | None:
     """None where no bar point is math-bound (or the data predate the roofline columns)."""
     if "bound" not in decode:
         return None
-    rows = decode[decode.bar_applies.astype(str).str.lower() == "true"]
-    rows = rows[rows.best_load_path.isin(LOAD_PATHS)]
+    rows = _bar_rows(decode)
     bound = rows[rows.bound == "prefill_tflops"]
     if bound.empty:
         return None
@@ -263,8 +267,8 @@ def same_bytes_copy(decode: pd.DataFrame) -> SameBytesCopy | None:
     """None where the data have no same-size copy (measured before it was) or nothing missed."""
     if "same_bytes_copy_gbps" not in decode:
         return None
-    rows = decode[decode.bar_applies.astype(str).str.lower() == "true"]
-    rows = rows[rows.best_load_path.isin(LOAD_PATHS) & rows.same_bytes_copy_gbps.notna()]
+    rows = _bar_rows(decode)
+    rows = rows[rows.same_bytes_copy_gbps.notna()]
     missed = rows[rows.fraction_of_d2d_copy < DECODE_BAR_FRACTION]
     if missed.empty:
         return None
