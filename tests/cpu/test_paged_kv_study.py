@@ -401,6 +401,11 @@ def test_tables_and_figures(analysed, monkeypatch):
     assert {tuple(line.get_xdata()) for line in by_context.lines if len(line.get_xdata()) > 1} >= {
         (1024, 8192, 32768)}
     assert len(prefill.patches) == 4 * 4 and key.get_legend() is not None
+    fig = render(analysed, monkeypatch, "paged_kv_roofline")
+    roofline, key = fig.axes
+    bar_points = pd.read_csv(analysed / "derived" / "decode.csv").query("bar_applies")
+    # per point: the line to its bound, the bound, the point; the copy and 70 % lines
+    assert len(roofline.lines) == 3 * len(bar_points) + 2 and key.get_legend() is not None
 
 
 def test_a_cells_configurations_share_one_reduced_check_problem(study_config):

@@ -16,7 +16,7 @@ STUDY = Study(
     raw_files=("attention.csv", "ceilings.csv"),
     derived_files=("tuning.csv", "speedup.csv", "decode.csv", "prefill.csv", "scaling.csv",
                    "fa3_agreement.csv"),
-    figures=("paged_kv_speedup", "paged_kv_scaling"),
+    figures=("paged_kv_speedup", "paged_kv_scaling", "paged_kv_roofline"),
     tables=("paged_kv_summary", "paged_kv_speedup", "paged_kv_decode", "paged_kv_fa3", "paged_kv_scaling",
             "paged_kv_tuning"),
     kernels=f"{_HERE}.kernels:compile_list",

@@ -1,0 +1,89 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+# ---
+
+# %% [markdown]
+# # Paged-KV decode against a roofline
+#
+# The decode points in the bar's scope (contexts of at least 8K tokens, batches of at least 32):
+# the better path's K/V read rate (at its best page size, stages and producer warps) against the
+# point's flops per K/V byte. Grey line: the same run's device-to-device copy; dashed: 70 % of
+# it, the bar. Each point's roofline bound (`decode.csv`: the copy rate, or where lower
+# the K/V rate at which its flops run at the best prefill TFLOP/s of its shape and dtype in the
+# same run) is the short bar above it, joined by a thin line. Shaded, per dtype: where the
+# prefill rates of that dtype's shapes would put the bound. The prefill rate is what these
+# mma.sync kernels are seen to reach, not a hardware peak. What it does not show: the load path
+# of each point (the `paged_kv_decode` table names it), and points outside the bar's scope.
+
+# %%
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from matplotlib.lines import Line2D
+
+from tma_study.report.figures import finish, inputs
+
+derived, provenance, pdf = inputs("paged_kv", globals().get("snakemake"))
+decode = pd.read_csv(derived / "decode.csv")
+BAR_FRACTION = 0.70
+DTYPE_COLOR = {"bf16": "#1f77b4", "e4m3": "#ff7f0e"}
+SHAPE_MARKERS = ("o", "s", "D", "^", "v", "P", "X")
+
+points = decode[decode.bar_applies.astype(str).str.lower().eq("true")
+                & decode.best_load_path.isin(["tma", "cp_async"])]
+has_roofline = "bound_gbps" in decode.columns
+
+# %%
+fig, (ax, key) = plt.subplots(1, 2, figsize=(7.0, 3.8), gridspec_kw={"width_ratios": [1, 0.3]})
+key.set_axis_off()
+if points.empty or not has_roofline:
+    ax.text(0.5, 0.5, "not measured" if points.empty else "data predate the roofline columns",
+            ha="center", va="center", transform=ax.transAxes)
+else:
+    copy_tbps = float(points.d2d_copy_gbps.max()) / 1e3
+    x_low = float(points.flops_per_kv_byte.min()) / 2
+    x_high = float(points.flops_per_kv_byte.max()) * 2
+    grid = np.geomspace(x_low, x_high, 200)
+    for dtype, rows in points.groupby("dtype", sort=True):
+        tflops = rows.prefill_tflops.dropna()
+        if len(tflops):          # TFLOP/s / (flop/B) = TB/s
+            ax.fill_between(grid, np.minimum(copy_tbps, tflops.min() / grid),
+                            np.minimum(copy_tbps, tflops.max() / grid), color=DTYPE_COLOR[dtype],
+                            alpha=0.12, linewidth=0)
+    ax.axhline(copy_tbps, color="#999999")
+    ax.axhline(BAR_FRACTION * copy_tbps, color="#999999", linestyle="--")
+    shapes = sorted(points["shape"].unique())
+    marker = {shape: SHAPE_MARKERS[i % len(SHAPE_MARKERS)] for i, shape in enumerate(shapes)}
+    for row in points.itertuples():
+        color = DTYPE_COLOR[row.dtype]
+        x, measured, bound = row.flops_per_kv_byte, row.best_gbps / 1e3, row.bound_gbps / 1e3
+        ax.plot([x, x], [measured, bound], color=color, linewidth=0.6, alpha=0.6)
+        ax.plot(x, bound, marker="_", markersize=9, color=color)
+        ax.plot(x, measured, marker=marker[row.shape], linestyle="none", color=color,
+                markerfacecolor=color if row.fraction_of_d2d_copy >= BAR_FRACTION else "white")
+    ax.set_xscale("log", base=2)
+    ticks = sorted(points.flops_per_kv_byte.round().unique())
+    ax.set_xticks(ticks)
+    ax.set_xticklabels([f"{t:g}" for t in ticks])
+    ax.set_xlim(x_low, x_high)
+    ax.set_ylim(0, copy_tbps * 1.12)
+    handles = [Line2D([], [], color="#999999", label="D2D copy (same run)"),
+               Line2D([], [], color="#999999", linestyle="--", label=f"{BAR_FRACTION:.0%} of copy (bar)"),
+               Line2D([], [], color="#555555", marker="_", markersize=9, linestyle="none",
+                      label="roofline bound"),
+               Line2D([], [], color="#555555", marker="o", markerfacecolor="white", linestyle="none",
+                      label="below the bar (hollow)")]
+    handles += [Line2D([], [], color=DTYPE_COLOR[d], linewidth=6, alpha=0.3, label=f"{d}: prefill-rate range")
+                for d in sorted(points["dtype"].unique())]
+    handles += [Line2D([], [], color="#555555", marker=marker[s], linestyle="none", label=s) for s in shapes]
+    key.legend(handles=handles, fontsize=6, loc="upper left", frameon=False)
+ax.set_xlabel("flops per K/V byte")
+ax.set_ylabel("K/V read TB/s")
+ax.set_title("decode, contexts >= 8K, batches >= 32: better path against its roofline", fontsize=9)
+ax.grid(alpha=0.3)
+finish(fig, provenance, pdf)
