@@ -1,7 +1,7 @@
 """The kernels the compile step builds for this study, with the SASS each must contain:
 every attention variant the configured sweep runs (config/config.yaml, studies.paged_kv)
 and the split combine at a few split counts (the sweep picks its counts at run time;
-test_paged_kv_sass.py checks that every count's loads unroll)."""
+tests/cpu/test_paged_kv_kernels.py checks that each count's loads unroll)."""
 from __future__ import annotations
 
 import yaml
