@@ -53,6 +53,14 @@ def test_a_point_with_little_math_per_byte_is_bound_by_the_copy(decode):
     assert row.fraction_of_bound == pytest.approx(row.fraction_of_d2d_copy)
 
 
+def test_an_unmeasured_point_has_no_bound():
+    best = pd.DataFrame([_row("llama3_70b", "e4m3", "decode", 4, status="not measured: no sample"),
+                         _row("llama3_70b", "e4m3", "prefill", 2048, tflops=150.0)])
+    (row,) = decode_table(best, pd.DataFrame([{"ceiling": "d2d_copy", "bytes_moved": 2**31,
+                                                "gbps": COPY_GBPS}])).itertuples()
+    assert row.bound == "not measured" and pd.isna(row.bound_gbps) and pd.isna(row.fraction_of_bound)
+
+
 def test_no_prefill_rate_leaves_the_copy_as_the_bound(decode):
     row = decode.loc[("mqa_8x256", "bf16", 4)]
     assert pd.isna(row.prefill_tflops) and pd.isna(row.prefill_rate_gbps)
@@ -94,7 +102,8 @@ def test_measure_times_a_copy_of_every_decode_points_bytes():
     from tma_study.studies.paged_kv.grid import sweep_configs
 
     configs = sweep_configs(yaml.safe_load((REPO_ROOT / "config" / "config.yaml").read_text())["studies"]["paged_kv"])
-    wanted = {measure._problem(c).kv_bytes_read() for c in configs if c.phase.name == "decode"}
+    wanted = {2 * c.phase.batch * c.phase.context * c.shape.kv_heads * c.shape.head_dim
+              * (2 if c.dtype == "bf16" else 1) for c in configs if c.phase.name == "decode"}
     cases = measure._same_bytes_copy_cases(configs)
     assert sorted(columns["bytes_moved"] for columns, _ in cases) == sorted(wanted)
     assert {columns["ceiling"] for columns, _ in cases} == {"d2d_copy_same_bytes"}

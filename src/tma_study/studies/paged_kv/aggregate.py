@@ -210,13 +210,17 @@ def _prefill_tflops(best: pd.DataFrame) -> dict[tuple[str, str], float]:
 
 def _roofline(row: dict, top, prefill_tflops: float, copy_gbps: float) -> dict:
     """The decode point's roofline columns (see the module docstring); NaN where unmeasured."""
-    flops_per_byte = float(top.flops) / float(top.bytes_moved) if top is not None else float("nan")
+    if top is None:
+        nan = float("nan")
+        return {"flops_per_kv_byte": nan, "prefill_tflops": prefill_tflops, "prefill_rate_gbps": nan,
+                "bound_gbps": nan, "bound": NOT_MEASURED, "fraction_of_bound": nan}
+    flops_per_byte = float(top.flops) / float(top.bytes_moved)
     math_gbps = prefill_tflops * 1e3 / flops_per_byte        # TFLOP/s / (flop/B) = 1e3 GB/s
     bound_is_math = bool(math_gbps < copy_gbps)
     bound_gbps = math_gbps if bound_is_math else copy_gbps
     return {"flops_per_kv_byte": flops_per_byte, "prefill_tflops": prefill_tflops,
             "prefill_rate_gbps": math_gbps, "bound_gbps": bound_gbps,
-            "bound": (NOT_MEASURED if pd.isna(bound_gbps) else "prefill_tflops" if bound_is_math else "copy"),
+            "bound": "prefill_tflops" if bound_is_math else "copy",
             "fraction_of_bound": row["best_gbps"] / bound_gbps}
 
 
