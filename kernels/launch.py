@@ -2,6 +2,8 @@
 
 - ``launch_cluster``: a 1-D grid of thread-block clusters (cluster sizes 1..16),
   dynamic shared memory above the default 48 KiB;
+- ``launch_dependent``: a 1-D grid launched with programmatic stream serialization
+  (programmatic dependent launch: it may overlap the tail of the kernel ahead of it);
 - ``set_max_dynamic_shared_bytes`` / ``allow_nonportable_cluster_size``: the
   kernel attributes those need (``launch_cluster`` sets both by itself);
 - ``max_active_clusters``: the occupancy query for a cluster shape.
@@ -283,6 +285,22 @@ def max_active_clusters(
     return int(cufunc.kernel.occupancy.max_active_clusters(config, stream=_core_stream(None)))
 
 
+def _launch(dispatcher, kernel, cufunc, config: LaunchConfig, args, stream) -> None:
+    """Marshal ``args`` as numba would and launch ``config`` on ``stream``."""
+    argument_types = compiled_kernel(dispatcher).argument_types
+    if len(args) != len(argument_types):
+        raise LaunchError(
+            f"kernel takes {len(argument_types)} arguments {argument_types}, got {len(args)}"
+        )
+    core_stream = _core_stream(stream)
+    kernel_args, write_backs = [], []
+    for numba_type, value in zip(kernel.argument_types, args):
+        kernel._prepare_args(numba_type, value, core_stream, write_backs, kernel_args)
+    core_launch(core_stream, config, cufunc.kernel, *kernel_args)
+    for write_back in write_backs:  # host arrays numba copied in are copied back
+        write_back()
+
+
 def launch_cluster(
     dispatcher, clusters, cluster_size, threads, dynamic_shared_bytes, *args, stream=None
 ):
@@ -295,22 +313,28 @@ def launch_cluster(
     stream; None: numba's default stream).
     """
     check_numba_internals()
-    argument_types = compiled_kernel(dispatcher).argument_types
-    if len(args) != len(argument_types):
-        raise LaunchError(
-            f"kernel takes {len(argument_types)} arguments {argument_types}, got {len(args)}"
-        )
     kernel, cufunc = _prepare_for(dispatcher, clusters, cluster_size, threads, dynamic_shared_bytes)
-    core_stream = _core_stream(stream)
-    kernel_args, write_backs = [], []
-    for numba_type, value in zip(kernel.argument_types, args):
-        kernel._prepare_args(numba_type, value, core_stream, write_backs, kernel_args)
     config = LaunchConfig(
         grid=int(clusters),
         cluster=int(cluster_size),
         block=int(threads),
         shmem_size=int(dynamic_shared_bytes),
     )
-    core_launch(core_stream, config, cufunc.kernel, *kernel_args)
-    for write_back in write_backs:  # host arrays numba copied in are copied back
-        write_back()
+    _launch(dispatcher, kernel, cufunc, config, args, stream)
+
+
+def launch_dependent(dispatcher, blocks, threads, dynamic_shared_bytes, *args, stream=None):
+    """Launch ``blocks`` blocks (no cluster) with programmatic stream serialization: the
+    kernel may start once every CTA of the kernel ahead of it on ``stream`` has issued
+    ``griddepcontrol.launch_dependents`` (or exited), so it must ``griddepcontrol.wait``
+    before it reads that kernel's output (``tma_kernels.ptx.grid_dependency``). Arguments
+    as for ``launch_cluster``."""
+    check_numba_internals()
+    kernel, cufunc = _prepare_for(dispatcher, blocks, 1, threads, dynamic_shared_bytes)
+    config = LaunchConfig(
+        grid=int(blocks),
+        block=int(threads),
+        shmem_size=int(dynamic_shared_bytes),
+        programmatic_stream_serialization=True,
+    )
+    _launch(dispatcher, kernel, cufunc, config, args, stream)

@@ -17,6 +17,8 @@ import math
 
 import numpy as np
 from numba import cuda
+from tma_kernels.launch import launch_dependent
+from tma_kernels.ptx import griddepcontrol_wait
 
 NEG_INF = np.float32(-np.inf)
 ZERO = np.float32(0.0)
@@ -37,6 +39,7 @@ def make_combine(num_splits: int):
                        final,  # float32: (rows, head_dim) output
                        rows,  # int32: batch * seqlen_q * q_heads
                        head_dim):  # int32
+        griddepcontrol_wait()       # the attention's partials (a no-op unless launched dependent)
         row = cuda.blockIdx.x
         element = row * head_dim + cuda.threadIdx.x
         split_lse = cuda.local.array(num_splits, np.float32)
@@ -64,9 +67,19 @@ def combine_kernel(num_splits: int):
     return cuda.jit(COMBINE_SIGNATURE)(make_combine(num_splits))
 
 
-def launch_combine(partial, lse, final, num_splits: int, rows: int, head_dim: int, stream=0) -> None:
-    """Enqueue the combine of ``num_splits`` splits of ``rows`` rows on ``stream``."""
+def launch_combine(partial, lse, final, num_splits: int, rows: int, head_dim: int, stream=0,
+                   dependent: bool = True) -> None:
+    """Enqueue the combine of ``num_splits`` splits of ``rows`` rows on ``stream``. With
+    ``dependent``, as a programmatic dependent launch: it is scheduled while the attention
+    ahead of it still runs (the attention kernel triggers it at its start) and waits in
+    ``griddepcontrol.wait`` for the attention's end, so the kernel boundary's launch gap and
+    the combine's ramp overlap the attention's tail."""
     if not 1 <= head_dim <= MAX_HEAD_DIM:
         raise ValueError(f"head_dim={head_dim}: the combine runs one thread per head dimension, "
                          f"at most {MAX_HEAD_DIM}")
-    combine_kernel(num_splits)[rows, head_dim, stream](partial, lse, final, rows, head_dim)
+    kernel = combine_kernel(num_splits)
+    if dependent:
+        launch_dependent(kernel, rows, head_dim, 0, partial, lse, final, rows, head_dim,
+                         stream=None if stream == 0 else stream)
+    else:
+        kernel[rows, head_dim, stream](partial, lse, final, rows, head_dim)

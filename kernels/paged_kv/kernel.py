@@ -39,6 +39,7 @@ aligned) and 3 x MAX_STAGES mbarriers (static).
 from numba import cuda, int32, uint8, uint32, uint64
 from tma_kernels.ptx import (
     fence_mbarrier_init_cluster,
+    griddepcontrol_launch_dependents,
     mbarrier_init,
     mbarrier_wait_parity,
     smem_u32,
@@ -105,6 +106,11 @@ def make_attention_kernel(variant: Variant):
         full_k_smem = smem_u32(full_k)
         full_v_smem = smem_u32(full_v)
         empty_smem = smem_u32(empty)
+
+        # Step 0: let the split combine (launched dependent on this grid) be scheduled once
+        # every CTA of this grid has started; it waits for this grid's end before reading.
+        if tid == 0:
+            griddepcontrol_launch_dependents()
 
         # Step 1: which work tile, and which KV tiles it reads.
         work = cuda.blockIdx.x

@@ -45,6 +45,7 @@ from .dsm import (
     st_shared_cluster_v4_u32,
 )
 from .fence import fence_mbarrier_init_cluster, fence_proxy_async_shared
+from .grid_dependency import griddepcontrol_launch_dependents, griddepcontrol_wait
 from .mbarrier import (
     mbarrier_arrive,
     mbarrier_arrive_cluster,
@@ -97,6 +98,7 @@ __all__ = [
     "ld_shared_cluster_u32", "ld_shared_cluster_v4_u32", "mapa_shared",
     "st_shared_cluster_u32", "st_shared_cluster_v4_u32",
     "fence_mbarrier_init_cluster", "fence_proxy_async_shared",
+    "griddepcontrol_launch_dependents", "griddepcontrol_wait",
     "mbarrier_arrive", "mbarrier_arrive_cluster", "mbarrier_arrive_expect_tx",
     "mbarrier_arrive_remote", "mbarrier_expect_tx", "mbarrier_init", "mbarrier_try_wait_parity",
     "mbarrier_wait_parity", "mbarrier_wait_parity_acquire_cluster",
