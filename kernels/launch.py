@@ -285,13 +285,16 @@ def max_active_clusters(
     return int(cufunc.kernel.occupancy.max_active_clusters(config, stream=_core_stream(None)))
 
 
-def _launch(dispatcher, kernel, cufunc, config: LaunchConfig, args, stream) -> None:
-    """Marshal ``args`` as numba would and launch ``config`` on ``stream``."""
+def _check_argument_count(dispatcher, args) -> None:
     argument_types = compiled_kernel(dispatcher).argument_types
     if len(args) != len(argument_types):
         raise LaunchError(
             f"kernel takes {len(argument_types)} arguments {argument_types}, got {len(args)}"
         )
+
+
+def _launch(kernel, cufunc, config: LaunchConfig, args, stream) -> None:
+    """Marshal ``args`` as numba would and launch ``config`` on ``stream``."""
     core_stream = _core_stream(stream)
     kernel_args, write_backs = [], []
     for numba_type, value in zip(kernel.argument_types, args):
@@ -313,6 +316,7 @@ def launch_cluster(
     stream; None: numba's default stream).
     """
     check_numba_internals()
+    _check_argument_count(dispatcher, args)
     kernel, cufunc = _prepare_for(dispatcher, clusters, cluster_size, threads, dynamic_shared_bytes)
     config = LaunchConfig(
         grid=int(clusters),
@@ -320,7 +324,7 @@ def launch_cluster(
         block=int(threads),
         shmem_size=int(dynamic_shared_bytes),
     )
-    _launch(dispatcher, kernel, cufunc, config, args, stream)
+    _launch(kernel, cufunc, config, args, stream)
 
 
 def launch_dependent(dispatcher, blocks, threads, dynamic_shared_bytes, *args, stream=None):
@@ -330,6 +334,7 @@ def launch_dependent(dispatcher, blocks, threads, dynamic_shared_bytes, *args, s
     before it reads that kernel's output (``tma_kernels.ptx.grid_dependency``). Arguments
     as for ``launch_cluster``."""
     check_numba_internals()
+    _check_argument_count(dispatcher, args)
     kernel, cufunc = _prepare_for(dispatcher, blocks, 1, threads, dynamic_shared_bytes)
     config = LaunchConfig(
         grid=int(blocks),
@@ -337,4 +342,4 @@ def launch_dependent(dispatcher, blocks, threads, dynamic_shared_bytes, *args, s
         shmem_size=int(dynamic_shared_bytes),
         programmatic_stream_serialization=True,
     )
-    _launch(dispatcher, kernel, cufunc, config, args, stream)
+    _launch(kernel, cufunc, config, args, stream)

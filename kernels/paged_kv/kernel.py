@@ -11,7 +11,9 @@ Layouts (row-major, element type bf16 or fp8 e4m3, passed as raw device addresse
     lse         float32 (num_splits, batch, seqlen_q, q_heads): log2 of each row's sum of
                 exp2(scaled scores), -inf for a row with no key in its split
 With ``num_splits == 1``, ``out[0]`` is the attention output; otherwise
-:mod:`.combine` merges the splits.
+:mod:`.combine` merges the splits, launched as a programmatic dependent launch: every CTA
+here triggers it first thing (``griddepcontrol.launch_dependents``), so it is scheduled
+while this grid runs and waits in ``griddepcontrol.wait`` for this grid's end.
 
 Work tile (one CTA): (sequence b, KV head, split, m-block). GQA is packed into M as in
 FA3's PackGQA: packed row r is query token ``r // group`` of query head

@@ -162,6 +162,17 @@ def test_launch_cluster_checks_the_argument_count_before_the_driver():
         launch.launch_cluster(dispatcher, 1, 2, 128, 0, 0x1000)
 
 
+def test_launch_dependent_validates_before_the_driver():
+    with pytest.raises(LaunchError, match="threads=2048 is outside 1..1024"):
+        launch.launch_dependent(fake_dispatcher(FakeKernel()), 4, 2048, 0, 0x1000)
+
+
+def test_launch_dependent_checks_the_argument_count_before_the_driver():
+    dispatcher = fake_dispatcher(FakeKernel(argument_types=("uint64", "int32")))
+    with pytest.raises(LaunchError, match=re.escape("kernel takes 2 arguments")):
+        launch.launch_dependent(dispatcher, 4, 128, 0, 0x1000)
+
+
 def test_max_active_clusters_validates_before_the_driver():
     with pytest.raises(LaunchError, match="threads=2048 is outside 1..1024"):
         launch.max_active_clusters(fake_dispatcher(FakeKernel()), 2, 2048, 0)
@@ -251,3 +262,18 @@ def test_driver_errors_name_the_call_and_the_result(fake_driver, monkeypatch):
     )
     with pytest.raises(DriverCallError, match=re.escape(message)):
         launch.allow_nonportable_cluster_size(fake_driver.dispatcher)
+
+
+def test_launch_dependent_asks_for_programmatic_stream_serialization(fake_driver, monkeypatch):
+    launched = []
+    fake_driver.dispatcher.overloads[0]._prepare_args = (
+        lambda numba_type, value, stream, write_backs, kernel_args: kernel_args.append(value))
+    monkeypatch.setattr(launch, "_core_stream", lambda stream: "stream")
+    monkeypatch.setattr(launch, "core_launch", lambda stream, config, kernel, *args:
+                        launched.append((stream, config, args)))
+    fake_driver.cufunc.kernel = "kernel"
+    launch.launch_dependent(fake_driver.dispatcher, 300, 256, 0, 0x1000)
+    [(stream, config, args)] = launched
+    assert (stream, args) == ("stream", (0x1000,))
+    assert config.programmatic_stream_serialization
+    assert (config.grid, config.block, config.cluster) == ((300, 1, 1), (256, 1, 1), None)

@@ -2,7 +2,8 @@
 
 - every variant: HMMA (bf16: ``HMMA.16816.F32.BF16``; e4m3: fp8 unpacked to fp16,
   ``F2FP.F16.E4M3.UNPACK_B`` + ``HMMA.16816.F32``), ``LDSM.16.M88.4`` (Q, K) and
-  ``LDSM.16.MT88.4`` (V), ``MUFU.EX2`` (softmax), mbarrier waits; the decode consumer
+  ``LDSM.16.MT88.4`` (V), ``MUFU.EX2`` (softmax), mbarrier waits, ``PREEXIT`` (the
+  trigger of the split combine's programmatic dependent launch); the decode consumer
   (S^T = K Q^T) also ``MOVM.16.MT88`` (P^T), and its split form (consumer_split.py) the
   named barriers between its warps (every other variant only ``__syncthreads``);
 - TMA path: ``UTMALDG.4D`` and no ``LDGSTS``; cp.async path: ``LDGSTS.E.BYPASS.128`` and no
@@ -35,7 +36,8 @@ from tma_kernels.paged_kv.runner import check_page_size
 MMA_SASS = {"bf16": ("HMMA.16816.F32.BF16",), "e4m3": ("F2FP.F16.E4M3.UNPACK_B", "HMMA.16816.F32")}
 PATH_SASS = {"tma": ("UTMALDG.4D",), "cp_async": ("LDGSTS.E.BYPASS.128",)}
 PATH_ABSENT = {"tma": "LDGSTS", "cp_async": "UTMALDG"}
-COMMON_SASS = ("LDSM.16.M88.4", "LDSM.16.MT88.4", "MUFU.EX2", "SYNCS.PHASECHK")
+#: ... and ``PREEXIT`` (griddepcontrol.launch_dependents: the split combine may be scheduled)
+COMMON_SASS = ("LDSM.16.M88.4", "LDSM.16.MT88.4", "MUFU.EX2", "SYNCS.PHASECHK", "PREEXIT")
 
 VARIANTS = [
     Variant(dtype=dtype, head_dim=d, load_path=path, consumer_warps=w,
@@ -147,11 +149,13 @@ def test_page_size_rules(variant, page_size, ok):
 def test_combine_loads_unroll(num_splits):
     """The split combine at a compile-time split count: both loops unroll, so each thread's
     loads (one lse and one partial per split) are all in the SASS, issued without a loop
-    between them, with no local memory; exp2 runs on MUFU.EX2, not powf."""
+    between them, with no local memory; exp2 runs on MUFU.EX2, not powf. It waits for the
+    attention's grid first (griddepcontrol.wait: ACQBULK), as a dependent launch must."""
     kernel = compile_for_sm90a(make_combine(num_splits), COMBINE_SIGNATURE, name=f"combine_{num_splits}")
     opcodes = kernel.opcode_counts()
     assert opcodes.get("LDG.E", 0) == 2 * num_splits, opcodes
     assert opcodes.get("MUFU.EX2", 0) == num_splits, opcodes
+    assert opcodes.get("ACQBULK", 0) == 1, opcodes
     assert kernel.spill_store_bytes == 0 and "STL" not in opcodes and "LDL" not in opcodes, opcodes
 
 

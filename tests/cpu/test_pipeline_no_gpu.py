@@ -135,9 +135,6 @@ KNOWN_FAILING = {
         "an fp8 cluster shape gains in the median (paper/tables/gemm_multicast.md); the claim predicted none",
     "gemm_multicast_rule_not_faster_holds":
         "the microbenchmark's 'multicast is not faster' holds for fewer GEMM cluster variants than the bar asks",
-    "paged_kv_decode_bf16_reaches_70pct_of_copy":
-        "mqa_8x256 bf16 at 4 query tokens sits at the bar: just under it in the reference run, just over it "
-        "in the run before with the same kernels (paper/tables/paged_kv_decode.md)",
     "paged_kv_decode_e4m3_reaches_70pct_of_copy":
         "e4m3 decode below the bar at llama3_70b (4 tokens) and mqa_8x256 (1 and 4 tokens); at the 4-token "
         "points the roofline bound (the shape's prefill TFLOP/s) is itself under the bar (paper/tables/paged_kv_decode.md)",

@@ -10,8 +10,9 @@ from tma_study.config import REPO_ROOT
 
 MMA_SASS = {"bf16": ("HMMA.16816.F32.BF16",), "e4m3": ("F2FP.F16.E4M3.UNPACK_B", "HMMA.16816.F32")}
 PATH_SASS = {"tma": ("UTMALDG.4D",), "cp_async": ("LDGSTS.E.BYPASS.128",)}
-CONSUMER_SASS = ("LDSM.16.M88.4", "LDSM.16.MT88.4", "MUFU.EX2", "SYNCS.PHASECHK")
-COMBINE_SASS = ("MUFU.EX2", "FFMA", "LDG.E")
+#: every attention kernel; PREEXIT: griddepcontrol.launch_dependents (the combine's early launch)
+CONSUMER_SASS = ("LDSM.16.M88.4", "LDSM.16.MT88.4", "MUFU.EX2", "SYNCS.PHASECHK", "PREEXIT")
+COMBINE_SASS = ("MUFU.EX2", "FFMA", "LDG.E", "ACQBULK")   # ACQBULK: griddepcontrol.wait
 COMBINE_SPLIT_COUNTS = (2, 8, 85)        # 85: the largest count in the H200 reference data
 CONFIG = REPO_ROOT / "config" / "config.yaml"
 
