@@ -135,8 +135,8 @@ class AttentionRunner:
                                "(the DeviceProblem's output buffers)")
 
     def launch(self, device: DeviceProblem, num_splits: int = 1, stream=0) -> None:
-        """Enqueue the attention (and, with splits, the combine, as its programmatic dependent
-    launch: combine.launch_combine) on ``stream``."""
+        """Enqueue the attention (and, with splits, the combine, as its programmatic
+        dependent launch: combine.launch_combine) on ``stream``."""
         from .combine import launch_combine
         self.check(device, num_splits)
         p = device.problem
