@@ -179,6 +179,12 @@ def proxy_fence(out_u32, out_u64, global_address):
     ptx.fence_proxy_async_shared()
 
 
+def grid_dependency(out_u32, out_u64, global_address):
+    ptx.griddepcontrol_launch_dependents()
+    ptx.griddepcontrol_wait()
+    out_u32[0] = out_u32[1]
+
+
 def tma_loads(out_u32, out_u64, global_address):
     tile = ptx.smem_u32(cuda.shared.array(TILE_BYTES, numba.uint8))
     bar = ptx.smem_u32(cuda.shared.array(BARRIER_WORDS, numba.uint64))
@@ -345,6 +351,9 @@ CASES = [
     ("fence_mbarrier_init_cluster", multicast_after_fenced_init,
      [InPtx("fence.mbarrier_init.release.cluster;"), OneNopMoreThan(multicast_after_init)]),
     ("fence_proxy_async_shared", proxy_fence, [Op("FENCE.VIEW.ASYNC.S")]),
+    # programmatic dependent launch: the trigger and the wait for the prerequisite grid
+    ("griddepcontrol_launch_dependents", grid_dependency, [Op("PREEXIT")]),
+    ("griddepcontrol_wait", grid_dependency, [Op("ACQBULK")]),
     ("named_barrier_sync", consumer_warps_barrier, [Line(r"^BAR\.SYNC(\.DEFER_BLOCKING)? 0x1, 0x100$")]),
     *[(f"tma_load_{rank}d", tma_loads, [Op(f"UTMALDG.{rank}D")]) for rank in TENSOR_RANKS],
     *[(f"tma_load_{rank}d_multicast", tma_multicast_loads, [Op(f"UTMALDG.{rank}D.MULTICAST")])
