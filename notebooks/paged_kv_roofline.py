@@ -27,6 +27,7 @@ import pandas as pd
 from matplotlib.lines import Line2D
 
 from tma_study.report.figures import finish, inputs
+from tma_study.studies.paged_kv.facts import bar_points
 
 derived, provenance, pdf = inputs("paged_kv", globals().get("snakemake"))
 decode = pd.read_csv(derived / "decode.csv")
@@ -34,8 +35,7 @@ BAR_FRACTION = 0.70
 DTYPE_COLOR = {"bf16": "#1f77b4", "e4m3": "#ff7f0e"}
 SHAPE_MARKERS = ("o", "s", "D", "^", "v", "P", "X")
 
-points = decode[decode.bar_applies.astype(str).str.lower().eq("true")
-                & decode.best_load_path.isin(["tma", "cp_async"])]
+points = bar_points(decode)
 has_roofline = "bound_gbps" in decode.columns
 
 # %%

@@ -76,7 +76,7 @@ def test_the_copy_of_the_same_bytes_is_context(decode):
 def test_math_bound_facts_and_table(decode):
     frame = decode.reset_index()
     bound = facts.math_bound(frame)
-    assert (bound.points, bound.missed, bound.bar_missed) == (1, 1, 2)
+    assert (bound.points, bound.missed) == (1, 1)
     assert bound.bound_max_fraction_of_copy == pytest.approx(150e3 / 64 / COPY_GBPS)
     assert bound.fraction_of_bound_min == bound.fraction_of_bound_max == pytest.approx(2300.0 * 64 / 150e3)
     assert bound.flops_per_kv_byte_min == 64

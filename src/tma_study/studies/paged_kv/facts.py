@@ -205,14 +205,14 @@ class DecodeBar:
     best_cp_async: int
 
 
-def _bar_rows(decode: pd.DataFrame) -> pd.DataFrame:
-    """The measured decode points in the bar's scope."""
+def bar_points(decode: pd.DataFrame) -> pd.DataFrame:
+    """The measured decode points in the bar's scope (decode.csv rows)."""
     rows = decode[decode.bar_applies.astype(str).str.lower() == "true"]
     return rows[rows.best_load_path.isin(LOAD_PATHS)]
 
 
 def decode_bar(decode: pd.DataFrame, dtype: str | None = None) -> DecodeBar | None:
-    rows = _bar_rows(decode)
+    rows = bar_points(decode)
     if dtype is not None:
         rows = rows[rows.dtype == dtype]
     if rows.empty:
@@ -230,7 +230,6 @@ class MathBound:
 
     points: int
     missed: int                     # of them, below the bar
-    bar_missed: int                 # every bar point below the bar
     bound_max_fraction_of_copy: float   # the highest such bound, as a fraction of the copy rate
     fraction_of_bound_min: float
     fraction_of_bound_max: float
@@ -241,12 +240,11 @@ def math_bound(decode: pd.DataFrame) -> MathBound | None:
     """None where no bar point is math-bound (or the data predate the roofline columns)."""
     if "bound" not in decode:
         return None
-    rows = _bar_rows(decode)
+    rows = bar_points(decode)
     bound = rows[rows.bound == "prefill_tflops"]
     if bound.empty:
         return None
-    below = rows.fraction_of_d2d_copy < DECODE_BAR_FRACTION
-    return MathBound(len(bound), int((bound.fraction_of_d2d_copy < DECODE_BAR_FRACTION).sum()), int(below.sum()),
+    return MathBound(len(bound), int((bound.fraction_of_d2d_copy < DECODE_BAR_FRACTION).sum()),
                      float((bound.bound_gbps / bound.d2d_copy_gbps).max()), float(bound.fraction_of_bound.min()),
                      float(bound.fraction_of_bound.max()), float(bound.flops_per_kv_byte.min()))
 
@@ -267,7 +265,7 @@ def same_bytes_copy(decode: pd.DataFrame) -> SameBytesCopy | None:
     """None where the data have no same-size copy (measured before it was) or nothing missed."""
     if "same_bytes_copy_gbps" not in decode:
         return None
-    rows = _bar_rows(decode)
+    rows = bar_points(decode)
     rows = rows[rows.same_bytes_copy_gbps.notna()]
     missed = rows[rows.fraction_of_d2d_copy < DECODE_BAR_FRACTION]
     if missed.empty:

@@ -140,6 +140,7 @@ def _decode(decode: pd.DataFrame) -> dict[str, str]:
         if bar is None:
             continue
         out |= {_name("decode bar", short, "points"): number(bar.points), _name("decode bar", short, "met"): number(bar.met),
+                _name("decode bar", short, "missed"): number(bar.points - bar.met),
                 _name("decode bar", short, "min percent"): percent(bar.fraction_min, 0),
                 _name("decode bar", short, "median percent"): percent(bar.fraction_median, 0),
                 _name("decode bar", short, "max percent"): percent(bar.fraction_max, 0),
@@ -152,7 +153,6 @@ def _decode(decode: pd.DataFrame) -> dict[str, str]:
     if bound is not None:
         out |= {_name("decode math bound points"): number(bound.points),
                 _name("decode math bound missed"): number(bound.missed),
-                _name("decode bar missed"): number(bound.bar_missed),
                 _name("decode math bound max percent copy"): percent(bound.bound_max_fraction_of_copy, 0),
                 _name("decode math bound min percent"): percent(bound.fraction_of_bound_min, 0),
                 _name("decode math bound max percent"): percent(bound.fraction_of_bound_max, 0),

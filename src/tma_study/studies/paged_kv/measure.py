@@ -118,6 +118,7 @@ def _fresh_seed() -> int:
     return int.from_bytes(os.urandom(8), "little")
 
 
+@functools.cache
 def _fill_kernel():
     from numba import cuda, uint32, uint64
 
