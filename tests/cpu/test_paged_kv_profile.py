@@ -7,7 +7,7 @@ import pytest
 
 from tma_study.studies.paged_kv import profile
 
-KEY = "llama3_8b/e4m3/decode-q1-b32-ctx8192/page256/cp_async/s2p1"
+KEY = "llama3_8b/e4m3/decode-q1-b32-ctx8192/page256/cp_async/s2p1/kq"
 
 
 @pytest.fixture(scope="module")

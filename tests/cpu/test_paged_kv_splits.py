@@ -138,5 +138,5 @@ def test_the_case_launches_and_records_the_runners_split(configs, monkeypatch, l
     case.launch(0)
     assert checked == [(runner, config, splits)]
     assert pools.asked == [splits] and runner.launched == [splits, splits]
-    assert list(pools.outputs) == [("one group", config.page_size, splits)]
+    assert list(pools.outputs) == [("one group", config.page_size, splits, config.score_layout)]
 

@@ -68,6 +68,7 @@ def test_grid_errors_name_the_key(study_config):
 
 
 def test_grid_size_and_kernel_choices(study_config):
+    study_config["decode_consumers"] = ["kq"]
     configs = sweep_configs(study_config)
     # decode page-size sweep: 2 phases x 5 shapes x 2 dtypes x (5 TMA + 7 cp.async pages x 2
     # producer-warp counts) x 2 stage counts (head dim 256 decodes with 32-row tiles, so 4
@@ -100,13 +101,19 @@ def test_grid_size_and_kernel_choices(study_config):
 
 
 
-def test_split_tiles_choose_the_split_consumer_for_the_dtype(study_config):
-    study_config["decode_split_tiles"] = {"bf16": False, "e4m3": True}
+def test_decode_consumer_is_a_knob_swept_per_cell(study_config):
+    assert study_config["decode_consumers"] == ["kq", "kq_split"]    # the shipped config sweeps both
     configs = sweep_configs(study_config)
     decode = [c for c in configs if c.phase.name == "decode"]
     split = [c for c in decode if c.score_layout == "kq_split"]
-    assert {c.dtype for c in split} == {"e4m3"} and len(split) == len(decode) // 2
-    assert all(c.score_layout == "kq" for c in decode if c.dtype == "bf16")
+    kq = [c for c in decode if c.score_layout == "kq"]
+    # kq_split beside every kq configuration, except bf16 head dim 256 at 4 stages: its 64-row
+    # tiles (a 16-token block per warp) do not fit 4 stages (2 phases x (5 TMA + 7 x 2 cp.async))
+    assert len(kq) == 820 and len(split) == 820 - 2 * (5 + 7 * 2)
+    assert not [c for c in split if (c.dtype, c.shape.head_dim, c.stages) == ("bf16", 256, 4)]
+    assert {c.key.removesuffix("/kq_split") for c in split} <= {c.key.removesuffix("/kq") for c in kq}
+    assert len({c.key for c in configs}) == len(configs) == 1028 + len(split)
+    assert all(c.score_layout == "qk" and not c.key.endswith("qk") for c in configs if c.phase.name == "prefill")
     # 4 warps share each tile; the CTA's rows are the KV head's packed query rows as a power
     # of two from 8 to 32, each warp loading a quarter; tiles hold a 16-token block per warp
     rows = {(c.shape.name, c.phase.seqlen_q, c.rows_per_warp, c.block_n) for c in split}
@@ -116,13 +123,14 @@ def test_split_tiles_choose_the_split_consumer_for_the_dtype(study_config):
         ("mqa_8x256", 1, 2), ("mqa_8x256", 4, 8)}
     assert all(c.consumer_warps == 4 and c.block_n >= 64 for c in split)
     assert all(c.variant().score_layout == c.score_layout for c in decode)
-    assert len(configs) == 1028
 
 
-def test_split_tiles_must_name_both_dtypes(study_config):
-    study_config["decode_split_tiles"] = {"e4m3": True}
-    assert "studies.paged_kv.decode_split_tiles" in rejection(study_config)
-    assert "bf16" in rejection(study_config)
+@pytest.mark.parametrize("consumers", [[], ["kq", "kq"], ["qk"]])
+def test_decode_consumers_are_checked_naming_the_key(study_config, consumers):
+    study_config["decode_consumers"] = consumers
+    assert "studies.paged_kv.decode_consumers" in rejection(study_config)
+    with pytest.raises(GridError, match="studies.paged_kv.decode_consumers"):
+        sweep_configs(study_config)
 
 
 NOT_TIMED = "not measured: no valid cold sample within the timeout (synthetic)"

@@ -1,20 +1,23 @@
 """Derived tables of the paged_kv study, from attention.csv and ceilings.csv.
 
 attention.csv holds one row per (point, page size, load path, K/V ring stages, producer
-warps): each load path has two tuning knobs, the ring depth and (cp.async only; TMA's
-producer is one warp) the number of warps gathering K/V (grid.py). Every comparison below
-uses each path at its own best combination of both (the lowest median time among the
-combinations measured for that cell), as measurement.md asks ("each mechanism gets its best
+warps, decode consumer): each load path has two tuning knobs, the ring depth and (cp.async
+only; TMA's producer is one warp) the number of warps gathering K/V, and decode a third, the
+consumer (``score_layout`` "kq" or "kq_split", grid.py). Every comparison below uses each
+path at its own best combination of them (the lowest median time among the combinations
+measured for that cell), as measurement.md asks ("each mechanism gets its best
 configuration from a sweep of its own knobs"). A cell with no timed row (every sample
 discarded: NaN times) is kept, marked "not measured", and never wins; an untimed
 combination never wins either.
 
 - ``tuning.csv``: per (point, page size, load path): the stage and producer-warp counts
   swept, the time and resident CTAs per SM at each combination (columns ``time_us_s{stages}_p{warps}``,
-  ``resident_ctas_per_sm_s{stages}_p{warps}``, blank where a path did not run that
-  combination), the chosen counts (``stages_chosen``, ``producer_warps_chosen``) and the
+  ``resident_ctas_per_sm_s{stages}_p{warps}``, the faster consumer's where several ran,
+  blank where a path did not run that combination); the consumers swept
+  (``score_layout_swept``) and each one's best time over the other knobs
+  (``time_us_{consumer}``); the chosen counts (``stages_chosen``, ``producer_warps_chosen``) and the
   chosen kernel (name, registers, local bytes per thread, resident CTAs, launch bounds, KV
-  tile rows, consumer and producer warps) and its launch's KV splits (``num_splits``; with
+  tile rows, consumer (``score_layout``) and warps) and its launch's KV splits (``num_splits``; with
   ``split_rule`` and ``waves`` where measure.py recorded them).
 - ``speedup.csv``: per (point, page size): the TMA and cp.async times at their best knobs
   (``{path}_stages``, ``{path}_producer_warps``) where both ran, TMA's speedup (cp.async
@@ -22,8 +25,8 @@ combination never wins either.
   other's interquartile spread), FA3's choice for the same
   call and whether they agree; ``page_sweep`` marks points measured at more than one page
   size (the page-size sweep, as opposed to the one-page batch/context scaling points).
-- ``decode.csv``: per decode point, the better path (with its page size, stages and
-  producer warps: ``best_*``) and its K/V read rate as a fraction of the
+- ``decode.csv``: per decode point, the better path (with its page size, stages,
+  producer warps and consumer: ``best_*``) and its K/V read rate as a fraction of the
   same run's device-to-device copy rate (read + write bytes per second), next to torch
   SDPA on a contiguous cache, and whether it meets the issue's bar (>= 70 % at contexts
   >= 8K with batch >= 32). Beside it, a roofline from the same run: the point's arithmetic
@@ -95,6 +98,15 @@ def knob_label(stages: int, producer_warps: int) -> str:
     return f"s{int(stages)}_p{int(producer_warps)}"
 
 
+def _fastest(rows: pd.DataFrame):
+    """The row of ``rows`` with the lowest median time; the first row when none was timed;
+    None when there is no row."""
+    if rows.empty:
+        return None
+    timed = rows[rows.time_us_median.notna()]
+    return timed.loc[timed.time_us_median.idxmin()] if len(timed) else rows.iloc[0]
+
+
 def _swept(values) -> str:
     return " ".join(str(int(v)) for v in sorted(set(values)))
 
@@ -109,6 +121,7 @@ def best_tuning(attention: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
                                 *KERNEL_COLUMNS, *TILE_COLUMNS],
              "attention.csv")
     combinations = sorted({(int(s), int(w)) for s, w in zip(attention.stages, attention.producer_warps)})
+    consumers = sorted(attention.score_layout.unique()) if "score_layout" in attention else []
     chosen_rows, statuses, tuning_rows = [], [], []
     for key, cell in attention.groupby(CELL, sort=True):
         timed = cell[cell.time_us_median.notna()]
@@ -123,10 +136,14 @@ def best_tuning(attention: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
                   "stages_chosen": int(chosen.stages) if len(timed) else None,
                   "producer_warps_chosen": int(chosen.producer_warps) if len(timed) else None}
         for stages, warps in combinations:
-            at = cell[(cell.stages == stages) & (cell.producer_warps == warps)]
+            at = _fastest(cell[(cell.stages == stages) & (cell.producer_warps == warps)])
             label = knob_label(stages, warps)
-            tuning[f"time_us_{label}"] = at.time_us_median.iloc[0] if len(at) else float("nan")
-            tuning[f"resident_ctas_per_sm_{label}"] = at.resident_ctas_per_sm.iloc[0] if len(at) else None
+            tuning[f"time_us_{label}"] = at.time_us_median if at is not None else float("nan")
+            tuning[f"resident_ctas_per_sm_{label}"] = at.resident_ctas_per_sm if at is not None else None
+        if consumers:
+            tuning["score_layout_swept"] = " ".join(sorted(cell.score_layout.unique()))
+        for consumer in consumers:
+            tuning[f"time_us_{consumer}"] = cell.loc[cell.score_layout == consumer, "time_us_median"].min()
         tuning.update({column: chosen[column] for column in (*KERNEL_COLUMNS, *TILE_COLUMNS)})
         tuning.update({column: chosen[column] for column in (*SPLIT_COLUMNS, *CONSUMER_COLUMNS)
                        if column in chosen.index})
@@ -234,12 +251,12 @@ def decode_table(best: pd.DataFrame, ceilings: pd.DataFrame) -> pd.DataFrame:
         top = None
         if timed.empty:
             row.update({"best_load_path": NOT_MEASURED, "best_page_size": None, "best_stages": None,
-                        "best_producer_warps": None, "best_gbps": float("nan")})
+                        "best_producer_warps": None, "best_score_layout": None, "best_gbps": float("nan")})
         else:
             top = timed.loc[timed.gbps.idxmax()]
             row.update({"best_load_path": top.load_path, "best_page_size": int(top.page_size),
                         "best_stages": int(top.stages), "best_producer_warps": int(top.producer_warps),
-                        "best_gbps": top.gbps})
+                        "best_score_layout": top.get("score_layout"), "best_gbps": top.gbps})
         row.update({"d2d_copy_gbps": copy_gbps, "fraction_of_d2d_copy": row["best_gbps"] / copy_gbps,
                     "best_tma_gbps": timed.loc[timed.load_path == "tma", "gbps"].max(),
                     "best_cp_async_gbps": timed.loc[timed.load_path == "cp_async", "gbps"].max(),

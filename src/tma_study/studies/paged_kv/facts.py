@@ -373,6 +373,29 @@ def combination(tuning: pd.DataFrame, phase: str, load_path: str, dtype: str) ->
 
 
 @dataclass(frozen=True)
+class ConsumerWins:
+    """The decode consumer knob (grid.SweepConfig.score_layout) at one (dtype, query tokens):
+    of the timed cells that ran both "kq" and "kq_split", how many kq_split won, and the
+    median over them of kq_split's best time over kq's (each at its best other knobs)."""
+
+    cells: int
+    split_won: int
+    split_over_kq_median: float
+
+
+def consumer_wins(tuning: pd.DataFrame, dtype: str, seqlen_q: int) -> ConsumerWins | None:
+    """None where the run did not sweep both consumers at that (dtype, query tokens)."""
+    if not {"time_us_kq", "time_us_kq_split", "score_layout"} <= set(tuning.columns):
+        return None
+    rows = tuning[(tuning.phase == "decode") & (tuning.dtype == dtype) & (tuning.seqlen_q == seqlen_q)
+                  & (tuning.status == MEASURED) & tuning.time_us_kq.notna() & tuning.time_us_kq_split.notna()]
+    if rows.empty:
+        return None
+    return ConsumerWins(len(rows), int((rows.score_layout == "kq_split").sum()),
+                        float((rows.time_us_kq_split / rows.time_us_kq).median()))
+
+
+@dataclass(frozen=True)
 class LaunchBounds:
     """The chosen decode kernels, and those compiled with launch bounds (measure.fit_residency:
     a decode kernel that fits fewer CTAs per SM than ``decode_min_ctas_per_sm`` is rebuilt with

@@ -6,7 +6,8 @@ The TMA path runs only at page sizes its boxes can take (``runner.check_page_siz
 cp.async path also at 1 and 8. Each configuration's kernel variant follows from it:
 block_n 64 (decode: 128 for e4m3 at head dim 64, 32 at head dim 256, see ``SweepConfig.block_n``), the consumer of
 ``SweepConfig.score_layout`` (prefill: S = Q K^T, 16 packed query rows per warp, 4 warps;
-decode: S^T = K Q^T, 8 rows per warp, as many warps as its query heads x tokens need),
+decode: each of config ``decode_consumers``: "kq", S^T = K Q^T, 8 rows per warp, as many
+warps as its query heads x tokens need, or "kq_split", 4 warps sharing each tile),
 each of the phase kind's ``stages`` counts that fits in shared memory, one producer warp for
 TMA and each of the phase kind's ``cp_async_producer_warps`` counts for cp.async (the tuning
 knobs: a path is compared at its best combination; the analysis keeps the fastest per path)
@@ -37,6 +38,7 @@ DECODE_BLOCK_N_MAX = 128
 DECODE_BLOCK_N_D256 = 32
 DECODE_SPLIT_WARPS = 4      # kq_split: warps sharing each tile
 DECODE_SPLIT_MAX_ROWS = 32  # kq_split: query rows of a CTA at most (4 warps x 8)
+DECODE_CONSUMERS = ("kq", "kq_split")   # config studies.paged_kv.decode_consumers may list
 
 
 class GridError(ValueError):
@@ -73,7 +75,7 @@ class SweepConfig:
     stages: int
     producer_warps: int
     decode_min_kv_tile_bytes: int     # config studies.paged_kv.decode_min_kv_tile_bytes
-    decode_split_tiles: bool = False  # config studies.paged_kv.decode_split_tiles[dtype]: kq_split
+    decode_consumer: str = "kq"       # one of config studies.paged_kv.decode_consumers
 
     @property
     def block_n(self) -> int:
@@ -106,13 +108,14 @@ class SweepConfig:
         """The consumer (tma_kernels.paged_kv.Variant.score_layout): prefill "qk" (S = Q K^T,
         query rows as the mma's M, as FA3); decode "kq" (S^T = K Q^T, KV tokens as M): at 1
         to 8 query rows per KV head, rows as M left most of every mma padding and the
-        consumer, not the loads, limited decode on the H200 (paged_kv/profile.py). Decode
-        takes "kq_split" where config ``decode_split_tiles`` says so for the dtype: the CTA's
-        DECODE_SPLIT_WARPS warps share each K/V tile, so each element is read (e4m3:
-        unpacked to fp16) once per CTA instead of once per warp."""
+        consumer, not the loads, limited decode on the H200 (paged_kv/profile.py); or
+        "kq_split" (``decode_consumer``, a tuning knob swept per cell like the stages): the
+        CTA's DECODE_SPLIT_WARPS warps share each K/V tile, so each element is read (e4m3:
+        unpacked to fp16) once per CTA instead of once per warp, and a KV head's few query
+        rows still spread over 4 warps."""
         if self.phase.name == "prefill":
             return "qk"
-        return "kq_split" if self.decode_split_tiles else "kq"
+        return self.decode_consumer
 
     @property
     def rows_per_warp(self) -> int:
@@ -177,7 +180,8 @@ class SweepConfig:
     def key(self) -> str:
         return (f"{self.shape.name}/{self.dtype}/{self.phase.name}-q{self.phase.seqlen_q}"
                 f"-b{self.phase.batch}-ctx{self.phase.context}/page{self.page_size}/{self.load_path}"
-                f"/s{self.stages}" + (f"p{self.producer_warps}" if self.load_path == "cp_async" else ""))
+                f"/s{self.stages}" + (f"p{self.producer_warps}" if self.load_path == "cp_async" else "")
+                + (f"/{self.score_layout}" if self.phase.name == "decode" else ""))
 
     def columns(self) -> dict:
         """The configuration's row columns; the launch's split columns come from ``split``
@@ -244,26 +248,39 @@ def _phase_plans(study: dict) -> list[tuple[Phase, list[Shape], dict[str, list[i
     return plans
 
 
+def decode_consumers(study: dict) -> list[str]:
+    """Config ``decode_consumers``: the decode consumers to sweep, each of DECODE_CONSUMERS."""
+    consumers = study["decode_consumers"]
+    stray = [c for c in consumers if c not in DECODE_CONSUMERS]
+    if not consumers or stray or len(set(consumers)) != len(consumers):
+        raise GridError(f"config key 'studies.paged_kv.decode_consumers': {consumers} must list distinct "
+                        f"consumers among {list(DECODE_CONSUMERS)}, at least one")
+    return list(consumers)
+
+
 def sweep_configs(study: dict) -> list[SweepConfig]:
     """Expand the study config, shape-major; keep only page sizes a path can load."""
     from tma_kernels.paged_kv import VariantError
     from tma_kernels.paged_kv.runner import check_page_size
     configs = []
     plans = _phase_plans(study)
+    consumers = decode_consumers(study)
     for shape, dtype, (phase, phase_shapes, pages), path in itertools.product(
             shapes(study), study["dtypes"], plans, LOAD_PATHS):
         if shape not in phase_shapes:
             continue
         producer_warps = study["cp_async_producer_warps"][phase.name] if path == "cp_async" else [1]
-        for page, stages, warps in itertools.product(pages[path], study["stages"][phase.name], producer_warps):
+        phase_consumers = consumers if phase.name == "decode" else ["kq"]   # prefill: "qk" regardless
+        for page, stages, warps, consumer in itertools.product(pages[path], study["stages"][phase.name],
+                                                               producer_warps, phase_consumers):
             config = SweepConfig(shape, dtype, phase, page, path, stages, warps, study["decode_min_kv_tile_bytes"],
-                                 study["decode_split_tiles"][dtype])
+                                 consumer)
             try:
                 variant = config.variant()
             except VariantError:
                 if stages == min(study["stages"][phase.name]):
                     raise GridError(f"config key 'studies.paged_kv.stages.{phase.name}': {shape.name} "
-                                    f"{dtype} does not fit at {stages} stages") from None
+                                    f"{dtype} ({config.score_layout}) does not fit at {stages} stages") from None
                 continue        # a deeper ring that does not fit in shared memory
             try:
                 check_page_size(variant, page)

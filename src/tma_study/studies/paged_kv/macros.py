@@ -53,7 +53,15 @@ def _sweep(speedup: pd.DataFrame, tuning: pd.DataFrame) -> dict[str, str]:
     if "score_layout" in tuning.columns:   # data from before the decode consumer lack it
         decode = tuning[tuning.phase == "decode"]
         out |= {_name("decode cells"): number(len(decode)),
-                _name("decode kq cells"): number((decode.score_layout == "kq").sum())}
+                _name("decode kq cells"): number((decode.score_layout == "kq").sum()),
+                _name("decode kq split cells"): number((decode.score_layout == "kq_split").sum())}
+        for dtype, short in DTYPE_NAMES.items():
+            for tokens in sorted(int(q) for q in decode.seqlen_q.unique()):
+                wins = facts.consumer_wins(tuning, dtype, tokens)
+                if wins is not None:    # a run that swept both consumers there
+                    prefix = ("decode kq split", short, f"q{tokens}")
+                    out |= {_name(*prefix, "won"): number(wins.split_won), _name(*prefix, "cells"): number(wins.cells),
+                            _name(*prefix, "time ratio"): ratio(wins.split_over_kq_median)}
     for phase in facts.PHASES:
         rows = sweep[sweep.phase == phase]
         if rows.empty:

@@ -151,7 +151,7 @@ def _check_problem(phase, shape, page_size: int, dtype: str, rng) -> Problem:
 def _check_case(phase, shape, page_size: int, dtype: str):
     """(seed, inputs, problem.Expected: float64 reference, lse, tolerance) of one reduced problem,
     shared by the configurations of one cell (shape, dtype, phase, page size) that differ only
-    in load path, stages or producer warps. Making the inputs and the reference dominated the
+    in load path, stages, producer warps or decode consumer. Making the inputs and the reference dominated the
     sweep's time on the host (about 1.9 s a configuration for mha_32x128 e4m3 decode on the H200
     machine, 914 configurations in 226 cells). sweep_configs orders a (shape, dtype, phase)
     group's TMA pages before its cp.async pages, so a cell comes back after at most the group's
@@ -195,7 +195,7 @@ class TimedPools:
     def __init__(self):
         self.group = None
         self.fill = _fill_kernel()
-        self.outputs = {}           # (group, page_size, splits) -> output of the first kernel checked
+        self.outputs = {}           # (group, page_size, splits, consumer) -> first kernel's output
         self.devices = {}
 
     def ensure(self, config: SweepConfig):
@@ -271,10 +271,11 @@ def _attention_case(config: SweepConfig, runner, pools: TimedPools,
         if not np.isfinite(out).all():
             raise timing.CorrectnessError(f"{config.key}: full-size output has "
                                           f"{int((~np.isfinite(out)).sum())} non-finite values")
-        twin = pools.outputs.setdefault((pools.group, config.page_size, splits), out)
+        # kernels of one consumer sum in one order; kq and kq_split differ in tile rows and order
+        twin = pools.outputs.setdefault((pools.group, config.page_size, splits, config.score_layout), out)
         if twin is not out and not np.array_equal(twin, out):
-            raise timing.CorrectnessError(f"{config.key}: output differs from another kernel's at page "
-                                          f"size {config.page_size} and {splits} splits")
+            raise timing.CorrectnessError(f"{config.key}: output differs from another {config.score_layout} "
+                                          f"kernel's at page size {config.page_size} and {splits} splits")
 
     p, s = config.phase, config.shape
     out_bytes = 4 * p.batch * p.seqlen_q * s.q_heads * s.head_dim

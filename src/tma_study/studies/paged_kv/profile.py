@@ -8,7 +8,7 @@ on it ("a source-level profile, outside these data, points at the consumer").
     python -m tma_study.studies.paged_kv.profile --list        # every configuration key
 
 KEY is a configuration of the sweep in ``--config`` (``SweepConfig.key``, e.g.
-``llama3_8b/e4m3/decode-q1-b32-ctx8192/page256/cp_async/s2p1``). For each key, ncu runs this
+``llama3_8b/e4m3/decode-q1-b32-ctx8192/page256/cp_async/s2p1/kq``). For each key, ncu runs this
 module's child, which builds the kernel and split count exactly as measure.py does (launch
 bounds included) and launches it three times; ncu profiles the third launch with clock control
 off (the GPU's clocks are left as they are) and writes ``<out>/<key with / as _>.csv``, the

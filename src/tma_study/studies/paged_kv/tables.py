@@ -131,13 +131,14 @@ def _wins(measured: pd.DataFrame, column: str) -> str:
 
 def tuning_display(tuning: pd.DataFrame) -> pd.DataFrame:
     """Per (phase, shape, dtype, load path): how often each stage count, each producer-warp
-    count and each combination won, the median time ratio of the deepest to the shallowest ring
+    count, each combination and (decode, where both ran) each consumer won, the median time ratio of the deepest to the shallowest ring
     and of the most to the fewest producer warps (the other knob at its chosen value), the
     resident CTAs per SM at each combination, and what the chosen kernels were."""
     labels = [c.removeprefix("time_us_") for c in tuning.columns if c.startswith("time_us_s")]
     combos = sorted((int(label[1:].split("_p")[0]), int(label.split("_p")[1])) for label in labels)
     stage_counts = sorted({s for s, _ in combos})
     warp_counts = sorted({w for _, w in combos})
+    consumer_knob = {"time_us_kq", "time_us_kq_split"} <= set(tuning.columns)
     rows = []
     keys = ["phase", "seqlen_q", "shape", "dtype", "load_path"]
     for key, group in tuning.groupby(keys, sort=True):
@@ -157,6 +158,12 @@ def tuning_display(tuning: pd.DataFrame) -> pd.DataFrame:
         if len(warp_counts) > 1:
             lo, hi = warp_counts[0], warp_counts[-1]
             out[f"median time {hi}/{lo} producer warps"] = _number(_ratio_at_chosen(measured, "p", lo, hi), 2)
+        if consumer_knob:           # a run that swept the decode consumer (grid.py)
+            both = measured[measured.time_us_kq.notna() & measured.time_us_kq_split.notna()]
+            out["chosen consumer (cells)"] = ", ".join(
+                f"{c}: {n}" for c, n in both.score_layout.value_counts().sort_index().items()) or NA
+            out["median time kq_split/kq"] = (_number((both.time_us_kq_split / both.time_us_kq).median(), 2)
+                                              if len(both) else NA)
         for s, w in combos:
             out[f"CTAs/SM at {s} st., {w} pw"] = (_values(measured, f"resident_ctas_per_sm_s{s}_p{w}")
                                                  if (s, w) in swept else NA)
