@@ -32,9 +32,9 @@ consumer_kq runs in one warp, over 4 warps.
 
 Measured on the H200 (narrowed decode runs at 16 and 32 rows a CTA, 8 a warp, outside
 results/): no faster than consumer_kq, at 2 CTAs per SM, and slower at 3. The unpacks' load
-moved from the ALU pipe to the shared-memory pipe (the paper's paged_kv section), so the
-sweep keeps consumer_kq (config ``decode_split_tiles`` off). 2 and 4 rows a warp are checked
-on the CPU, not yet on the GPU or in time.
+moved from the ALU pipe to the shared-memory pipe (the paper's paged_kv section). With 2
+rows a warp it was a little faster at most one-token points. The sweep runs both consumers
+in every decode cell (config ``decode_consumers``) and keeps the faster.
 
 ``red`` is not reused before it is read: a warp writes tile k + 1's maxima after the
 second barrier of tile k, which every warp reaches after reading tile k's; it writes P of
