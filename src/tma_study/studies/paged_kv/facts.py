@@ -203,6 +203,7 @@ class DecodeBar:
     fraction_max: float
     best_tma: int           # points where TMA was the better path
     best_cp_async: int
+    best_kq_split: int      # points whose fastest kernel ran the kq_split consumer (0 in older data)
 
 
 def bar_points(decode: pd.DataFrame) -> pd.DataFrame:
@@ -220,7 +221,8 @@ def decode_bar(decode: pd.DataFrame, dtype: str | None = None) -> DecodeBar | No
     fraction = rows.fraction_of_d2d_copy
     return DecodeBar(len(rows), int((fraction >= DECODE_BAR_FRACTION).sum()), float(fraction.min()),
                      float(fraction.median()), float(fraction.max()), int((rows.best_load_path == "tma").sum()),
-                     int((rows.best_load_path == "cp_async").sum()))
+                     int((rows.best_load_path == "cp_async").sum()),
+                     int((rows.get("best_score_layout", pd.Series(dtype=object)) == "kq_split").sum()))
 
 
 @dataclass(frozen=True)
