@@ -385,7 +385,7 @@ def _sdpa_cases(configs: list[SweepConfig]):
 def measure(study: dict, gpu_probe: dict, out_dir: Path) -> None:
     """Run the whole paged_kv study on this GPU and write its raw data into ``out_dir``."""
     from tma_kernels import numpy_compat
-    from tma_kernels.paged_kv.runner import AttentionRunner
+    from tma_kernels.paged_kv.runner import TMA_L2_PROMOTION_BYTES, AttentionRunner
 
     from tma_study.harness.progress import Progress
 
@@ -435,6 +435,7 @@ def measure(study: dict, gpu_probe: dict, out_dir: Path) -> None:
                "fa3_source": "Dao-AILab/flash-attention@0251105a2fb19d2957484b7f023cd8c115286ced hopper/",
                "decode_split_rule": RULE_TEXT,
                "tma_page_lookup": "a tile ahead, before the wait on a free stage (producers.make_tma_producer)",
+               "tma_l2_promotion_bytes": TMA_L2_PROMOTION_BYTES,
                "torch_sdpa_measured": any(c["ceiling"] == "torch_sdpa_contiguous" for c, _ in ceiling_cases),
                "numpy_row_stack_shim_applied": numpy_compat.SHIM_APPLIED})
     with atomic.staged_directory(out_dir) as staging:
