@@ -274,3 +274,77 @@ def test_compare_names_what_moved(run, tmp_path):
     assert table.loc["prefill, e4m3: median cp.async / TMA time", "moved"] == "other"
     assert table.loc["decode, bf16: page-size rule", "moved"] == "no"
     assert table.loc["decode, e4m3: better path, median % of copy (bar's points)", "moved"] == "no"
+
+
+# ---------------------------------------------------------------- the decode consumer knob
+
+SPLIT_FASTER_Q1 = 0.9       # synthetic: kq_split's time over kq's at 1 query token
+SPLIT_SLOWER_Q4 = 1.1       # and at 4
+
+
+@pytest.fixture(scope="module")
+def consumer_run(tmp_path_factory):
+    """(derived dir, provenance, tables dir) of the synthetic run with kq_split 10 % faster at
+    one query token and 10 % slower at four."""
+    root = tmp_path_factory.mktemp("paged_kv_consumer")
+    config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())["studies"]["paged_kv"]
+    raw = synthetic_raw(root / "raw", copy.deepcopy(config))
+    attention = pd.read_csv(raw / "attention.csv")
+    split = attention.score_layout == "kq_split"
+    factor = attention.seqlen_q.map({1: SPLIT_FASTER_Q1, 4: SPLIT_SLOWER_Q4}).where(split, 1.0)
+    for column in ("time_us_median", "time_us_q1", "time_us_q3"):
+        attention[column] *= factor
+    attention["gbps"] /= factor
+    attention.to_csv(raw / "attention.csv", index=False)
+    aggregate(raw, root / "derived")
+    write_tables(root / "derived", json.loads((raw / "provenance.json").read_text()), root / "tables")
+    return root / "derived", json.loads((raw / "provenance.json").read_text()), root / "tables"
+
+
+def test_the_faster_consumer_wins_each_decode_cell(consumer_run):
+    derived, provenance, tables = consumer_run
+    tuning = pd.read_csv(derived / "tuning.csv")
+    decode = tuning[(tuning.phase == "decode") & (tuning.status == "measured")]
+    assert set(decode.score_layout_swept) == {"kq kq_split"}
+    assert set(tuning[tuning.phase == "prefill"].score_layout_swept) == {"qk"}
+    assert set(decode[decode.seqlen_q == 1].score_layout) == {"kq_split"}
+    assert set(decode[decode.seqlen_q == 4].score_layout) == {"kq"}
+    ratio = decode.time_us_kq_split / decode.time_us_kq
+    assert ratio[decode.seqlen_q == 1].round(6).eq(SPLIT_FASTER_Q1).all()
+    # the per-combination columns hold the faster consumer's time
+    one = decode[decode.seqlen_q == 1].iloc[0]
+    label = f"time_us_s{int(one.stages_chosen)}_p{int(one.producer_warps_chosen)}"
+    assert one[label] == pytest.approx(one.time_us_kq_split)
+    bar = pd.read_csv(derived / "decode.csv")
+    measured = bar[bar.best_load_path.isin(facts.LOAD_PATHS)]
+    assert set(measured[measured.seqlen_q == 1].best_score_layout) == {"kq_split"}
+    assert set(measured[measured.seqlen_q == 4].best_score_layout) == {"kq"}
+    wins = facts.consumer_wins(tuning, "bf16", 1)
+    assert wins.split_won == wins.cells == len(decode[(decode.dtype == "bf16") & (decode.seqlen_q == 1)])
+    assert wins.split_over_kq_median == pytest.approx(SPLIT_FASTER_Q1)
+    assert facts.consumer_wins(tuning, "e4m3", 4).split_won == 0
+    found = macros(derived, provenance)
+    assert found["pagedKvDecodeKqSplitBfQoneWon"] == found["pagedKvDecodeKqSplitBfQoneCells"] == str(wins.cells)
+    assert found["pagedKvDecodeKqSplitFpeightQfourWon"] == "0"
+    assert found["pagedKvDecodeKqSplitBfQoneTimeRatio"] == "0.90"
+    assert found["pagedKvDecodeKqSplitFpeightQfourTimeRatio"] == "1.10"
+    in_bar = facts.bar_points(bar)
+    assert found["pagedKvDecodeBarBestKqSplit"] == str(int((in_bar.seqlen_q == 1).sum()))
+    table = (tables / "paged_kv_tuning.md").read_text()
+    assert "| chosen consumer (cells) |" in table and "| median time kq_split/kq |" in table
+    assert "| 0.90 |" in table and "| 1.10 |" in table
+
+
+def test_a_run_of_one_consumer_has_no_consumer_macros(run):
+    derived, provenance = run        # the shipped config's synthetic run: every cell a tie, kq first
+    tuning = pd.read_csv(derived / "tuning.csv")
+    assert set(tuning[tuning.phase == "decode"].score_layout) == {"kq"}
+    only_kq = tuning.drop(columns=["time_us_kq_split"])
+    assert facts.consumer_wins(only_kq, "bf16", 1) is None
+
+
+def test_the_l2_promotion_macro_comes_from_the_provenance(run):
+    derived, provenance = run
+    assert macros(derived, provenance | {"tma_l2_promotion_bytes": 128})["pagedKvTmaLtwoPromotionBytes"] == "128"
+    older = {k: v for k, v in provenance.items() if k != "tma_l2_promotion_bytes"}
+    assert macros(derived, older)["pagedKvTmaLtwoPromotionBytes"] == "256"      # before it was recorded

@@ -1,6 +1,7 @@
 """The decode split count: FA3's wave-efficiency rule (hopper/heuristics.h
 num_splits_heuristic, commit in fa3_rule.FA3_COMMIT) over the compiled kernel's resident CTA
 slots, and measure.py launching and recording the split chosen for the runner it times."""
+import dataclasses
 from types import SimpleNamespace
 
 import numpy as np
@@ -140,3 +141,30 @@ def test_the_case_launches_and_records_the_runners_split(configs, monkeypatch, l
     assert pools.asked == [splits] and runner.launched == [splits, splits]
     assert list(pools.outputs) == [("one group", config.page_size, splits, config.score_layout)]
 
+
+
+class CountingPools(FakePools):
+    """Each device problem's full-size output differs from every earlier one."""
+
+    def device_problem(self, config, splits):
+        device = super().device_problem(config, splits)
+        value = float(len(self.asked))
+        device.output = lambda n: np.full(4, value, np.float32)
+        return device
+
+
+def test_full_size_outputs_are_compared_within_one_consumer(configs, monkeypatch):
+    """kq and kq_split sum in different orders: their outputs are not held to bit identity;
+    two kernels of one consumer at the same page size and split count are."""
+    kq = bf16_llama_decode(configs, "tma", 1)
+    split = dataclasses.replace(kq, decode_consumer="kq_split")
+    assert (kq.ctas_per_split, kq.kv_tiles) == (split.ctas_per_split, split.kv_tiles)   # same split count
+    monkeypatch.setattr(measure, "check_against_reference", lambda r, c, s: None)
+    monkeypatch.setattr(measure, "resident_ctas", lambda runner: 3)
+    monkeypatch.setattr("numba.cuda.synchronize", lambda: None)
+    pools = CountingPools()
+    for config in (kq, split):
+        measure._attention_case(config, FakeRunner(config.variant(), 168), pools, SM_COUNT)[1].check()
+    _, again = measure._attention_case(kq, FakeRunner(kq.variant(), 168), pools, SM_COUNT)
+    with pytest.raises(timing.CorrectnessError, match="differs from another kq kernel"):
+        again.check()

@@ -239,6 +239,9 @@ def macros(derived_dir: Path, provenance: dict) -> dict[str, str]:
         # data measured before decode splits were chosen per kernel (splits.py): the grid was
         # split to hold decode_min_ctas_per_sm CTAs per SM, whatever the kernel's residency
         out[_name("decode split grid ctas per sm")] = number(split)
+    # the TMA path's L2 promotion (runner.TMA_L2_PROMOTION_BYTES); data measured before it was
+    # recorded ran 256 B, which the paper names as such
+    out[_name("tma l2 promotion bytes")] = number(provenance.get("tma_l2_promotion_bytes", 256))
     if "tma_page_lookup" not in provenance:
         # data measured before the TMA producer looked its page-table entries up a tile ahead
         # (it loaded each box's entry after the wait on a free stage): the paper says so

@@ -230,6 +230,8 @@ def write_tables(derived_dir: Path, provenance: dict, tables_dir: Path) -> None:
                 f"cache, prefill TFLOP/s ({source}).")
     write_table(tuning_display(pd.read_csv(derived_dir / "tuning.csv")), tables_dir, "paged_kv_tuning",
                 "Paged-KV tuning: which K/V ring stage count (st.) and producer-warp count (pw) each path "
-                "won with, what the deeper ring and the larger producer cost, the resident CTAs per SM "
-                "at each combination, and the chosen kernels' registers, spills and launch bounds "
+                "won with, what the deeper ring and the larger producer cost, in decode which consumer "
+                "won (kq or kq_split, where the run swept both) and kq_split's best time over kq's, the "
+                "resident CTAs per SM at each combination (the faster consumer's), and the chosen "
+                "kernels' registers, spills and launch bounds "
                 f"({source}).")
