@@ -335,12 +335,18 @@ def test_the_faster_consumer_wins_each_decode_cell(consumer_run):
     assert "| 0.90 |" in table and "| 1.10 |" in table
 
 
-def test_a_run_of_one_consumer_has_no_consumer_macros(run):
-    derived, provenance = run        # the shipped config's synthetic run: every cell a tie, kq first
-    tuning = pd.read_csv(derived / "tuning.csv")
-    assert set(tuning[tuning.phase == "decode"].score_layout) == {"kq"}
-    only_kq = tuning.drop(columns=["time_us_kq_split"])
-    assert facts.consumer_wins(only_kq, "bf16", 1) is None
+def test_a_run_of_one_consumer_has_no_consumer_macros(run, tmp_path):
+    """Data of a run that swept only kq (or older data): no kq_split counts, and the section's
+    sentences on them are skipped (\\ifdefined)."""
+    derived, provenance = run
+    one = tmp_path / "derived"
+    shutil.copytree(derived, one)
+    tuning = pd.read_csv(one / "tuning.csv").drop(columns=["time_us_kq_split"])
+    tuning.to_csv(one / "tuning.csv", index=False)
+    assert facts.consumer_wins(tuning, "bf16", 1) is None
+    found = macros(one, provenance)
+    assert not [name for name in found if name.startswith("pagedKvDecodeKqSplit") and name != "pagedKvDecodeKqSplitCells"]
+    assert "\\ifdefined\\pagedKvDecodeKqSplitFpeightQoneWon" in SECTION.read_text()
 
 
 def test_the_l2_promotion_macro_comes_from_the_provenance(run):
