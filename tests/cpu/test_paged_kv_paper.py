@@ -229,7 +229,7 @@ def test_every_macro_the_section_uses_is_generated(run):
         assert claims_macro in {macros_mod.camel("claims of", name) for name in (*STUDY.figures, *STUDY.tables)}
     assert guarded == {"pagedKvScalingCompared", "pagedKvSdpaPoints", "pagedKvTmaLookupAfterWait",
                        "pagedKvDecodeSplitGridCtasPerSm", "pagedKvDecodeKqCells", "pagedKvDecodeMathBoundPoints",
-                       "pagedKvSameBytesCopyPoints"}
+                       "pagedKvSameBytesCopyPoints", "pagedKvDecodeKqSplitFpeightQoneWon", "pagedKvDecodeBarBestKqSplit"}
     # every decode cell of the synthetic run is a kq (S^T = K Q^T) kernel, as the grid builds them
     assert found["pagedKvDecodeKqCells"] == found["pagedKvDecodeCells"] != "0"
 
@@ -347,6 +347,10 @@ def test_a_run_of_one_consumer_has_no_consumer_macros(run, tmp_path):
     found = macros(one, provenance)
     assert not [name for name in found if name.startswith("pagedKvDecodeKqSplit") and name != "pagedKvDecodeKqSplitCells"]
     assert "\\ifdefined\\pagedKvDecodeKqSplitFpeightQoneWon" in SECTION.read_text()
+    decode = pd.read_csv(one / "decode.csv").drop(columns=["best_score_layout"])
+    decode.to_csv(one / "decode.csv", index=False)
+    assert facts.decode_bar(decode).best_kq_split is None
+    assert "pagedKvDecodeBarBestKqSplit" not in macros(one, provenance)
 
 
 def test_the_l2_promotion_macro_comes_from_the_provenance(run):

@@ -203,7 +203,7 @@ class DecodeBar:
     fraction_max: float
     best_tma: int           # points where TMA was the better path
     best_cp_async: int
-    best_kq_split: int      # points whose fastest kernel ran the kq_split consumer (0 in older data)
+    best_kq_split: int | None   # points whose fastest kernel ran kq_split; None: data without the column
 
 
 def bar_points(decode: pd.DataFrame) -> pd.DataFrame:
@@ -222,7 +222,7 @@ def decode_bar(decode: pd.DataFrame, dtype: str | None = None) -> DecodeBar | No
     return DecodeBar(len(rows), int((fraction >= DECODE_BAR_FRACTION).sum()), float(fraction.min()),
                      float(fraction.median()), float(fraction.max()), int((rows.best_load_path == "tma").sum()),
                      int((rows.best_load_path == "cp_async").sum()),
-                     int((rows.get("best_score_layout", pd.Series(dtype=object)) == "kq_split").sum()))
+                     int((rows.best_score_layout == "kq_split").sum()) if "best_score_layout" in rows else None)
 
 
 @dataclass(frozen=True)

@@ -153,8 +153,9 @@ def _decode(decode: pd.DataFrame) -> dict[str, str]:
                 _name("decode bar", short, "median percent"): percent(bar.fraction_median, 0),
                 _name("decode bar", short, "max percent"): percent(bar.fraction_max, 0),
                 _name("decode bar", short, "best tma"): number(bar.best_tma),
-                _name("decode bar", short, "best cpasync"): number(bar.best_cp_async),
-                _name("decode bar", short, "best kq split"): number(bar.best_kq_split)}
+                _name("decode bar", short, "best cpasync"): number(bar.best_cp_async)}
+        if bar.best_kq_split is not None:       # data that record the winner's consumer
+            out[_name("decode bar", short, "best kq split")] = number(bar.best_kq_split)
         if dtype is not None:
             mine = decode[(decode.dtype == dtype) & decode.fraction_of_d2d_copy.notna()]
             out[_name("decode best percent copy", short)] = percent(mine.fraction_of_d2d_copy.max(), 0)
