@@ -229,7 +229,7 @@ def test_every_macro_the_section_uses_is_generated(run):
         assert claims_macro in {macros_mod.camel("claims of", name) for name in (*STUDY.figures, *STUDY.tables)}
     assert guarded == {"pagedKvScalingCompared", "pagedKvSdpaPoints", "pagedKvTmaLookupAfterWait",
                        "pagedKvDecodeSplitGridCtasPerSm", "pagedKvDecodeKqCells", "pagedKvDecodeMathBoundPoints",
-                       "pagedKvSameBytesCopyPoints", "pagedKvDecodeKqSplitFpeightQoneWon", "pagedKvDecodeBarBestKqSplit"}
+                       "pagedKvSameBytesCopyPoints", "pagedKvDecodeKqSplitFpeightQoneWon", "pagedKvDecodeBarMetKqOnly"}
     # every decode cell of the synthetic run is a kq (S^T = K Q^T) kernel, as the grid builds them
     assert found["pagedKvDecodeKqCells"] == found["pagedKvDecodeCells"] != "0"
 
@@ -330,6 +330,12 @@ def test_the_faster_consumer_wins_each_decode_cell(consumer_run):
     assert found["pagedKvDecodeKqSplitFpeightQfourTimeRatio"] == "1.10"
     in_bar = facts.bar_points(bar)
     assert found["pagedKvDecodeBarBestKqSplit"] == str(int((in_bar.seqlen_q == 1).sum()))
+    # each consumer's own best rate: kq_split's is the winner's at one token, kq's 10 % lower
+    one_token = in_bar[in_bar.seqlen_q == 1]
+    assert (one_token.best_kq_split_gbps == one_token.best_gbps).all()
+    assert (one_token.best_kq_gbps / one_token.best_gbps).round(6).eq(SPLIT_FASTER_Q1).all()
+    kq_fraction = in_bar.best_kq_gbps / in_bar.d2d_copy_gbps
+    assert found["pagedKvDecodeBarMetKqOnly"] == str(int((kq_fraction >= 0.7).sum()))
     table = (tables / "paged_kv_tuning.md").read_text()
     assert "| chosen consumer (cells) |" in table and "| median time kq_split/kq |" in table
     assert "| 0.90 |" in table and "| 1.10 |" in table
@@ -347,10 +353,11 @@ def test_a_run_of_one_consumer_has_no_consumer_macros(run, tmp_path):
     found = macros(one, provenance)
     assert not [name for name in found if name.startswith("pagedKvDecodeKqSplit") and name != "pagedKvDecodeKqSplitCells"]
     assert "\\ifdefined\\pagedKvDecodeKqSplitFpeightQoneWon" in SECTION.read_text()
-    decode = pd.read_csv(one / "decode.csv").drop(columns=["best_score_layout"])
+    decode = pd.read_csv(one / "decode.csv").drop(columns=["best_score_layout", "best_kq_split_gbps"])
     decode.to_csv(one / "decode.csv", index=False)
-    assert facts.decode_bar(decode).best_kq_split is None
-    assert "pagedKvDecodeBarBestKqSplit" not in macros(one, provenance)
+    assert facts.decode_bar(decode).best_kq_split is None and facts.decode_bar(decode).met_kq_only is None
+    found = macros(one, provenance)
+    assert "pagedKvDecodeBarBestKqSplit" not in found and "pagedKvDecodeBarMetKqOnly" not in found
 
 
 def test_the_l2_promotion_macro_comes_from_the_provenance(run):

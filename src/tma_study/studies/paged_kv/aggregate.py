@@ -26,7 +26,8 @@ combination never wins either.
   call and whether they agree; ``page_sweep`` marks points measured at more than one page
   size (the page-size sweep, as opposed to the one-page batch/context scaling points).
 - ``decode.csv``: per decode point, the better path (with its page size, stages,
-  producer warps and consumer: ``best_*``) and its K/V read rate as a fraction of the
+  producer warps and consumer: ``best_*``; and each consumer's own best rate,
+  ``best_{consumer}_gbps``, where the run swept several) and its K/V read rate as a fraction of the
   same run's device-to-device copy rate (read + write bytes per second), next to torch
   SDPA on a contiguous cache, and whether it meets the issue's bar (>= 70 % at contexts
   >= 8K with batch >= 32). Beside it, a roofline from the same run: the point's arithmetic
@@ -53,6 +54,8 @@ from pathlib import Path
 import pandas as pd
 
 from tma_study.harness.atomic import atomic_write_text
+
+from .grid import DECODE_CONSUMERS
 
 POINT = ["shape", "q_heads", "kv_heads", "head_dim", "dtype", "phase", "batch", "seqlen_q",
          "context_tokens"]
@@ -149,6 +152,8 @@ def best_tuning(attention: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
                        if column in chosen.index})
         tuning_rows.append(tuning)
     best = attention.loc[chosen_rows].assign(status=statuses).reset_index(drop=True)
+    for consumer in consumers:          # each consumer's best time in the cell, beside the winner's
+        best[f"time_us_{consumer}"] = [row[f"time_us_{consumer}"] for row in tuning_rows]
     pages = best.groupby(POINT).page_size.nunique().rename("page_sizes_at_point")
     best = best.join(pages, on=POINT)
     tuning = _integers(pd.DataFrame(tuning_rows), ["stages_chosen", "producer_warps_chosen", *(
@@ -257,6 +262,9 @@ def decode_table(best: pd.DataFrame, ceilings: pd.DataFrame) -> pd.DataFrame:
             row.update({"best_load_path": top.load_path, "best_page_size": int(top.page_size),
                         "best_stages": int(top.stages), "best_producer_warps": int(top.producer_warps),
                         "best_score_layout": top.get("score_layout"), "best_gbps": top.gbps})
+        for consumer in DECODE_CONSUMERS:   # each consumer's best rate where the run swept it
+            if f"time_us_{consumer}" in timed:
+                row[f"best_{consumer}_gbps"] = (timed.bytes_moved / (timed[f"time_us_{consumer}"] * 1e3)).max()
         row.update({"d2d_copy_gbps": copy_gbps, "fraction_of_d2d_copy": row["best_gbps"] / copy_gbps,
                     "best_tma_gbps": timed.loc[timed.load_path == "tma", "gbps"].max(),
                     "best_cp_async_gbps": timed.loc[timed.load_path == "cp_async", "gbps"].max(),

@@ -204,6 +204,8 @@ class DecodeBar:
     best_tma: int           # points where TMA was the better path
     best_cp_async: int
     best_kq_split: int | None   # points whose fastest kernel ran kq_split; None: data without the column
+    met_kq_only: int | None     # points kq alone (its best over the other knobs) brings to the bar;
+                                # None: a run that did not sweep both consumers
 
 
 def bar_points(decode: pd.DataFrame) -> pd.DataFrame:
@@ -222,7 +224,9 @@ def decode_bar(decode: pd.DataFrame, dtype: str | None = None) -> DecodeBar | No
     return DecodeBar(len(rows), int((fraction >= DECODE_BAR_FRACTION).sum()), float(fraction.min()),
                      float(fraction.median()), float(fraction.max()), int((rows.best_load_path == "tma").sum()),
                      int((rows.best_load_path == "cp_async").sum()),
-                     int((rows.best_score_layout == "kq_split").sum()) if "best_score_layout" in rows else None)
+                     int((rows.best_score_layout == "kq_split").sum()) if "best_score_layout" in rows else None,
+                     int((rows.best_kq_gbps / rows.d2d_copy_gbps >= DECODE_BAR_FRACTION).sum())
+                     if {"best_kq_gbps", "best_kq_split_gbps"} <= set(rows.columns) else None)
 
 
 @dataclass(frozen=True)

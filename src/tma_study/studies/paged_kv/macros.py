@@ -156,6 +156,8 @@ def _decode(decode: pd.DataFrame) -> dict[str, str]:
                 _name("decode bar", short, "best cpasync"): number(bar.best_cp_async)}
         if bar.best_kq_split is not None:       # data that record the winner's consumer
             out[_name("decode bar", short, "best kq split")] = number(bar.best_kq_split)
+        if bar.met_kq_only is not None:         # a run that swept both consumers
+            out[_name("decode bar", short, "met kq only")] = number(bar.met_kq_only)
         if dtype is not None:
             mine = decode[(decode.dtype == dtype) & decode.fraction_of_d2d_copy.notna()]
             out[_name("decode best percent copy", short)] = percent(mine.fraction_of_d2d_copy.max(), 0)
