@@ -70,7 +70,7 @@ def test_rules_name_their_figures_and_follow_the_known_answers(run):
     rows = paged_kv_rules(derived, provenance)
     rules_of_thumb.check_rows(rows, STUDY)
     assert [r["figure"] for r in rows] == ["paged_kv_speedup", "paged_kv_speedup", "paged_kv_fa3",
-                                           "paged_kv_decode", "paged_kv_tuning"]
+                                           "paged_kv_decode", "paged_kv_tuning", "paged_kv_tuning"]
     prefill = rule_of(rows, "paged-KV prefill")
     assert prefill["rule"].startswith("load K/V with TMA from 64-token pages") and "above 32 tokens" in prefill["rule"]
     assert "cp.async wins by page size (tokens: count) 16: 10, 32: 10, 64: 0, 128: 0, 256: 0" in prefill["evidence"]
@@ -365,3 +365,20 @@ def test_the_l2_promotion_macro_comes_from_the_provenance(run):
     assert macros(derived, provenance | {"tma_l2_promotion_bytes": 128})["pagedKvTmaLtwoPromotionBytes"] == "128"
     older = {k: v for k, v in provenance.items() if k != "tma_l2_promotion_bytes"}
     assert macros(derived, older)["pagedKvTmaLtwoPromotionBytes"] == "256"      # before it was recorded
+
+
+def test_the_consumer_rule_follows_the_winners(consumer_run, run):
+    derived, provenance, _ = consumer_run
+    row = rule_of(paged_kv_rules(derived, provenance), "consumer of a paged decode kernel")
+    cells = {q: len(pd.read_csv(derived / "tuning.csv").query(f"phase == 'decode' and dtype == 'bf16' and "
+                                                              f"seqlen_q == {q} and status == 'measured'"))
+             for q in (1, 4)}
+    assert row["rule"].startswith("1 query token: share each K/V tile among 4 warps (kq_split) "
+                                  f"(kq_split won {cells[1]} of {cells[1]} bf16, ")
+    assert ("4 query tokens: give each warp its own query rows over whole tiles (kq) "
+            f"(kq_split won 0 of {cells[4]} bf16, 0 of ") in row["rule"]
+    assert "bf16 1 token: kq_split won" in row["evidence"] and "median 0.90" in row["evidence"]
+    assert row["figure"] == "paged_kv_tuning"
+    ties, tie_provenance = run          # every cell a tie, kq first: kq everywhere
+    row = rule_of(paged_kv_rules(ties, tie_provenance), "consumer of a paged decode kernel")
+    assert "share each" not in row["rule"] and row["rule"].count("(kq)") == 2

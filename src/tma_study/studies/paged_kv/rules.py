@@ -2,7 +2,8 @@
 
 Every verdict follows the data (facts.py): the page-size rule says TMA, cp.async, a tie or
 "no threshold" as the comparisons do; the FA3 row says whether, and through which clause,
-FA3's rule picked the slower path; the decode row says whether the copy-rate bar was met.
+FA3's rule picked the slower path; the decode row says whether the copy-rate bar was met;
+the consumer row names the decode consumer that won most cells (where a run swept both).
 The only fixed numbers are the issue's decode bar (aggregate.DECODE_BAR_*) and MAJORITY.
 """
 from __future__ import annotations
@@ -48,7 +49,8 @@ def _page_row(speedup: pd.DataFrame, phase: str) -> dict | None:
         rule = _advice(pooled)
     parts = [f"{dtype}: {r.tally.text()}, cp.async time / TMA time median {r.speedup_median:.2f} "
              f"({r.speedup_min:.2f} .. {r.speedup_max:.2f})" for dtype, r in by_dtype.items()]
-    evidence = (f"page-size sweep, each path at its best K/V stage count; {'; '.join(parts)}; cp.async wins by "
+    knobs = "stages, producer warps" + (", consumer" if phase == "decode" else "")
+    evidence = (f"page-size sweep, each path at its best {knobs}; {'; '.join(parts)}; cp.async wins by "
                 f"page size (tokens: count) {pooled.losses_text()}")
     return {"situation": PHASE_SITUATIONS[phase], "rule": rule, "evidence": evidence, "figure": "paged_kv_speedup"}
 
@@ -162,12 +164,46 @@ def _tuning_row(tuning: pd.DataFrame) -> dict | None:
             "rule": "; ".join(parts), "evidence": "; ".join(evidence), "figure": "paged_kv_tuning"}
 
 
+def _consumer_choice(wins: list[facts.ConsumerWins]) -> str:
+    """'kq_split', 'kq' or 'either' from the per-dtype tallies at one query-token count."""
+    if all(w.split_won > MAJORITY * w.cells for w in wins):
+        return "share each K/V tile among 4 warps (kq_split)"
+    if all(w.split_won < MAJORITY * w.cells for w in wins):
+        return "give each warp its own query rows over whole tiles (kq)"
+    return "either consumer (each won most cells in one dtype)"
+
+
+def _consumer_row(tuning: pd.DataFrame) -> dict | None:
+    """The decode consumer rule, per query-token count: the consumer that won most cells in
+    every dtype, from a run that swept both (facts.consumer_wins); None otherwise."""
+    tokens = sorted(int(q) for q in tuning[tuning.phase == "decode"].seqlen_q.unique())
+    found = {(q, dtype): facts.consumer_wins(tuning, dtype, q) for q in tokens for dtype in facts.DTYPES}
+    found = {key: w for key, w in found.items() if w is not None}
+    if not found:
+        return None
+    parts, evidence = [], []
+    for q in tokens:
+        wins = [w for (n, _), w in found.items() if n == q]
+        if wins:
+            won = ", ".join(f"{w.split_won} of {w.cells} {dtype}" for (n, dtype), w in found.items() if n == q)
+            parts.append(f"{q} query token{'s' if q > 1 else ''}: {_consumer_choice(wins)} "
+                         f"(kq_split won {won} cells)")
+        evidence += [f"{dtype} {q} token{'s' if q > 1 else ''}: kq_split won {w.split_won} of {w.cells} cells, "
+                     f"kq_split time / kq time median {w.split_over_kq_median:.2f}"
+                     for (n, dtype), w in found.items() if n == q]
+    return {"situation": "consumer of a paged decode kernel: each warp over whole K/V tiles for its own query "
+                         "rows (kq), or 4 warps sharing each tile (kq_split)",
+            "rule": "; ".join(parts), "evidence": "each consumer at its best other knobs; " + "; ".join(evidence),
+            "figure": "paged_kv_tuning"}
+
+
 def rules_of_thumb(derived_dir: Path, provenance: dict) -> list[dict]:
     derived_dir = Path(derived_dir)
     speedup = pd.read_csv(derived_dir / "speedup.csv")
     rows = [_page_row(speedup, phase) for phase in facts.PHASES]
-    rows += [_fa3_row(speedup), _decode_row(pd.read_csv(derived_dir / "decode.csv")),
-             _tuning_row(pd.read_csv(derived_dir / "tuning.csv"))]
+    tuning = pd.read_csv(derived_dir / "tuning.csv")
+    rows += [_fa3_row(speedup), _decode_row(pd.read_csv(derived_dir / "decode.csv")), _tuning_row(tuning),
+             _consumer_row(tuning)]
     rows = [row for row in rows if row is not None]
     if "tma_page_lookup" not in provenance:
         rows = [_with_late_lookup_caveat(row) for row in rows]
