@@ -131,9 +131,10 @@ def _wins(measured: pd.DataFrame, column: str) -> str:
 
 def tuning_display(tuning: pd.DataFrame) -> pd.DataFrame:
     """Per (phase, shape, dtype, load path): how often each stage count, each producer-warp
-    count, each combination and (decode, where both ran) each consumer won, the median time ratio of the deepest to the shallowest ring
-    and of the most to the fewest producer warps (the other knob at its chosen value), the
-    resident CTAs per SM at each combination, and what the chosen kernels were."""
+    count, each combination and (decode, where both ran) each consumer won, the median time
+    ratio of the deepest to the shallowest ring, of the most to the fewest producer warps (the
+    other knob at its chosen value) and of kq_split to kq, the resident CTAs per SM at each
+    combination, and what the chosen kernels were."""
     labels = [c.removeprefix("time_us_") for c in tuning.columns if c.startswith("time_us_s")]
     combos = sorted((int(label[1:].split("_p")[0]), int(label.split("_p")[1])) for label in labels)
     stage_counts = sorted({s for s, _ in combos})
