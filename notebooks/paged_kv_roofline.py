@@ -27,11 +27,11 @@ import pandas as pd
 from matplotlib.lines import Line2D
 
 from tma_study.report.figures import finish, inputs
+from tma_study.studies.paged_kv.aggregate import DECODE_BAR_FRACTION as BAR_FRACTION
 from tma_study.studies.paged_kv.facts import bar_points
 
 derived, provenance, pdf = inputs("paged_kv", globals().get("snakemake"))
 decode = pd.read_csv(derived / "decode.csv")
-BAR_FRACTION = 0.70
 DTYPE_COLOR = {"bf16": "#1f77b4", "e4m3": "#ff7f0e"}
 SHAPE_MARKERS = ("o", "s", "D", "^", "v", "P", "X")
 

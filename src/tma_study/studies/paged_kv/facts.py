@@ -389,16 +389,22 @@ class ConsumerWins:
     split_over_kq_median: float
 
 
-def consumer_wins(tuning: pd.DataFrame, dtype: str, seqlen_q: int) -> ConsumerWins | None:
-    """None where the run did not sweep both consumers at that (dtype, query tokens)."""
-    if not {"time_us_kq", "time_us_kq_split", "score_layout"} <= set(tuning.columns):
+def consumer_tally(rows: pd.DataFrame) -> ConsumerWins | None:
+    """ConsumerWins over any tuning.csv rows (the timed ones that ran both consumers); None
+    where there are none, or the data do not record both consumers' times."""
+    if not {"time_us_kq", "time_us_kq_split", "score_layout"} <= set(rows.columns):
         return None
-    rows = tuning[(tuning.phase == "decode") & (tuning.dtype == dtype) & (tuning.seqlen_q == seqlen_q)
-                  & (tuning.status == MEASURED) & tuning.time_us_kq.notna() & tuning.time_us_kq_split.notna()]
+    rows = rows[(rows.status == MEASURED) & rows.time_us_kq.notna() & rows.time_us_kq_split.notna()]
     if rows.empty:
         return None
     return ConsumerWins(len(rows), int((rows.score_layout == "kq_split").sum()),
                         float((rows.time_us_kq_split / rows.time_us_kq).median()))
+
+
+def consumer_wins(tuning: pd.DataFrame, dtype: str, seqlen_q: int) -> ConsumerWins | None:
+    """None where the run did not sweep both consumers at that (dtype, query tokens)."""
+    return consumer_tally(tuning[(tuning.phase == "decode") & (tuning.dtype == dtype)
+                                 & (tuning.seqlen_q == seqlen_q)])
 
 
 @dataclass(frozen=True)

@@ -183,14 +183,14 @@ def _consumer_row(tuning: pd.DataFrame) -> dict | None:
         return None
     parts, evidence = [], []
     for q in tokens:
-        wins = [w for (n, _), w in found.items() if n == q]
-        if wins:
-            won = ", ".join(f"{w.split_won} of {w.cells} {dtype}" for (n, dtype), w in found.items() if n == q)
-            parts.append(f"{q} query token{'s' if q > 1 else ''}: {_consumer_choice(wins)} "
-                         f"(kq_split won {won} cells)")
+        at = {dtype: w for (n, dtype), w in found.items() if n == q}
+        if not at:
+            continue
+        won = ", ".join(f"{w.split_won} of {w.cells} {dtype}" for dtype, w in at.items())
+        parts.append(f"{q} query token{'s' if q > 1 else ''}: {_consumer_choice(list(at.values()))} "
+                     f"(kq_split won {won} cells)")
         evidence += [f"{dtype} {q} token{'s' if q > 1 else ''}: kq_split won {w.split_won} of {w.cells} cells, "
-                     f"kq_split time / kq time median {w.split_over_kq_median:.2f}"
-                     for (n, dtype), w in found.items() if n == q]
+                     f"kq_split time / kq time median {w.split_over_kq_median:.2f}" for dtype, w in at.items()]
     return {"situation": "consumer of a paged decode kernel: each warp over whole K/V tiles for its own query "
                          "rows (kq), or 4 warps sharing each tile (kq_split)",
             "rule": "; ".join(parts), "evidence": "each consumer at its best other knobs; " + "; ".join(evidence),

@@ -139,7 +139,7 @@ def tuning_display(tuning: pd.DataFrame) -> pd.DataFrame:
     combos = sorted((int(label[1:].split("_p")[0]), int(label.split("_p")[1])) for label in labels)
     stage_counts = sorted({s for s, _ in combos})
     warp_counts = sorted({w for _, w in combos})
-    consumer_knob = {"time_us_kq", "time_us_kq_split"} <= set(tuning.columns)
+    consumer_knob = facts.consumer_tally(tuning) is not None
     rows = []
     keys = ["phase", "seqlen_q", "shape", "dtype", "load_path"]
     for key, group in tuning.groupby(keys, sort=True):
@@ -160,11 +160,10 @@ def tuning_display(tuning: pd.DataFrame) -> pd.DataFrame:
             lo, hi = warp_counts[0], warp_counts[-1]
             out[f"median time {hi}/{lo} producer warps"] = _number(_ratio_at_chosen(measured, "p", lo, hi), 2)
         if consumer_knob:           # a run that swept the decode consumer (grid.py)
-            both = measured[measured.time_us_kq.notna() & measured.time_us_kq_split.notna()]
-            out["chosen consumer (cells)"] = ", ".join(
-                f"{c}: {n}" for c, n in both.score_layout.value_counts().sort_index().items()) or NA
-            out["median time kq_split/kq"] = (_number((both.time_us_kq_split / both.time_us_kq).median(), 2)
-                                              if len(both) else NA)
+            tally = facts.consumer_tally(group)
+            out["chosen consumer (cells)"] = (f"kq: {tally.cells - tally.split_won}, kq_split: {tally.split_won}"
+                                              if tally else NA)
+            out["median time kq_split/kq"] = _number(tally.split_over_kq_median, 2) if tally else NA
         for s, w in combos:
             out[f"CTAs/SM at {s} st., {w} pw"] = (_values(measured, f"resident_ctas_per_sm_s{s}_p{w}")
                                                  if (s, w) in swept else NA)
