@@ -40,19 +40,34 @@ in every decode cell (config ``decode_consumers``) and keeps the faster.
 second barrier of tile k, which every warp reaches after reading tile k's; it writes P of
 tile k + 1 after that tile's first barrier, which every warp reaches after its P V of tile k.
 
+``score_layout="kq_wgmma"``: the same consumer, but S^T of a tile is one warpgroup
+``wgmma`` (tma_kernels.ptx.wgmma; sm_90a's native fp8 tensor-core path, as FlashAttention-3
+computes Q K^T) with K and Q read from shared memory as they lie: e4m3 needs no unpack and
+no copy of Q's fragments (``qbuf``), and a K tile is read once per CTA by the tensor cores
+instead of by 4 warps' ldmatrix. The wgmma's M is the tile's 64 tokens, so warp ``w``
+receives tokens ``16 w ..`` (kq_split's split at 4 warps and block_n 64, hence those two
+are required) in the registers kq_split's mmas fill. Q, written by the consumers' plain
+stores, is fenced to the async proxy (``fence.proxy.async.shared::cta``) before the
+consumer barrier; K tiles come from TMA (async proxy) or cp.async, which FA3's cp.async
+paged-KV path hands to its wgmma through the same mbarrier with no fence
+(hopper/mainloop_fwd_sm90_tma_gmma_ws.hpp, ``cpasync_barrier_arrive``). P V stays
+``mma.sync`` (V^T would need an fp8 transpose in shared memory, as FA3 does).
+
 The steps are consumer_kq.make_kq_tiles' (checked on the CPU by
 tests/cpu/test_paged_kv_fragments_kq.py) plus the exchanges below, which
 tests/cpu/test_paged_kv_split.py runs warp by warp between emulated barriers.
 """
 import types
 
-from numba import cuda, float32, int32, uint32
+from numba import cuda, float32, int32, uint32, uint64
 from tma_kernels.ptx import (
+    fence_proxy_async_shared,
     mbarrier_arrive,
     mbarrier_wait_parity,
     named_barrier_sync,
     smem_u32,
 )
+from tma_kernels.ptx.wgmma import K_STEP_BYTES, M as WGMMA_M, k_major_descriptor, make_wgmma_ss
 
 from .consumer import NEG_INF, ZERO, make_q_loader, make_row_limit
 from .consumer_kq import Q_ROWS_PER_BLOCK, ROW_BLOCK, column_sum, make_kq_tiles
@@ -64,27 +79,32 @@ LANES = 32
 
 def split_scratch_bytes(variant) -> int:
     """Shared-memory bytes the split consumer needs after the V ring: ``red`` (one float per
-    query row and warp), ``pbuf`` (P^T of a tile: 2 bytes per token and query row) and ``qbuf``
-    (Q's B fragments: 2 bytes per element of the Q tile, fp16 / bf16)."""
-    return 4 * variant.block_m * (variant.consumer_warps + variant.block_n // 2 + variant.head_dim // 2)
+    query row and warp), ``pbuf`` (P^T of a tile: 2 bytes per token and query row) and, but
+    for kq_wgmma, ``qbuf`` (Q's B fragments: 2 bytes per element of the Q tile, fp16 / bf16)."""
+    q_words = 0 if variant.score_layout == "kq_wgmma" else variant.head_dim // 2
+    return 4 * variant.block_m * (variant.consumer_warps + variant.block_n // 2 + q_words)
 
 
 def check_split(variant) -> None:
     """The shapes the split can divide: whole 16-token blocks of K and 16-dim blocks of V a warp."""
     warps = variant.consumer_warps
     if warps < 2:
-        raise VariantError(f"consumer_warps={warps}: score_layout 'kq_split' shares a tile among "
+        raise VariantError(f"consumer_warps={warps}: score_layout '{variant.score_layout}' shares a tile among "
                            "2 or more consumer warps")
     if variant.block_m % Q_ROWS_PER_BLOCK:
-        raise VariantError(f"rows_per_warp={variant.rows_per_warp}: score_layout 'kq_split' needs "
+        raise VariantError(f"rows_per_warp={variant.rows_per_warp}: score_layout '{variant.score_layout}' needs "
                            f"rows_per_warp x consumer_warps ({variant.block_m}) to be whole mma N "
                            f"blocks of {Q_ROWS_PER_BLOCK} rows")
     if variant.block_n % (ROW_BLOCK * warps):
-        raise VariantError(f"block_n={variant.block_n}: score_layout 'kq_split' gives each of "
+        raise VariantError(f"block_n={variant.block_n}: score_layout '{variant.score_layout}' gives each of "
                            f"{warps} warps whole {ROW_BLOCK}-token blocks")
     if variant.head_dim % (16 * warps):
-        raise VariantError(f"head_dim={variant.head_dim}: score_layout 'kq_split' gives each of "
+        raise VariantError(f"head_dim={variant.head_dim}: score_layout '{variant.score_layout}' gives each of "
                            f"{warps} warps whole 16-dim blocks")
+    if variant.score_layout == "kq_wgmma" and (warps, variant.block_n) != (4, WGMMA_M):
+        raise VariantError(f"consumer_warps={warps}, block_n={variant.block_n}: score_layout "
+                           f"'kq_wgmma' runs one warpgroup (4 warps) over a tile of {WGMMA_M} tokens "
+                           "(the wgmma's M)")
 
 
 def make_split_exchange(variant, q_regs, p_regs_warp):
@@ -172,8 +192,9 @@ def make_split_consumer(variant):
     row_limit = make_row_limit(variant.causal)
     steps = make_kq_tiles(variant, q_blocks, warp_token_blocks, warp_dim_blocks, q_stride=LANES,
                           p_stride=LANES)
+    wgmma = variant.score_layout == "kq_wgmma"
     q_regs, score_regs, p_regs_warp = steps.q_regs, steps.score_regs, steps.p_regs
-    exchange = make_split_exchange(variant, q_regs, p_regs_warp)
+    exchange = make_split_exchange(variant, 0 if wgmma else q_regs, p_regs_warp)
     scratch = stages * kv_tile_bytes                    # from v_smem: past the V ring
     red_words = block_m * warps
     p_words = exchange.p_regs * LANES
@@ -183,6 +204,45 @@ def make_split_consumer(variant):
     red_lane, publish, gather_max, gather_sum = (exchange.red_lane, exchange.publish,
                                                  exchange.gather_max, exchange.gather_sum)
     publish_p, publish_q = exchange.publish_p, exchange.publish_q
+
+    if wgmma:
+        # S^T = K Q^T of the whole tile (M: its 64 tokens, N: the block_m query rows), one
+        # 32-byte k-step of every row at a time; K tile and Q tile alike are column chunks
+        # of row_bytes (geometry.tile_offset)
+        steps_ab = tuple(((k // row_bytes) * block_n * row_bytes + k % row_bytes,
+                          (k // row_bytes) * block_m * row_bytes + k % row_bytes)
+                         for k in range(0, variant.head_bytes, K_STEP_BYTES))
+        tile_wgmma = make_wgmma_ss(variant.dtype, block_m, steps_ab)
+
+        @cuda.jit(device=True, inline=True)
+        def prepare_q(q_smem, words, q_lane, warp, lane):
+            """Q (just stored) to the async proxy, then every warp's rows are in: the
+            descriptor of the Q tile."""
+            fence_proxy_async_shared()
+            named_barrier_sync(CONSUMER_BARRIER, consumer_threads)
+            return k_major_descriptor(q_smem, row_bytes)
+
+        @cuda.jit(device=True, inline=True)
+        def tile_scores(scores, words, q_lane, q_desc, k_tile, warp, lane):
+            d = tile_wgmma(k_major_descriptor(k_tile, row_bytes), q_desc)
+            for i in range(score_regs):
+                scores[i] = d[i]
+    else:
+        @cuda.jit(device=True, inline=True)
+        def prepare_q(q_smem, words, q_lane, warp, lane):
+            """Every warp's rows are in: Q's B fragments (all rows) into qbuf, once."""
+            named_barrier_sync(CONSUMER_BARRIER, consumer_threads)   # every warp reads every row
+            qf = cuda.local.array(q_regs, uint32)
+            load_q_fragments(qf, q_smem, 0, lane)
+            publish_q(words, q_lane, qf, warp)
+            named_barrier_sync(CONSUMER_BARRIER, consumer_threads)
+            return uint64(0)
+
+        @cuda.jit(device=True, inline=True)
+        def tile_scores(scores, words, q_lane, q_desc, k_tile, warp, lane):
+            """The warp's tokens (first_token on) of S^T, Q's fragments read from qbuf."""
+            first_token = warp * warp_token_blocks * ROW_BLOCK
+            scores_tile(scores, words, q_lane, k_tile + uint32(first_token * row_bytes), lane)
 
     @cuda.jit(device=True, inline=True)
     def consume(q_smem, k_smem, v_smem, full_k, full_v, empty, q_address, out, lse, warp, lane,
@@ -197,11 +257,7 @@ def make_split_consumer(variant):
         q_lane = p_lane + uint32(p_words)
         load_q(q_smem, q_address, warp, lane, m_start, rows_valid, group, batch, kv_head,
                seqlen_q, q_heads)
-        named_barrier_sync(CONSUMER_BARRIER, consumer_threads)   # every warp reads every row
-        qf = cuda.local.array(q_regs, uint32)
-        load_q_fragments(qf, q_smem, 0, lane)
-        publish_q(words, q_lane, qf, warp)
-        named_barrier_sync(CONSUMER_BARRIER, consumer_threads)
+        q_desc = prepare_q(q_smem, words, q_lane, warp, lane)
         scores = cuda.local.array(score_regs, float32)
         pf_warp = cuda.local.array(p_regs_warp, uint32)
         acc = cuda.local.array(acc_regs, float32)
@@ -229,7 +285,7 @@ def make_split_consumer(variant):
             k_tile = k_smem + uint32(stage * kv_tile_bytes)
             v_tile = v_smem + uint32(stage * kv_tile_bytes)
             mbarrier_wait_parity(full_k + barrier, phase)
-            scores_tile(scores, words, q_lane, k_tile + uint32(first_token * row_bytes), lane)
+            tile_scores(scores, words, q_lane, q_desc, k_tile, warp, lane)
             first_key = (n_begin + k) * block_n + first_token
             if first_key + warp_token_blocks * ROW_BLOCK > smallest_limit:
                 mask_tile(scores, first_key, group_lane, limits)

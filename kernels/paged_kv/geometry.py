@@ -32,8 +32,10 @@ BLOCK_NS = (16, 32, 64, 128)
 CONSUMER_WARP_COUNTS = (1, 2, 4)
 STAGE_COUNTS = (2, 3, 4)
 PRODUCER_WARP_COUNTS = (1, 2, 4)
-SCORE_LAYOUTS = ("qk", "kq", "kq_split")   # consumer.py (S = Q K^T), consumer_kq.py (S^T = K Q^T),
-                                           # consumer_split.py (S^T = K Q^T, warps share each tile)
+SCORE_LAYOUTS = ("qk", "kq", "kq_split", "kq_wgmma")   # consumer.py (S = Q K^T), consumer_kq.py
+                                           # (S^T = K Q^T), consumer_split.py (S^T = K Q^T, warps
+                                           # share each tile; kq_wgmma: S^T by one wgmma a tile)
+SPLIT_LAYOUTS = ("kq_split", "kq_wgmma")   # the consumers of consumer_split.py
 KQ_ROWS_PER_WARP = (8, 16)         # kq: query rows per warp, one or two mma N blocks of 8
 KQ_SPLIT_ROWS_PER_WARP = (2, 4, 8)  # kq_split: query rows each warp loads; all warps use all rows
 
@@ -77,9 +79,11 @@ class Variant:
         N, 8 or 16 per warp, so few query rows no longer pad an M of 16) or "kq_split"
         (consumer_split.py: kq's mmas for all block_m rows in every warp, the warps splitting
         each K tile by tokens and each V tile by head dims, so each element is read and
-        unpacked once per CTA, not once per warp).
+        unpacked once per CTA, not once per warp) or "kq_wgmma" (consumer_split.py with
+        S^T = K Q^T as one warpgroup ``wgmma`` a tile, K and Q read from shared memory as
+        they are, e4m3 with no unpack; P V stays ``mma.sync``; 4 warps, block_n 64).
     rows_per_warp: query rows per consumer warp: 16 for qk; 8 or 16 for kq; 2, 4 or 8 for
-        kq_split (each warp loads that many of the block_m = rows_per_warp x consumer_warps
+        kq_split and kq_wgmma (each warp loads that many of the block_m = rows_per_warp x consumer_warps
         rows, a multiple of 8, and every warp computes with all of them).
     min_ctas_per_sm: CTAs that must fit on one SM at once; above 1 the kernel is compiled
         with launch bounds ``(threads, min_ctas_per_sm)`` (CUDA's ``__launch_bounds__``, as
@@ -110,7 +114,8 @@ class Variant:
         _require("producer_warps", self.producer_warps, PRODUCER_WARP_COUNTS)
         _require("score_layout", self.score_layout, SCORE_LAYOUTS)
         _require("rows_per_warp", self.rows_per_warp,
-                 {"kq": KQ_ROWS_PER_WARP, "kq_split": KQ_SPLIT_ROWS_PER_WARP}.get(self.score_layout,
+                 {"kq": KQ_ROWS_PER_WARP, "kq_split": KQ_SPLIT_ROWS_PER_WARP,
+                  "kq_wgmma": KQ_SPLIT_ROWS_PER_WARP}.get(self.score_layout,
                                                                                  (ROWS_PER_WARP,)))
         if not (isinstance(self.min_ctas_per_sm, int) and 1 <= self.min_ctas_per_sm <= SM90_MAX_CTAS_PER_SM):
             raise VariantError(f"min_ctas_per_sm={self.min_ctas_per_sm!r} is not an integer from 1 to "
@@ -120,7 +125,7 @@ class Variant:
                                "of P.V covers 32 tokens)")
         if self.load_path == "cp_async":
             _require_gather_split(self)
-        if self.score_layout == "kq_split":
+        if self.score_layout in SPLIT_LAYOUTS:
             from .consumer_split import check_split
             check_split(self)
         if self.dynamic_shared_bytes > MAX_DYNAMIC_SHARED_BYTES:
@@ -181,8 +186,8 @@ class Variant:
 
     @property
     def scratch_bytes(self) -> int:
-        """Shared memory past the V ring: the kq_split consumer's exchange buffers, else 0."""
-        if self.score_layout != "kq_split":
+        """Shared memory past the V ring: the split consumers' exchange buffers, else 0."""
+        if self.score_layout not in SPLIT_LAYOUTS:
             return 0
         from .consumer_split import split_scratch_bytes
         return split_scratch_bytes(self)
@@ -204,7 +209,8 @@ class Variant:
                 f"_w{self.consumer_warps}_s{self.stages}_p{self.producer_warps}"
                 + ("_causal" if self.causal else "")
                 + (f"_m{self.min_ctas_per_sm}" if self.min_ctas_per_sm > 1 else "")
-                + {"kq": f"_kq{self.rows_per_warp}", "kq_split": f"_kqs{self.rows_per_warp}"}.get(
+                + {"kq": f"_kq{self.rows_per_warp}", "kq_split": f"_kqs{self.rows_per_warp}",
+                   "kq_wgmma": f"_kqw{self.rows_per_warp}"}.get(
                     self.score_layout, ""))
 
 

@@ -65,7 +65,8 @@ SIGNATURE = ("void(uint64, uint64, uint64, uint64, uint64, int32[:, ::1], int32[
 
 def make_attention_kernel(variant: Variant):
     """The Python kernel function of ``variant`` (compile it with :data:`SIGNATURE`)."""
-    make = {"qk": make_consumer, "kq": make_kq_consumer, "kq_split": make_split_consumer}
+    make = {"qk": make_consumer, "kq": make_kq_consumer, "kq_split": make_split_consumer,
+            "kq_wgmma": make_split_consumer}
     consume = make[variant.score_layout](variant).consume
     producer = make_producer(variant)
     produce, look_up, page_entries = producer.produce, producer.look_up, producer.page_entries

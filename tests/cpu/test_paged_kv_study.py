@@ -102,7 +102,7 @@ def test_grid_size_and_kernel_choices(study_config):
 
 
 def test_decode_consumer_is_a_knob_swept_per_cell(study_config):
-    assert study_config["decode_consumers"] == ["kq", "kq_split"]    # the shipped config sweeps both
+    assert study_config["decode_consumers"] == ["kq", "kq_wgmma"]    # the shipped config sweeps both
     configs = sweep_configs(study_config)
     decode = [c for c in configs if c.phase.name == "decode"]
     split = [c for c in decode if c.score_layout == "kq_split"]

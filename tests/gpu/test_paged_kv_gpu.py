@@ -112,6 +112,16 @@ for _dtype in ("bf16", "e4m3"):
                 dtype=_dtype, head_dim=_d, load_path=_path, block_n=64, consumer_warps=_w, stages=2,
                 producer_warps=1 if _path == "tma" else 4, score_layout="kq_split", rows_per_warp=_r)
 
+# The split consumer with S^T as one warpgroup wgmma a tile (score_layout "kq_wgmma"): 4 warps,
+# block_n 64; head dim 64 e4m3 takes the 64-byte swizzle (its own wgmma descriptor layout).
+KQW_SHAPES = ((128, 8), (256, 8), (128, 4), (128, 2), (256, 2), (64, 2), (64, 8))
+for _dtype in ("bf16", "e4m3"):
+    for _path in ("tma", "cp_async"):
+        for _d, _r in KQW_SHAPES:
+            VARIANTS[f"{_dtype}_d{_d}_{_path}_kqw{_r}"] = Variant(
+                dtype=_dtype, head_dim=_d, load_path=_path, block_n=64, consumer_warps=4, stages=2,
+                producer_warps=1 if _path == "tma" else 4, score_layout="kq_wgmma", rows_per_warp=_r)
+
 # the combine alone (test_combine_matches_numpy) at split counts the sweep takes, and 128: FA3's
 # cap, where the unrolled loads no longer fit in registers (a local-memory array)
 COMBINE_SPLITS = (2, 3, 8, 43, 128)
@@ -192,6 +202,20 @@ def _cases():
             cases.append((w2, _problem(dtype, 128, (16, 8), 1, (700, 129, 64), 16), 2))
             cases.append((d256, _problem(dtype, 256, (8, 1), 4, (600, 1025), 128), 1))
             cases.append((d256, _problem(dtype, 256, (8, 1), 4, (77, 300, 1000), 16), 3))
+    for dtype in ("bf16", "e4m3"):
+        for path in ("tma", "cp_async"):
+            kqw = {(d, r): f"{dtype}_d{d}_{path}_kqw{r}" for d, r in KQW_SHAPES}
+            cases.append((kqw[128, 4], _problem(dtype, 128, (32, 8), 4, (700, 129), 64), 1))
+            cases.append((kqw[128, 4], _problem(dtype, 128, (16, 8), 1, (1000, 37, 515), 16), 3))
+            cases.append((kqw[128, 2], _problem(dtype, 128, (32, 8), 1, (1000, 37, 515), 64), 2))
+            cases.append((kqw[128, 2], _problem(dtype, 128, (32, 32), 4, (257, 64, 1100), 32), 1))
+            cases.append((kqw[256, 2], _problem(dtype, 256, (8, 1), 1, (77, 300, 1000), 16), 3))
+            cases.append((kqw[256, 8], _problem(dtype, 256, (8, 1), 4, (600, 1025), 128), 1))
+            cases.append((kqw[256, 8], _problem(dtype, 256, (8, 1), 4, (77, 300, 1000), 16), 3))
+            cases.append((kqw[128, 8], _problem(dtype, 128, (64, 8), 4, (1000, 37, 515), 64), 3))
+            cases.append((kqw[128, 8], _problem(dtype, 128, (32, 8), 4, (96, 4000), 16), 2))
+            cases.append((kqw[64, 2], _problem(dtype, 64, (16, 16), 1, (190, 131, 2000), 64), 2))
+            cases.append((kqw[64, 8], _problem(dtype, 64, (16, 16), 4, (190, 131), 32), 1))
     cases.append(("bf16_d128_tma_w4_noncausal",
                   _problem("bf16", 128, (32, 8), 150, (333, 150), 64, causal=False), 1))
     return cases

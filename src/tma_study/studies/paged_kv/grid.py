@@ -7,7 +7,8 @@ cp.async path also at 1 and 8. Each configuration's kernel variant follows from 
 block_n 64 (decode: 128 for e4m3 at head dim 64, 32 at head dim 256, see ``SweepConfig.block_n``), the consumer of
 ``SweepConfig.score_layout`` (prefill: S = Q K^T, 16 packed query rows per warp, 4 warps;
 decode: each of config ``decode_consumers``: "kq", S^T = K Q^T, 8 rows per warp, as many
-warps as its query heads x tokens need, or "kq_split", 4 warps sharing each tile),
+warps as its query heads x tokens need, "kq_split", 4 warps sharing each tile, or
+"kq_wgmma", kq_split with S^T as one warpgroup wgmma a tile of 64 tokens),
 each of the phase kind's ``stages`` counts that fits in shared memory, one producer warp for
 TMA and each of the phase kind's ``cp_async_producer_warps`` counts for cp.async (the tuning
 knobs: a path is compared at its best combination; the analysis keeps the fastest per path)
@@ -36,9 +37,11 @@ PREFILL_WARPS = 4
 BLOCK_N = 64                # KV rows per tile (FA3 uses 80-224 with wgmma); decode: SweepConfig.block_n
 DECODE_BLOCK_N_MAX = 128
 DECODE_BLOCK_N_D256 = 32
-DECODE_SPLIT_WARPS = 4      # kq_split: warps sharing each tile
-DECODE_SPLIT_MAX_ROWS = 32  # kq_split: query rows of a CTA at most (4 warps x 8)
-DECODE_CONSUMERS = ("kq", "kq_split")   # config studies.paged_kv.decode_consumers may list
+DECODE_SPLIT_WARPS = 4      # kq_split, kq_wgmma: warps sharing each tile
+DECODE_SPLIT_MAX_ROWS = 32  # kq_split, kq_wgmma: query rows of a CTA at most (4 warps x 8)
+DECODE_WGMMA_BLOCK_N = 64   # kq_wgmma: the tile is the wgmma's M (tma_kernels.ptx.wgmma.M)
+DECODE_CONSUMERS = ("kq", "kq_split", "kq_wgmma")   # config studies.paged_kv.decode_consumers may list
+SPLIT_CONSUMERS = ("kq_split", "kq_wgmma")          # the 4-warp consumers of consumer_split.py
 
 
 class GridError(ValueError):
@@ -93,6 +96,8 @@ class SweepConfig:
             rows = DECODE_BLOCK_N_D256
         else:
             rows = min(DECODE_BLOCK_N_MAX, max(BLOCK_N, self.decode_min_kv_tile_bytes // self.head_bytes))
+        if self.score_layout == "kq_wgmma":
+            return DECODE_WGMMA_BLOCK_N
         if self.score_layout == "kq_split":      # each warp takes whole mma M blocks of tokens
             from tma_kernels.paged_kv.consumer_kq import ROW_BLOCK
             rows = max(rows, ROW_BLOCK * self.consumer_warps)
@@ -112,7 +117,9 @@ class SweepConfig:
         "kq_split" (``decode_consumer``, a tuning knob swept per cell like the stages): the
         CTA's DECODE_SPLIT_WARPS warps share each K/V tile, so each element is read (e4m3:
         unpacked to fp16) once per CTA instead of once per warp, and a KV head's few query
-        rows still spread over 4 warps."""
+        rows still spread over 4 warps; or "kq_wgmma": kq_split with S^T = K Q^T as one
+        warpgroup ``wgmma`` a tile (Hopper's own tensor-core instruction, which takes e4m3 as it
+        is, where ``mma.sync`` needs each element unpacked to fp16)."""
         if self.phase.name == "prefill":
             return "qk"
         return self.decode_consumer
@@ -123,7 +130,7 @@ class SweepConfig:
         (the packed rows of a KV head, as a power of two from 8 to 32) over its warps."""
         if self.phase.name == "prefill":
             return PREFILL_ROWS_PER_WARP
-        if self.score_layout == "kq_split":       # whole mma N blocks of query rows
+        if self.score_layout in SPLIT_CONSUMERS:   # whole mma N blocks of query rows
             from tma_kernels.paged_kv.consumer_kq import Q_ROWS_PER_BLOCK
             rows = self.phase.seqlen_q * self.shape.group
             block_m = min(DECODE_SPLIT_MAX_ROWS, max(Q_ROWS_PER_BLOCK, 1 << math.ceil(math.log2(rows))))
@@ -134,7 +141,7 @@ class SweepConfig:
     def consumer_warps(self) -> int:
         if self.phase.name == "prefill":
             return PREFILL_WARPS
-        if self.score_layout == "kq_split":
+        if self.score_layout in SPLIT_CONSUMERS:
             return DECODE_SPLIT_WARPS
         rows = self.phase.seqlen_q * self.shape.group
         return min(PREFILL_WARPS, 1 << max(0, math.ceil(math.log2(math.ceil(rows / self.rows_per_warp)))))
