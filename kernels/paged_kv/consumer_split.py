@@ -67,7 +67,8 @@ from tma_kernels.ptx import (
     named_barrier_sync,
     smem_u32,
 )
-from tma_kernels.ptx.wgmma import K_STEP_BYTES, M as WGMMA_M, k_major_descriptor, make_wgmma_ss
+from tma_kernels.ptx.wgmma import K_STEP_BYTES, k_major_descriptor, make_wgmma_ss
+from tma_kernels.ptx.wgmma import M as WGMMA_M
 
 from .consumer import NEG_INF, ZERO, make_q_loader, make_row_limit
 from .consumer_kq import Q_ROWS_PER_BLOCK, ROW_BLOCK, column_sum, make_kq_tiles

@@ -74,8 +74,8 @@ def make_wgmma_ss(dtype: str, n: int, steps):
              "wgmma.fence.sync.aligned;"]
     for i, (a_bytes, b_bytes) in enumerate(steps):
         lines += [f"add.s64 da, {a}, {a_bytes >> 4};", f"add.s64 db, {b}, {b_bytes >> 4};",
-                  f"wgmma.mma_async.sync.aligned.{shape} {{{d}}}, da, db, p{min(i, 1)}, 1, 1"
-                  f"{_TRANSPOSE[dtype]};"]
+                  (f"wgmma.mma_async.sync.aligned.{shape} {{{d}}}, da, db, p{min(i, 1)}, 1, 1"
+                   f"{_TRANSPOSE[dtype]};")]
     lines += ["wgmma.commit_group.sync.aligned;", "wgmma.wait_group.sync.aligned 0;", "}"]
     ptx = "\n".join(lines)
 

@@ -16,7 +16,12 @@ import os
 import numpy as np
 import pytest
 from numba import cuda, uint8, uint32
-from tma_kernels.paged_kv.geometry import ELEMENT_BYTES, MAX_ROW_BYTES, SWIZZLE_MASK, tile_offset
+from tma_kernels.paged_kv.geometry import (
+    ELEMENT_BYTES,
+    MAX_ROW_BYTES,
+    SWIZZLE_MASK,
+    tile_offset,
+)
 from tma_kernels.ptx import fence_proxy_async_shared, named_barrier_sync, smem_u32
 from tma_kernels.ptx.wgmma import K_STEP_BYTES, M, k_major_descriptor, make_wgmma_ss
 
