@@ -19,6 +19,7 @@ GPU_TEST_MODULES = (
     "test_cluster_studies_gpu",
     "test_paged_kv_gpu",
     "test_mma_gpu",
+    "test_wgmma_gpu",
 )
 HOPPER = (9, 0, "a")
 
@@ -62,8 +63,16 @@ PAGED_ATTENTION_NAMES = [
     for path in ("tma", "cp_async")    # decode, the warps sharing each tile (consumer_split.py)
     for dtype in ("bf16", "e4m3")
     for d, w, r in ((128, 4, 8), (128, 2, 8), (256, 4, 8), (128, 4, 4), (128, 4, 2), (256, 4, 2))
+] + [
+    f"paged_attention_{path}_{dtype}_d{d}_n64_w4_s2_p{1 if path == 'tma' else 4}_causal_kqw{r}"
+    for path in ("tma", "cp_async")    # decode, S^T as one warpgroup wgmma (consumer_split.py)
+    for dtype in ("bf16", "e4m3")
+    for d, r in ((128, 8), (256, 8), (128, 4), (128, 2), (256, 2), (64, 2), (64, 8))
 ]
-PAGED_ATTENTION_COMMON = ["ldmatrix.sync.aligned.m8n8.x4.shared.b16",
+LDMATRIX = "ldmatrix.sync.aligned.m8n8.x4.shared.b16"
+WGMMA_PTX = "wgmma.mma_async.sync.aligned.m64n"
+WGMMA_TYPES = {"bf16": "k16.f32.bf16.bf16", "e4m3": "k32.f32.e4m3.e4m3"}
+PAGED_ATTENTION_COMMON = [LDMATRIX,
                           "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16", "ex2.approx.ftz.f32",
                           TRY_WAIT, "mbarrier.arrive.shared::cta.b64"]
 PAGED_ATTENTION_PTX = {
@@ -84,8 +93,11 @@ def paged_attention_ptx(name):
     path = "tma" if name.startswith("paged_attention_tma_") else "cp"
     dtype = "e4m3" if "_e4m3_" in name else "bf16"
     kq = ["movmatrix.sync.aligned.m8n8.trans.b16"] if "_kq" in name else []
-    split = ["bar.sync"] if "_kqs" in name else []    # the consumer warps' named barriers
-    return PAGED_ATTENTION_COMMON + PAGED_ATTENTION_PTX[path] + PAGED_ATTENTION_MMA[dtype] + kq + split
+    split = ["bar.sync"] if "_kqs" in name or "_kqw" in name else []    # the consumer warps' named barriers
+    wgmma = ([WGMMA_PTX, WGMMA_TYPES[dtype], "wgmma.commit_group.sync.aligned", "fence.proxy.async.shared::cta"]
+             if "_kqw" in name else [])
+    common = [f for f in PAGED_ATTENTION_COMMON if not (wgmma and f == LDMATRIX)]    # K: read by the wgmma
+    return common + PAGED_ATTENTION_PTX[path] + PAGED_ATTENTION_MMA[dtype] + kq + split + wgmma
 
 
 def tma_load(rank):
@@ -201,6 +213,12 @@ EXPECTED_PTX = {
     # test_mma_gpu: ptxas's e4m3 mma.sync and the two-fp16-mma form the attention kernel uses
     "mma_e4m3": ["mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32"],
     "mma_e4m3_via_f16": [E4M3_VIA_F16, "cvt.rn.f16x2.e4m3x2"],
+    # test_wgmma_gpu: one warpgroup's S^T-style wgmma over the swizzled tile layout
+    **{name: [f"wgmma.mma_async.sync.aligned.m64n{name.split('_n')[-1]}k{16 if '_bf16_' in name else 32}"
+              f".f32.{'bf16.bf16' if '_bf16_' in name else 'e4m3.e4m3'}", "wgmma.fence.sync.aligned",
+              "wgmma.wait_group.sync.aligned 0", "fence.proxy.async.shared::cta"]
+       for name in (f"wgmma_{dtype}_d{d}_n{n}" for dtype, d in (("e4m3", 64), ("e4m3", 128), ("e4m3", 256),
+                                                               ("bf16", 64), ("bf16", 128)) for n in (8, 16, 32))},
 }
 
 

@@ -58,11 +58,21 @@ VARIANTS = [
             producer_warps=1 if path == "tma" else 4, score_layout="kq_split", rows_per_warp=8)
     for dtype in ("bf16", "e4m3") for path in ("tma", "cp_async")
 ] + [Variant(dtype="e4m3", head_dim=256, load_path="tma", consumer_warps=4, block_n=64,
-             score_layout="kq_split", rows_per_warp=2)]     # 8 rows a CTA (mqa_8x256, 1 token)
+             score_layout="kq_split", rows_per_warp=2)     # 8 rows a CTA (mqa_8x256, 1 token)
+] + [
+    # the split consumer with S^T as one warpgroup wgmma: head dim 64 e4m3 takes the 64-byte swizzle
+    Variant(dtype=dtype, head_dim=d, load_path=path, consumer_warps=4, block_n=64,
+            producer_warps=1 if path == "tma" else 4, score_layout="kq_wgmma", rows_per_warp=r)
+    for dtype, d, r in (("bf16", 128, 8), ("e4m3", 128, 8), ("e4m3", 64, 2), ("e4m3", 256, 2))
+    for path in ("tma", "cp_async")
+]
 KQ_SASS = ("MOVM.16.MT88",)
-#: __syncthreads, plus the split consumer's named barriers: after Q, after Q's fragments, two
-#: per tile (maxima, P^T), one before the output
-SPLIT_BARRIERS = 5
+#: __syncthreads, plus the split consumer's named barriers: after Q, after Q's fragments (not
+#: kq_wgmma: its wgmma reads Q from shared memory), two per tile (maxima, P^T), one before the output
+SPLIT_BARRIERS = {"kq_split": 5, "kq_wgmma": 4}
+#: kq_wgmma: S^T on the tensor cores' own instruction (e4m3: QGMMA, bf16: HGMMA), K never
+#: through ldmatrix (LDSM.16.M88.4; V still is, transposed)
+WGMMA_SASS = {"bf16": "HGMMA.64", "e4m3": "QGMMA.64"}
 
 
 @functools.cache
@@ -74,8 +84,14 @@ def compiled(variant):
 def test_variant_sass(variant):
     kernel = compiled(variant)
     counts = kernel.opcode_counts()
+    wgmma = variant.score_layout == "kq_wgmma"
     expected = MMA_SASS[variant.dtype] + PATH_SASS[variant.load_path] + COMMON_SASS
-    expected += KQ_SASS if variant.score_layout in ("kq", "kq_split") else ()
+    expected += KQ_SASS if variant.score_layout in ("kq", "kq_split", "kq_wgmma") else ()
+    if wgmma:
+        expected = tuple(m for m in expected if m != "LDSM.16.M88.4")
+        assert not kernel.has_instruction("LDSM.16.M88.4"), f"{variant.name}: K read through ldmatrix"
+        assert [op for op in counts if op.startswith(WGMMA_SASS[variant.dtype])], (
+            f"{variant.name}: SASS lacks {WGMMA_SASS[variant.dtype]}*; has {sorted(counts)}")
     missing = [m for m in expected if not kernel.has_instruction(m)]
     assert not missing, f"{variant.name}: SASS lacks {missing}"
     assert not kernel.has_instruction(PATH_ABSENT[variant.load_path]), (
@@ -87,8 +103,8 @@ def test_variant_sass(variant):
         f"spilled ({kernel.registers} registers): the score/accumulator arrays left registers")
     assert counts["UTMALDG.4D" if variant.load_path == "tma" else "LDGSTS.E.BYPASS.128"] >= 1
     barriers = sum(n for opcode, n in counts.items() if opcode.startswith("BAR.SYNC"))
-    if variant.score_layout == "kq_split":
-        assert barriers >= 1 + SPLIT_BARRIERS, f"{variant.name}: {barriers} BAR.SYNC"
+    if variant.score_layout in SPLIT_BARRIERS:
+        assert barriers >= 1 + SPLIT_BARRIERS[variant.score_layout], f"{variant.name}: {barriers} BAR.SYNC"
     else:
         assert barriers == 1, f"{variant.name}: {barriers} BAR.SYNC (only __syncthreads expected)"
 
@@ -162,3 +178,16 @@ def test_combine_loads_unroll(num_splits):
 def test_combine_refuses_one_split():
     with pytest.raises(ValueError, match="num_splits=1"):
         make_combine(1)
+
+
+@pytest.mark.parametrize("path", ["tma", "cp_async"])
+def test_wgmma_consumer_unpacks_only_v(path):
+    """e4m3 kq_wgmma converts V alone to fp16 (K reaches the tensor cores as e4m3): fewer than
+    half the unpacks of kq_split on the same tile, and a quarter fewer HMMAs (P V only)."""
+    split, wgmma = (Variant(dtype="e4m3", head_dim=128, load_path=path, consumer_warps=4, block_n=64,
+                            producer_warps=1 if path == "tma" else 4, score_layout=layout, rows_per_warp=8)
+                    for layout in ("kq_split", "kq_wgmma"))
+    unpacks = {v.score_layout: compiled(v).opcode_counts()["F2FP.F16.E4M3.UNPACK_B"] for v in (split, wgmma)}
+    assert 2 * unpacks["kq_wgmma"] < unpacks["kq_split"], unpacks
+    qgmma = sum(n for op, n in compiled(wgmma).opcode_counts().items() if op.startswith("QGMMA"))
+    assert qgmma == 128 // 32        # one wgmma per 32-byte k-step of a 128-byte e4m3 row

@@ -229,7 +229,8 @@ def test_every_macro_the_section_uses_is_generated(run):
         assert claims_macro in {macros_mod.camel("claims of", name) for name in (*STUDY.figures, *STUDY.tables)}
     assert guarded == {"pagedKvScalingCompared", "pagedKvSdpaPoints", "pagedKvTmaLookupAfterWait",
                        "pagedKvDecodeSplitGridCtasPerSm", "pagedKvDecodeKqCells", "pagedKvDecodeMathBoundPoints",
-                       "pagedKvSameBytesCopyPoints", "pagedKvDecodeKqSplitFpeightQoneWon", "pagedKvDecodeBarMetKqOnly"}
+                       "pagedKvSameBytesCopyPoints", "pagedKvDecodeKqWgmmaFpeightQfourWon",
+                       "pagedKvDecodeBarMetWithoutKqWgmma"}
     # every decode cell of the synthetic run is a kq (S^T = K Q^T) kernel, as the grid builds them
     assert found["pagedKvDecodeKqCells"] == found["pagedKvDecodeCells"] != "0"
 
@@ -278,19 +279,20 @@ def test_compare_names_what_moved(run, tmp_path):
 
 # ---------------------------------------------------------------- the decode consumer knob
 
-SPLIT_FASTER_Q1 = 0.9       # synthetic: kq_split's time over kq's at 1 query token
+OTHER = "kq_wgmma"          # the shipped config's other decode consumer
+SPLIT_FASTER_Q1 = 0.9       # synthetic: its time over kq's at 1 query token
 SPLIT_SLOWER_Q4 = 1.1       # and at 4
 
 
 @pytest.fixture(scope="module")
 def consumer_run(tmp_path_factory):
-    """(derived dir, provenance, tables dir) of the synthetic run with kq_split 10 % faster at
+    """(derived dir, provenance, tables dir) of the synthetic run with kq_wgmma 10 % faster at
     one query token and 10 % slower at four."""
     root = tmp_path_factory.mktemp("paged_kv_consumer")
     config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())["studies"]["paged_kv"]
     raw = synthetic_raw(root / "raw", copy.deepcopy(config))
     attention = pd.read_csv(raw / "attention.csv")
-    split = attention.score_layout == "kq_split"
+    split = attention.score_layout == OTHER
     factor = attention.seqlen_q.map({1: SPLIT_FASTER_Q1, 4: SPLIT_SLOWER_Q4}).where(split, 1.0)
     for column in ("time_us_median", "time_us_q1", "time_us_q3"):
         attention[column] *= factor
@@ -305,59 +307,66 @@ def test_the_faster_consumer_wins_each_decode_cell(consumer_run):
     derived, provenance, tables = consumer_run
     tuning = pd.read_csv(derived / "tuning.csv")
     decode = tuning[(tuning.phase == "decode") & (tuning.status == "measured")]
-    assert set(decode.score_layout_swept) == {"kq kq_split"}
+    assert set(decode.score_layout_swept) == {f"kq {OTHER}"}
     assert set(tuning[tuning.phase == "prefill"].score_layout_swept) == {"qk"}
-    assert set(decode[decode.seqlen_q == 1].score_layout) == {"kq_split"}
+    assert set(decode[decode.seqlen_q == 1].score_layout) == {OTHER}
     assert set(decode[decode.seqlen_q == 4].score_layout) == {"kq"}
-    ratio = decode.time_us_kq_split / decode.time_us_kq
+    ratio = decode[f"time_us_{OTHER}"] / decode.time_us_kq
     assert ratio[decode.seqlen_q == 1].round(6).eq(SPLIT_FASTER_Q1).all()
     # the per-combination columns hold the faster consumer's time
     one = decode[decode.seqlen_q == 1].iloc[0]
     label = f"time_us_s{int(one.stages_chosen)}_p{int(one.producer_warps_chosen)}"
-    assert one[label] == pytest.approx(one.time_us_kq_split)
+    assert one[label] == pytest.approx(one[f"time_us_{OTHER}"])
     bar = pd.read_csv(derived / "decode.csv")
     measured = bar[bar.best_load_path.isin(facts.LOAD_PATHS)]
-    assert set(measured[measured.seqlen_q == 1].best_score_layout) == {"kq_split"}
+    assert set(measured[measured.seqlen_q == 1].best_score_layout) == {OTHER}
     assert set(measured[measured.seqlen_q == 4].best_score_layout) == {"kq"}
-    wins = facts.consumer_wins(tuning, "bf16", 1)
-    assert wins.split_won == wins.cells == len(decode[(decode.dtype == "bf16") & (decode.seqlen_q == 1)])
-    assert wins.split_over_kq_median == pytest.approx(SPLIT_FASTER_Q1)
-    assert facts.consumer_wins(tuning, "e4m3", 4).split_won == 0
+    assert facts.compared_consumers(tuning) == [OTHER]
+    wins = facts.consumer_wins(tuning, "bf16", 1, OTHER)
+    assert wins.won == wins.cells == len(decode[(decode.dtype == "bf16") & (decode.seqlen_q == 1)])
+    assert wins.over_kq_median == pytest.approx(SPLIT_FASTER_Q1)
+    assert facts.consumer_wins(tuning, "e4m3", 4, OTHER).won == 0
+    assert facts.consumer_wins(tuning, "bf16", 1, "kq_split") is None       # not swept
     found = macros(derived, provenance)
-    assert found["pagedKvDecodeKqSplitBfQoneWon"] == found["pagedKvDecodeKqSplitBfQoneCells"] == str(wins.cells)
-    assert found["pagedKvDecodeKqSplitFpeightQfourWon"] == "0"
-    assert found["pagedKvDecodeKqSplitBfQoneTimeRatio"] == "0.90"
-    assert found["pagedKvDecodeKqSplitFpeightQfourTimeRatio"] == "1.10"
+    assert found["pagedKvDecodeKqWgmmaBfQoneWon"] == found["pagedKvDecodeKqWgmmaBfQoneCells"] == str(wins.cells)
+    assert found["pagedKvDecodeKqWgmmaFpeightQfourWon"] == "0"
+    assert found["pagedKvDecodeKqWgmmaBfQoneTimeRatio"] == "0.90"
+    assert found["pagedKvDecodeKqWgmmaFpeightQfourTimeRatio"] == "1.10"
+    assert not [name for name in found if name.startswith("pagedKvDecodeKqSplit") and name != "pagedKvDecodeKqSplitCells"]
     in_bar = facts.bar_points(bar)
-    assert found["pagedKvDecodeBarBestKqSplit"] == str(int((in_bar.seqlen_q == 1).sum()))
-    # each consumer's own best rate: kq_split's is the winner's at one token, kq's 10 % lower
+    assert found["pagedKvDecodeBarBestKqWgmma"] == str(int((in_bar.seqlen_q == 1).sum()))
+    assert found["pagedKvDecodeBarBestKq"] == str(int((in_bar.seqlen_q == 4).sum()))
+    # each consumer's own best rate: kq_wgmma's is the winner's at one token, kq's 10 % lower
     one_token = in_bar[in_bar.seqlen_q == 1]
-    assert (one_token.best_kq_split_gbps == one_token.best_gbps).all()
+    assert (one_token[f"best_{OTHER}_gbps"] == one_token.best_gbps).all()
     assert (one_token.best_kq_gbps / one_token.best_gbps).round(6).eq(SPLIT_FASTER_Q1).all()
     kq_fraction = in_bar.best_kq_gbps / in_bar.d2d_copy_gbps
-    assert found["pagedKvDecodeBarMetKqOnly"] == str(int((kq_fraction >= 0.7).sum()))
+    assert found["pagedKvDecodeBarMetWithoutKqWgmma"] == str(int((kq_fraction >= 0.7).sum()))
+    other_fraction = in_bar[f"best_{OTHER}_gbps"] / in_bar.d2d_copy_gbps
+    assert found["pagedKvDecodeBarMetWithoutKq"] == str(int((other_fraction >= 0.7).sum()))
     table = (tables / "paged_kv_tuning.md").read_text()
-    assert "| chosen consumer (cells) |" in table and "| median time kq_split/kq |" in table
+    assert "| chosen consumer (cells) |" in table and f"| median time {OTHER}/kq |" in table
     assert "| 0.90 |" in table and "| 1.10 |" in table
 
 
 def test_a_run_of_one_consumer_has_no_consumer_macros(run, tmp_path):
-    """Data of a run that swept only kq (or older data): no kq_split counts, and the section's
-    sentences on them are skipped (\\ifdefined)."""
+    """Data of a run that swept only kq (or older data): no counts against kq, and the
+    section's sentences on them are skipped (\\ifdefined)."""
     derived, provenance = run
     one = tmp_path / "derived"
     shutil.copytree(derived, one)
-    tuning = pd.read_csv(one / "tuning.csv").drop(columns=["time_us_kq_split"])
+    tuning = pd.read_csv(one / "tuning.csv").drop(columns=[f"time_us_{OTHER}"])
     tuning.to_csv(one / "tuning.csv", index=False)
-    assert facts.consumer_wins(tuning, "bf16", 1) is None
+    assert facts.consumer_wins(tuning, "bf16", 1, OTHER) is None and facts.compared_consumers(tuning) == []
     found = macros(one, provenance)
-    assert not [name for name in found if name.startswith("pagedKvDecodeKqSplit") and name != "pagedKvDecodeKqSplitCells"]
-    assert "\\ifdefined\\pagedKvDecodeKqSplitFpeightQoneWon" in SECTION.read_text()
-    decode = pd.read_csv(one / "decode.csv").drop(columns=["best_score_layout", "best_kq_split_gbps"])
+    assert not [name for name in found if name.startswith("pagedKvDecodeKqWgmma") and name != "pagedKvDecodeKqWgmmaCells"]
+    assert "\\ifdefined\\pagedKvDecodeKqWgmmaFpeightQfourWon" in SECTION.read_text()
+    decode = pd.read_csv(one / "decode.csv").drop(columns=["best_score_layout", f"best_{OTHER}_gbps"])
     decode.to_csv(one / "decode.csv", index=False)
-    assert facts.decode_bar(decode).best_kq_split is None and facts.decode_bar(decode).met_kq_only is None
+    assert facts.decode_bar(decode).best_by_consumer is None and facts.decode_bar(decode).met_without is None
     found = macros(one, provenance)
-    assert "pagedKvDecodeBarBestKqSplit" not in found and "pagedKvDecodeBarMetKqOnly" not in found
+    assert not [name for name in found if name.startswith("pagedKvDecodeBarBest") and "Kq" in name]
+    assert not [name for name in found if "MetWithout" in name]
 
 
 def test_the_l2_promotion_macro_comes_from_the_provenance(run):
@@ -370,14 +379,15 @@ def test_the_l2_promotion_macro_comes_from_the_provenance(run):
 def test_the_consumer_rule_follows_the_winners(consumer_run, run):
     derived, provenance, _ = consumer_run
     row = rule_of(paged_kv_rules(derived, provenance), "consumer of a paged decode kernel")
-    cells = {q: len(pd.read_csv(derived / "tuning.csv").query(f"phase == 'decode' and dtype == 'bf16' and "
-                                                              f"seqlen_q == {q} and status == 'measured'"))
-             for q in (1, 4)}
-    assert row["rule"].startswith("1 query token: share each K/V tile among 4 warps (kq_split) "
-                                  f"(kq_split won {cells[1]} of {cells[1]} bf16, ")
+    cells = {(q, dtype): len(pd.read_csv(derived / "tuning.csv").query(
+        f"phase == 'decode' and dtype == '{dtype}' and seqlen_q == {q} and status == 'measured'"))
+        for q in (1, 4) for dtype in ("bf16", "e4m3")}
+    assert row["rule"].startswith("1 query token: share each K/V tile among 4 warps, S^T as one warpgroup "
+                                  f"wgmma (kq_wgmma) (cells won, bf16: {OTHER} {cells[1, 'bf16']} of "
+                                  f"{cells[1, 'bf16']}; e4m3: {OTHER} {cells[1, 'e4m3']} of {cells[1, 'e4m3']})")
     assert ("4 query tokens: give each warp its own query rows over whole tiles (kq) "
-            f"(kq_split won 0 of {cells[4]} bf16, 0 of ") in row["rule"]
-    assert "bf16 1 token: kq_split won" in row["evidence"] and "median 0.90" in row["evidence"]
+            f"(cells won, bf16: kq {cells[4, 'bf16']} of {cells[4, 'bf16']}; ") in row["rule"]
+    assert f"bf16 1 query token: {OTHER} time / kq time median 0.90" in row["evidence"]
     assert row["figure"] == "paged_kv_tuning"
     ties, tie_provenance = run          # every cell a tie, kq first: kq everywhere
     row = rule_of(paged_kv_rules(ties, tie_provenance), "consumer of a paged decode kernel")

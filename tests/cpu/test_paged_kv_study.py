@@ -105,13 +105,13 @@ def test_decode_consumer_is_a_knob_swept_per_cell(study_config):
     assert study_config["decode_consumers"] == ["kq", "kq_wgmma"]    # the shipped config sweeps both
     configs = sweep_configs(study_config)
     decode = [c for c in configs if c.phase.name == "decode"]
-    split = [c for c in decode if c.score_layout == "kq_split"]
+    split = [c for c in decode if c.score_layout == "kq_wgmma"]
     kq = [c for c in decode if c.score_layout == "kq"]
-    # kq_split beside every kq configuration, except bf16 head dim 256 at 4 stages: its 64-row
+    # kq_wgmma beside every kq configuration, except bf16 head dim 256 at 4 stages: its 64-row
     # tiles (a 16-token block per warp) do not fit 4 stages (2 phases x (5 TMA + 7 x 2 cp.async))
     assert len(kq) == 820 and len(split) == 820 - 2 * (5 + 7 * 2)
     assert not [c for c in split if (c.dtype, c.shape.head_dim, c.stages) == ("bf16", 256, 4)]
-    assert {c.key.removesuffix("/kq_split") for c in split} <= {c.key.removesuffix("/kq") for c in kq}
+    assert {c.key.removesuffix("/kq_wgmma") for c in split} <= {c.key.removesuffix("/kq") for c in kq}
     assert len({c.key for c in configs}) == len(configs) == 1028 + len(split)
     assert all(c.score_layout == "qk" and not c.key.endswith("qk") for c in configs if c.phase.name == "prefill")
     # 4 warps share each tile; the CTA's rows are the KV head's packed query rows as a power
@@ -121,8 +121,19 @@ def test_decode_consumer_is_a_knob_swept_per_cell(study_config):
         ("llama3_8b", 1, 2), ("llama3_8b", 4, 4), ("llama3_70b", 1, 2), ("llama3_70b", 4, 8),
         ("mha_32x128", 1, 2), ("mha_32x128", 4, 2), ("mha_16x64", 1, 2), ("mha_16x64", 4, 2),
         ("mqa_8x256", 1, 2), ("mqa_8x256", 4, 8)}
-    assert all(c.consumer_warps == 4 and c.block_n >= 64 for c in split)
+    assert all(c.consumer_warps == 4 and c.block_n == 64 for c in split)     # the wgmma's M
     assert all(c.variant().score_layout == c.score_layout for c in decode)
+
+
+def test_every_decode_consumer_can_be_swept(study_config):
+    """kq_split is out of the shipped sweep but still builds: listed, it runs beside the others,
+    with its own tile rule (e4m3 at head dim 64: 128 rows; kq_wgmma: always the wgmma's 64)."""
+    study_config["decode_consumers"] = ["kq", "kq_split", "kq_wgmma"]
+    decode = [c for c in sweep_configs(study_config) if c.phase.name == "decode"]
+    by_layout = {layout: [c for c in decode if c.score_layout == layout] for layout in ("kq", "kq_split", "kq_wgmma")}
+    assert len(by_layout["kq_split"]) == len(by_layout["kq_wgmma"]) > 0
+    tiles = {(c.score_layout, c.block_n) for c in decode if (c.dtype, c.shape.head_dim) == ("e4m3", 64)}
+    assert ("kq_split", 128) in tiles and ("kq_wgmma", 64) in tiles and ("kq_wgmma", 128) not in tiles
 
 
 @pytest.mark.parametrize("consumers", [[], ["kq", "kq"], ["qk"]])

@@ -22,6 +22,7 @@ from .aggregate import (
     DECODE_BAR_MIN_CONTEXT,
     MEASURED,
 )
+from .grid import DECODE_CONSUMERS
 
 PHASES = ("decode", "prefill")
 DTYPES = ("bf16", "e4m3")
@@ -203,9 +204,10 @@ class DecodeBar:
     fraction_max: float
     best_tma: int           # points where TMA was the better path
     best_cp_async: int
-    best_kq_split: int | None   # points whose fastest kernel ran kq_split; None: data without the column
-    met_kq_only: int | None     # points kq alone (its best over the other knobs) brings to the bar;
-                                # None: a run that did not sweep both consumers
+    best_by_consumer: dict[str, int] | None   # points whose fastest kernel ran each consumer (grid's
+                                              # decode consumers); None: data without the column
+    met_without: dict[str, int] | None   # per swept consumer: points the others (each at its best over
+                                         # the other knobs) bring to the bar; None: one consumer swept
 
 
 def bar_points(decode: pd.DataFrame) -> pd.DataFrame:
@@ -221,12 +223,16 @@ def decode_bar(decode: pd.DataFrame, dtype: str | None = None) -> DecodeBar | No
     if rows.empty:
         return None
     fraction = rows.fraction_of_d2d_copy
+    swept = [c for c in DECODE_CONSUMERS if f"best_{c}_gbps" in rows]
+    met_without = None
+    if len(swept) > 1:
+        met_without = {c: int((rows[[f"best_{o}_gbps" for o in swept if o != c]].max(axis=1)
+                               / rows.d2d_copy_gbps >= DECODE_BAR_FRACTION).sum()) for c in swept}
     return DecodeBar(len(rows), int((fraction >= DECODE_BAR_FRACTION).sum()), float(fraction.min()),
                      float(fraction.median()), float(fraction.max()), int((rows.best_load_path == "tma").sum()),
                      int((rows.best_load_path == "cp_async").sum()),
-                     int((rows.best_score_layout == "kq_split").sum()) if "best_score_layout" in rows else None,
-                     int((rows.best_kq_gbps / rows.d2d_copy_gbps >= DECODE_BAR_FRACTION).sum())
-                     if {"best_kq_gbps", "best_kq_split_gbps"} <= set(rows.columns) else None)
+                     {c: int((rows.best_score_layout == c).sum()) for c in swept or DECODE_CONSUMERS}
+                     if "best_score_layout" in rows else None, met_without)
 
 
 @dataclass(frozen=True)
@@ -378,33 +384,46 @@ def combination(tuning: pd.DataFrame, phase: str, load_path: str, dtype: str) ->
     return Combination(int(top[0]), int(top[1]), int(counts[top]), len(rows))
 
 
+BASE_CONSUMER = "kq"      # the decode consumer every other one is compared with
+
+
+def compared_consumers(rows: pd.DataFrame) -> list[str]:
+    """The decode consumers (grid order) other than kq whose best times tuning.csv records
+    beside kq's: the ones a run swept with it."""
+    if not {f"time_us_{BASE_CONSUMER}", "score_layout"} <= set(rows.columns):
+        return []
+    return [c for c in DECODE_CONSUMERS if c != BASE_CONSUMER and f"time_us_{c}" in rows.columns]
+
+
 @dataclass(frozen=True)
 class ConsumerWins:
-    """The decode consumer knob (grid.SweepConfig.score_layout) at one (dtype, query tokens):
-    of the timed cells that ran both "kq" and "kq_split", how many kq_split won, and the
-    median over them of kq_split's best time over kq's (each at its best other knobs)."""
+    """The decode consumer knob (grid.SweepConfig.score_layout) at some cells: of the timed
+    cells that ran both "kq" and ``consumer``, how many ``consumer`` won, and the median over
+    them of its best time over kq's (each at its best other knobs)."""
 
+    consumer: str
     cells: int
-    split_won: int
-    split_over_kq_median: float
+    won: int
+    over_kq_median: float
 
 
-def consumer_tally(rows: pd.DataFrame) -> ConsumerWins | None:
+def consumer_tally(rows: pd.DataFrame, consumer: str) -> ConsumerWins | None:
     """ConsumerWins over any tuning.csv rows (the timed ones that ran both consumers); None
     where there are none, or the data do not record both consumers' times."""
-    if not {"time_us_kq", "time_us_kq_split", "score_layout"} <= set(rows.columns):
+    if consumer not in compared_consumers(rows):
         return None
-    rows = rows[(rows.status == MEASURED) & rows.time_us_kq.notna() & rows.time_us_kq_split.notna()]
+    theirs, base = rows[f"time_us_{consumer}"], rows[f"time_us_{BASE_CONSUMER}"]
+    rows = rows[(rows.status == MEASURED) & theirs.notna() & base.notna()]
     if rows.empty:
         return None
-    return ConsumerWins(len(rows), int((rows.score_layout == "kq_split").sum()),
-                        float((rows.time_us_kq_split / rows.time_us_kq).median()))
+    return ConsumerWins(consumer, len(rows), int((rows.score_layout == consumer).sum()),
+                        float((rows[f"time_us_{consumer}"] / rows[f"time_us_{BASE_CONSUMER}"]).median()))
 
 
-def consumer_wins(tuning: pd.DataFrame, dtype: str, seqlen_q: int) -> ConsumerWins | None:
-    """None where the run did not sweep both consumers at that (dtype, query tokens)."""
+def consumer_wins(tuning: pd.DataFrame, dtype: str, seqlen_q: int, consumer: str) -> ConsumerWins | None:
+    """None where the run did not sweep kq and ``consumer`` at that (dtype, query tokens)."""
     return consumer_tally(tuning[(tuning.phase == "decode") & (tuning.dtype == dtype)
-                                 & (tuning.seqlen_q == seqlen_q)])
+                                 & (tuning.seqlen_q == seqlen_q)], consumer)
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ import pandas as pd
 from tma_study.macros import MacroError, camel, number, percent, ratio
 
 from . import fa3_rule, facts
+from .grid import DECODE_CONSUMERS
 
 DTYPE_NAMES = {"bf16": "bf", "e4m3": "fpeight"}
 PATH_NAMES = {"tma": "tma", "cp_async": "cpasync"}
@@ -52,16 +53,17 @@ def _sweep(speedup: pd.DataFrame, tuning: pd.DataFrame) -> dict[str, str]:
                for n in str(text).split())}
     if "score_layout" in tuning.columns:   # data from before the decode consumer lack it
         decode = tuning[tuning.phase == "decode"]
-        out |= {_name("decode cells"): number(len(decode)),
-                _name("decode kq cells"): number((decode.score_layout == "kq").sum()),
-                _name("decode kq split cells"): number((decode.score_layout == "kq_split").sum())}
-        for dtype, short in DTYPE_NAMES.items():
-            for tokens in sorted(int(q) for q in decode.seqlen_q.unique()):
-                wins = facts.consumer_wins(tuning, dtype, tokens)
-                if wins is not None:    # a run that swept both consumers there
-                    prefix = ("decode kq split", short, f"q{tokens}")
-                    out |= {_name(*prefix, "won"): number(wins.split_won), _name(*prefix, "cells"): number(wins.cells),
-                            _name(*prefix, "time ratio"): ratio(wins.split_over_kq_median)}
+        out[_name("decode cells")] = number(len(decode))
+        for consumer in DECODE_CONSUMERS:   # e.g. pagedKvDecodeKqWgmmaCells: cells it won
+            out[_name("decode", consumer, "cells")] = number((decode.score_layout == consumer).sum())
+        for consumer in facts.compared_consumers(tuning):
+            for dtype, short in DTYPE_NAMES.items():
+                for tokens in sorted(int(q) for q in decode.seqlen_q.unique()):
+                    wins = facts.consumer_wins(tuning, dtype, tokens, consumer)
+                    if wins is not None:    # a run that swept kq and this consumer there
+                        prefix = ("decode", consumer, short, f"q{tokens}")
+                        out |= {_name(*prefix, "won"): number(wins.won), _name(*prefix, "cells"): number(wins.cells),
+                                _name(*prefix, "time ratio"): ratio(wins.over_kq_median)}
     for phase in facts.PHASES:
         rows = sweep[sweep.phase == phase]
         if rows.empty:
@@ -154,10 +156,10 @@ def _decode(decode: pd.DataFrame) -> dict[str, str]:
                 _name("decode bar", short, "max percent"): percent(bar.fraction_max, 0),
                 _name("decode bar", short, "best tma"): number(bar.best_tma),
                 _name("decode bar", short, "best cpasync"): number(bar.best_cp_async)}
-        if bar.best_kq_split is not None:       # data that record the winner's consumer
-            out[_name("decode bar", short, "best kq split")] = number(bar.best_kq_split)
-        if bar.met_kq_only is not None:         # a run that swept both consumers
-            out[_name("decode bar", short, "met kq only")] = number(bar.met_kq_only)
+        for consumer, points in (bar.best_by_consumer or {}).items():   # data that record it
+            out[_name("decode bar", short, "best", consumer)] = number(points)
+        for consumer, points in (bar.met_without or {}).items():        # a run of several consumers
+            out[_name("decode bar", short, "met without", consumer)] = number(points)
         if dtype is not None:
             mine = decode[(decode.dtype == dtype) & decode.fraction_of_d2d_copy.notna()]
             out[_name("decode best percent copy", short)] = percent(mine.fraction_of_d2d_copy.max(), 0)

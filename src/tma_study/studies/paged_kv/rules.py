@@ -3,7 +3,7 @@
 Every verdict follows the data (facts.py): the page-size rule says TMA, cp.async, a tie or
 "no threshold" as the comparisons do; the FA3 row says whether, and through which clause,
 FA3's rule picked the slower path; the decode row says whether the copy-rate bar was met;
-the consumer row names the decode consumer that won most cells (where a run swept both).
+the consumer row names the decode consumer that won most cells (where a run swept several).
 The only fixed numbers are the issue's decode bar (aggregate.DECODE_BAR_*) and MAJORITY.
 """
 from __future__ import annotations
@@ -164,35 +164,39 @@ def _tuning_row(tuning: pd.DataFrame) -> dict | None:
             "rule": "; ".join(parts), "evidence": "; ".join(evidence), "figure": "paged_kv_tuning"}
 
 
-def _consumer_choice(wins: list[facts.ConsumerWins]) -> str:
-    """'kq_split', 'kq' or 'either' from the per-dtype tallies at one query-token count."""
-    if all(w.split_won > MAJORITY * w.cells for w in wins):
-        return "share each K/V tile among 4 warps (kq_split)"
-    if all(w.split_won < MAJORITY * w.cells for w in wins):
-        return "give each warp its own query rows over whole tiles (kq)"
-    return "either consumer (each won most cells in one dtype)"
+CONSUMER_TEXT = {"kq": "give each warp its own query rows over whole tiles (kq)",
+                 "kq_split": "share each K/V tile among 4 warps (kq_split)",
+                 "kq_wgmma": "share each K/V tile among 4 warps, S^T as one warpgroup wgmma (kq_wgmma)"}
 
 
 def _consumer_row(tuning: pd.DataFrame) -> dict | None:
-    """The decode consumer rule, per query-token count: the consumer that won most cells in
-    every dtype, from a run that swept both (facts.consumer_wins); None otherwise."""
-    tokens = sorted(int(q) for q in tuning[tuning.phase == "decode"].seqlen_q.unique())
-    found = {(q, dtype): facts.consumer_wins(tuning, dtype, q) for q in tokens for dtype in facts.DTYPES}
-    found = {key: w for key, w in found.items() if w is not None}
-    if not found:
+    """The decode consumer rule, per query-token count: the consumer that won more than half
+    of the timed cells in every dtype, from a run that swept several; None otherwise."""
+    others = facts.compared_consumers(tuning)
+    if not others:
         return None
+    decode = tuning[(tuning.phase == "decode") & (tuning.status == facts.MEASURED)]
     parts, evidence = [], []
-    for q in tokens:
-        at = {dtype: w for (n, dtype), w in found.items() if n == q}
-        if not at:
-            continue
-        won = ", ".join(f"{w.split_won} of {w.cells} {dtype}" for dtype, w in at.items())
-        parts.append(f"{q} query token{'s' if q > 1 else ''}: {_consumer_choice(list(at.values()))} "
-                     f"(kq_split won {won} cells)")
-        evidence += [f"{dtype} {q} token{'s' if q > 1 else ''}: kq_split won {w.split_won} of {w.cells} cells, "
-                     f"kq_split time / kq time median {w.split_over_kq_median:.2f}" for dtype, w in at.items()]
-    return {"situation": "consumer of a paged decode kernel: each warp over whole K/V tiles for its own query "
-                         "rows (kq), or 4 warps sharing each tile (kq_split)",
+    for q in sorted(int(n) for n in decode.seqlen_q.unique()):
+        tokens = f"{q} query token{'s' if q > 1 else ''}"
+        won = {dtype: decode[(decode.seqlen_q == q) & (decode.dtype == dtype)].score_layout.value_counts()
+               for dtype in facts.DTYPES}
+        won = {dtype: counts for dtype, counts in won.items() if counts.sum()}
+        leaders = {counts.idxmax() if counts.max() > MAJORITY * counts.sum() else None for counts in won.values()}
+        leader = leaders.pop() if len(leaders) == 1 else None
+        verdict = (CONSUMER_TEXT.get(leader, leader) if leader is not None
+                   else "no one consumer (none won most cells in every dtype)")
+        tallies = "; ".join(f"{dtype}: " + ", ".join(f"{c} {n}" for c, n in counts.sort_index().items())
+                            + f" of {counts.sum()}" for dtype, counts in won.items())
+        parts.append(f"{tokens}: {verdict} (cells won, {tallies})")
+        for dtype in won:
+            for consumer in others:
+                w = facts.consumer_wins(tuning, dtype, q, consumer)
+                if w is not None:
+                    evidence.append(f"{dtype} {tokens}: {consumer} time / kq time median {w.over_kq_median:.2f} "
+                                    f"over {w.cells} cells")
+    swept = ", ".join(f"{CONSUMER_TEXT.get(c, c)}" for c in [facts.BASE_CONSUMER, *others])
+    return {"situation": f"consumer of a paged decode kernel: {swept}",
             "rule": "; ".join(parts), "evidence": "each consumer at its best other knobs; " + "; ".join(evidence),
             "figure": "paged_kv_tuning"}
 

@@ -133,13 +133,13 @@ def tuning_display(tuning: pd.DataFrame) -> pd.DataFrame:
     """Per (phase, shape, dtype, load path): how often each stage count, each producer-warp
     count, each combination and (decode, where both ran) each consumer won, the median time
     ratio of the deepest to the shallowest ring, of the most to the fewest producer warps (the
-    other knob at its chosen value) and of kq_split to kq, the resident CTAs per SM at each
+    other knob at its chosen value) and of each other consumer to kq, the resident CTAs per SM at each
     combination, and what the chosen kernels were."""
     labels = [c.removeprefix("time_us_") for c in tuning.columns if c.startswith("time_us_s")]
     combos = sorted((int(label[1:].split("_p")[0]), int(label.split("_p")[1])) for label in labels)
     stage_counts = sorted({s for s, _ in combos})
     warp_counts = sorted({w for _, w in combos})
-    consumer_knob = facts.consumer_tally(tuning) is not None
+    others = facts.compared_consumers(tuning)      # decode consumers swept beside kq (grid.py)
     rows = []
     keys = ["phase", "seqlen_q", "shape", "dtype", "load_path"]
     for key, group in tuning.groupby(keys, sort=True):
@@ -159,11 +159,13 @@ def tuning_display(tuning: pd.DataFrame) -> pd.DataFrame:
         if len(warp_counts) > 1:
             lo, hi = warp_counts[0], warp_counts[-1]
             out[f"median time {hi}/{lo} producer warps"] = _number(_ratio_at_chosen(measured, "p", lo, hi), 2)
-        if consumer_knob:           # a run that swept the decode consumer (grid.py)
-            tally = facts.consumer_tally(group)
-            out["chosen consumer (cells)"] = (f"kq: {tally.cells - tally.split_won}, kq_split: {tally.split_won}"
-                                              if tally else NA)
-            out["median time kq_split/kq"] = _number(tally.split_over_kq_median, 2) if tally else NA
+        if others:
+            out["chosen consumer (cells)"] = (", ".join(f"{c}: {n}" for c, n in
+                                                        measured.score_layout.value_counts().sort_index().items())
+                                              if row["phase"] == "decode" else NA) or NA
+            for consumer in others:
+                tally = facts.consumer_tally(group, consumer)
+                out[f"median time {consumer}/kq"] = _number(tally.over_kq_median, 2) if tally else NA
         for s, w in combos:
             out[f"CTAs/SM at {s} st., {w} pw"] = (_values(measured, f"resident_ctas_per_sm_s{s}_p{w}")
                                                  if (s, w) in swept else NA)
@@ -231,7 +233,7 @@ def write_tables(derived_dir: Path, provenance: dict, tables_dir: Path) -> None:
     write_table(tuning_display(pd.read_csv(derived_dir / "tuning.csv")), tables_dir, "paged_kv_tuning",
                 "Paged-KV tuning: which K/V ring stage count (st.) and producer-warp count (pw) each path "
                 "won with, what the deeper ring and the larger producer cost, in decode which consumer "
-                "won (kq or kq_split, where the run swept both) and kq_split's best time over kq's, the "
+                "won (where the run swept several) and each one's best time over kq's, the "
                 "resident CTAs per SM at each combination (the faster consumer's), and the chosen "
                 "kernels' registers, spills and launch bounds "
                 f"({source}).")
