@@ -37,7 +37,9 @@ combination never wins either.
   TFLOP/s / flops per byte), the lower of it and the copy rate (``bound_gbps``, with
   ``bound`` naming which) and the better path's rate as a fraction of it
   (``fraction_of_bound``). A point whose bound is ``prefill_tflops`` cannot reach the copy
-  rate unless its decode math runs faster than the kernel family's prefill does. And, for
+  rate unless its decode math runs faster than the kernel family's prefill does, which the
+  kq_wgmma consumer's S^T (on wgmma, not mma.sync) can: there ``fraction_of_bound`` may
+  exceed 1. And, for
   context, ``same_bytes_copy_gbps``: the same run's copy moving as many bytes as the point
   reads (a short transfer's launch and ramp included), with ``fraction_of_same_bytes_copy``;
   NaN in data measured before that ceiling was.

@@ -24,6 +24,8 @@ from .aggregate import (
 )
 from .grid import DECODE_CONSUMERS
 
+WGMMA_CONSUMERS = ("kq_wgmma",)     # decode consumers whose S^T runs on wgmma, not mma.sync
+
 PHASES = ("decode", "prefill")
 DTYPES = ("bf16", "e4m3")
 LOAD_PATHS = ("tma", "cp_async")
@@ -238,7 +240,8 @@ def decode_bar(decode: pd.DataFrame, dtype: str | None = None) -> DecodeBar | No
 @dataclass(frozen=True)
 class MathBound:
     """The bar's points whose roofline bound (aggregate.decode_table) is the kernel family's
-    prefill math rate, not the copy rate: at that rate they could not read K/V at the copy rate."""
+    prefill math rate (mma.sync), not the copy rate: at that rate they could not read K/V at
+    the copy rate. A point won by kq_wgmma computes S^T on wgmma and may run above it."""
 
     points: int
     missed: int                     # of them, below the bar
@@ -246,6 +249,8 @@ class MathBound:
     fraction_of_bound_min: float
     fraction_of_bound_max: float
     flops_per_kv_byte_min: float
+    above: int                      # of them, faster than their bound (math faster than prefill's)
+    above_wgmma: int                # of those, won by a consumer computing S^T with wgmma
 
 
 def math_bound(decode: pd.DataFrame) -> MathBound | None:
@@ -256,9 +261,12 @@ def math_bound(decode: pd.DataFrame) -> MathBound | None:
     bound = rows[rows.bound == "prefill_tflops"]
     if bound.empty:
         return None
+    above = bound[bound.fraction_of_bound > 1]
+    wgmma = int(above.best_score_layout.isin(WGMMA_CONSUMERS).sum()) if "best_score_layout" in above else 0
     return MathBound(len(bound), int((bound.fraction_of_d2d_copy < DECODE_BAR_FRACTION).sum()),
                      float((bound.bound_gbps / bound.d2d_copy_gbps).max()), float(bound.fraction_of_bound.min()),
-                     float(bound.fraction_of_bound.max()), float(bound.flops_per_kv_byte.min()))
+                     float(bound.fraction_of_bound.max()), float(bound.flops_per_kv_byte.min()), len(above),
+                     wgmma)
 
 
 @dataclass(frozen=True)

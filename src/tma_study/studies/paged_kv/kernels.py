@@ -11,10 +11,17 @@ from tma_study.config import REPO_ROOT
 MMA_SASS = {"bf16": ("HMMA.16816.F32.BF16",), "e4m3": ("F2FP.F16.E4M3.UNPACK_B", "HMMA.16816.F32")}
 PATH_SASS = {"tma": ("UTMALDG.4D",), "cp_async": ("LDGSTS.E.BYPASS.128",)}
 #: every attention kernel; PREEXIT: griddepcontrol.launch_dependents (the combine's early launch)
-CONSUMER_SASS = ("LDSM.16.M88.4", "LDSM.16.MT88.4", "MUFU.EX2", "SYNCS.PHASECHK", "PREEXIT")
+CONSUMER_SASS = ("LDSM.16.MT88.4", "MUFU.EX2", "SYNCS.PHASECHK", "PREEXIT")
+#: Q or K through ldmatrix (mma.sync operands); the kq_wgmma consumer's S^T reads K and Q from
+#: shared memory by descriptor instead: HGMMA (bf16) or QGMMA (e4m3), the warpgroup mma
+SCORE_SASS = {"mma_sync": ("LDSM.16.M88.4",), "bf16_wgmma": ("HGMMA.64",), "e4m3_wgmma": ("QGMMA.64",)}
 COMBINE_SASS = ("MUFU.EX2", "FFMA", "LDG.E", "ACQBULK")   # ACQBULK: griddepcontrol.wait
 COMBINE_SPLIT_COUNTS = (2, 8, 85)        # 85: the largest count in the H200 reference data
 CONFIG = REPO_ROOT / "config" / "config.yaml"
+
+
+def _score_sass(variant) -> tuple[str, ...]:
+    return SCORE_SASS[f"{variant.dtype}_wgmma" if variant.score_layout == "kq_wgmma" else "mma_sync"]
 
 
 def compile_list():
@@ -30,7 +37,7 @@ def compile_list():
     study = yaml.safe_load(CONFIG.read_text())["studies"]["paged_kv"]
     variants = sorted({c.variant() for c in sweep_configs(study)}, key=lambda v: v.name)
     kernels = [(v.name, make_attention_kernel(v), SIGNATURE,
-                MMA_SASS[v.dtype] + PATH_SASS[v.load_path] + CONSUMER_SASS) for v in variants]
+                MMA_SASS[v.dtype] + PATH_SASS[v.load_path] + CONSUMER_SASS + _score_sass(v)) for v in variants]
     kernels += [(f"combine_splits_{n}", make_combine(n), COMBINE_SIGNATURE, COMBINE_SASS)
                 for n in COMBINE_SPLIT_COUNTS]
     return kernels

@@ -170,7 +170,9 @@ def _decode(decode: pd.DataFrame) -> dict[str, str]:
                 _name("decode math bound max percent copy"): percent(bound.bound_max_fraction_of_copy, 0),
                 _name("decode math bound min percent"): percent(bound.fraction_of_bound_min, 0),
                 _name("decode math bound max percent"): percent(bound.fraction_of_bound_max, 0),
-                _name("decode math bound flops per byte"): number(bound.flops_per_kv_byte_min)}
+                _name("decode math bound flops per byte"): number(bound.flops_per_kv_byte_min),
+                _name("decode math bound above"): number(bound.above),
+                _name("decode math bound above wgmma"): number(bound.above_wgmma)}
     same = facts.same_bytes_copy(decode)
     if same is not None:
         out |= {_name("same bytes copy points"): number(same.points),
