@@ -108,6 +108,13 @@ def tma_store(rank):
     return f"cp.async.bulk.tensor.{rank}d.global.shared::cta.bulk_group"
 
 
+def wgmma_test_ptx(dtype, n):
+    """PTX of tests/gpu/test_wgmma_gpu.py's kernel of that dtype and N."""
+    k, types = (16, "bf16.bf16") if dtype == "bf16" else (32, "e4m3.e4m3")
+    return [f"wgmma.mma_async.sync.aligned.m64n{n}k{k}.f32.{types}", "wgmma.fence.sync.aligned",
+            "wgmma.wait_group.sync.aligned 0", "fence.proxy.async.shared::cta"]
+
+
 #: kernel name -> PTX fragments its test relies on
 EXPECTED_PTX = {
     "tma_tile_copy": [TMA_LOAD, "mbarrier.init.shared::cta.b64", "mbarrier.try_wait.parity"],
@@ -213,12 +220,9 @@ EXPECTED_PTX = {
     # test_mma_gpu: ptxas's e4m3 mma.sync and the two-fp16-mma form the attention kernel uses
     "mma_e4m3": ["mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32"],
     "mma_e4m3_via_f16": [E4M3_VIA_F16, "cvt.rn.f16x2.e4m3x2"],
-    # test_wgmma_gpu: one warpgroup's S^T-style wgmma over the swizzled tile layout
-    **{name: [f"wgmma.mma_async.sync.aligned.m64n{name.split('_n')[-1]}k{16 if '_bf16_' in name else 32}"
-              f".f32.{'bf16.bf16' if '_bf16_' in name else 'e4m3.e4m3'}", "wgmma.fence.sync.aligned",
-              "wgmma.wait_group.sync.aligned 0", "fence.proxy.async.shared::cta"]
-       for name in (f"wgmma_{dtype}_d{d}_n{n}" for dtype, d in (("e4m3", 64), ("e4m3", 128), ("e4m3", 256),
-                                                               ("bf16", 64), ("bf16", 128)) for n in (8, 16, 32))},
+    # test_wgmma_gpu: one warpgroup's wgmma over the swizzled tile layout
+    **{f"wgmma_{dtype}_d{d}_n{n}": wgmma_test_ptx(dtype, n)
+       for dtype, d in (("e4m3", 64), ("e4m3", 128), ("e4m3", 256), ("bf16", 64), ("bf16", 128)) for n in (8, 16, 32)},
 }
 
 
