@@ -1,8 +1,10 @@
 """Warpgroup tensor-core MMA (``wgmma.mma_async``, sm_90a only) with both operands in
 shared memory: ``D = A * B`` over the 4 warps of an aligned warpgroup (warps 4i .. 4i+3
-of the CTA), fp32 accumulation. SASS on sm_90a: ``HGMMA`` (checked in
-tests/cpu/test_ptx_wgmma_sass.py). Unlike ``mma.sync`` (tma_kernels.ptx.mma), e4m3
-operands reach the tensor cores as they are, with no unpack to fp16.
+of the CTA), fp32 accumulation. SASS on sm_90a (ptxas 13.0): one ``HGMMA`` (bf16) or
+``QGMMA`` (e4m3) per k-step, between ``WARPGROUP.ARRIVE`` and ``WARPGROUP.DEPBAR`` (checked
+in tests/cpu/test_ptx_mma_sass.py). Unlike ``mma.sync`` (tma_kernels.ptx.mma), e4m3
+operands reach the tensor cores as they are, with no unpack to fp16; the tensor cores then
+keep fewer bits of each fp8 sum than fp32 (tests/gpu/test_wgmma_gpu.py states the bound).
 
 Operands (PTX ISA, "Asynchronous Warpgroup Level Matrix Multiply-Accumulate"):
 A is M x K with M = 64, B is K x N (N a multiple of 8 up to 256), both *K-major*
@@ -37,7 +39,6 @@ from ._float_asm import F32, float_asm_intrinsic
 M = 64                                  # rows of A (and of D) per wgmma
 K_STEP_BYTES = 32                       # bytes of each row one wgmma reads (k16 bf16, k32 e4m3)
 ATOM_ROWS = 8                           # rows of one swizzle atom
-LAYOUT_TYPE = {128: 1, 64: 2}           # row bytes -> descriptor layout type (swizzle width)
 _K = {"bf16": 16, "e4m3": 32}           # elements per k-step
 _TRANSPOSE = {"bf16": ", 0, 0", "e4m3": ""}   # 16-bit types take imm-trans-a, -b (0: K-major)
 N_VALUES = (8, 16, 32, 64)              # N this module builds (any multiple of 8 to 256 is legal)

@@ -22,6 +22,7 @@ from tma_kernels.ptx.mma import (
     mma_e4m3_m16n8k32,
     mma_e4m3_m16n8k32_via_f16,
 )
+from tma_kernels.ptx.wgmma import k_major_descriptor, make_wgmma_ss
 
 SIGNATURE = "void(uint32[::1], float32[::1])"
 TILE_BYTES = 512
@@ -65,6 +66,26 @@ def conversions(words, floats):
     floats[4] = ex2_approx(floats[5])
 
 
+WGMMA_STEPS = ((0, 0), (32, 32), (64, 64), (96, 96))    # four k-steps along 128-byte rows
+WGMMA_TILE_BYTES = 16384     # A: 64 rows of 128 bytes (8 KiB), then B
+WGMMA_E4M3 = make_wgmma_ss("e4m3", 16, WGMMA_STEPS)
+WGMMA_BF16 = make_wgmma_ss("bf16", 16, WGMMA_STEPS)
+
+
+def wgmma_e4m3(words, floats):
+    tile = smem_u32(cuda.shared.array(WGMMA_TILE_BYTES, numba.uint8))
+    d = WGMMA_E4M3(k_major_descriptor(tile, 128), k_major_descriptor(tile + numba.uint32(8192), 128))
+    for i in range(8):
+        floats[i] = d[i]
+
+
+def wgmma_bf16(words, floats):
+    tile = smem_u32(cuda.shared.array(WGMMA_TILE_BYTES, numba.uint8))
+    d = WGMMA_BF16(k_major_descriptor(tile, 128), k_major_descriptor(tile + numba.uint32(8192), 128))
+    for i in range(8):
+        floats[i] = d[i]
+
+
 # kernel -> SASS mnemonics (with modifiers) it must contain, and ones it must not
 CASES = {
     mma_bf16: (("HMMA.16816.F32.BF16",), ()),
@@ -75,6 +96,8 @@ CASES = {
     ldmatrix_trans: (("LDSM.16.MT88.4",), ()),
     conversions: (("F2FP.BF16.F32.PACK_AB", "F2FP.SATFINITE.E4M3.F32.PACK_AB_MERGE_C", "PRMT",
                    "MUFU.EX2"), ()),
+    wgmma_e4m3: (("QGMMA.64", "WARPGROUP.ARRIVE", "WARPGROUP.DEPBAR.LE"), ("F2FP", "HMMA", "HGMMA")),
+    wgmma_bf16: (("HGMMA.64", "WARPGROUP.ARRIVE", "WARPGROUP.DEPBAR.LE"), ("F2FP", "HMMA", "QGMMA")),
 }
 
 
@@ -98,3 +121,30 @@ def test_e4m3_mma_is_two_fp16_hmma(kernel):
     """One m16n8k32 e4m3 mma = two HMMA.16816.F32 (k = 16 each) on sm_90a, either way."""
     assert compiled(kernel).opcode_counts()["HMMA.16816.F32"] == 2
 
+
+
+@pytest.mark.parametrize("kernel, opcode", [(wgmma_e4m3, "QGMMA"), (wgmma_bf16, "HGMMA")],
+                         ids=["e4m3", "bf16"])
+def test_wgmma_is_one_instruction_per_k_step(kernel, opcode):
+    """make_wgmma_ss issues one warpgroup mma per k-step, all waited for at the end."""
+    counts = compiled(kernel).opcode_counts()
+    assert sum(n for op, n in counts.items() if op.startswith(opcode)) == len(WGMMA_STEPS)
+
+
+def test_wgmma_factory_rejects_what_it_cannot_build():
+    with pytest.raises(ValueError, match="dtype"):
+        make_wgmma_ss("fp16", 16, WGMMA_STEPS)
+    with pytest.raises(ValueError, match="n=12"):
+        make_wgmma_ss("e4m3", 12, WGMMA_STEPS)
+    with pytest.raises(ValueError, match="multiple of 16"):
+        make_wgmma_ss("e4m3", 16, ((0, 8),))
+
+
+def test_k_major_descriptor_fields():
+    """Bit fields as CUTLASS's GmmaDescriptor: start / 16, LBO 1, SBO one 8-row atom / 16, layout."""
+    descriptor = k_major_descriptor.py_func
+    d = int(descriptor(numba.uint32(0x12400), 128))
+    assert d & 0x3FFF == 0x12400 >> 4 and (d >> 16) & 0x3FFF == 1
+    assert (d >> 32) & 0x3FFF == 1024 >> 4 and d >> 62 == 1
+    d = int(descriptor(numba.uint32(0x800), 64))
+    assert (d >> 32) & 0x3FFF == 512 >> 4 and d >> 62 == 2
