@@ -80,6 +80,11 @@ def test_math_bound_facts_and_table(decode):
     assert bound.bound_max_fraction_of_copy == pytest.approx(150e3 / 64 / COPY_GBPS)
     assert bound.fraction_of_bound_min == bound.fraction_of_bound_max == pytest.approx(2300.0 * 64 / 150e3)
     assert bound.flops_per_kv_byte_min == 64
+    assert (bound.above, bound.above_wgmma) == (0, 0)      # 2300 GB/s is under its 2344 GB/s bound
+    faster = frame.assign(best_gbps=frame.best_gbps.where(frame.bound != "prefill_tflops", 2500.0),
+                          best_score_layout="kq_wgmma")
+    faster["fraction_of_bound"] = faster.best_gbps / faster.bound_gbps
+    assert (facts.math_bound(faster).above, facts.math_bound(faster).above_wgmma) == (1, 1)
     shown = decode_display(frame).set_index(["shape", "dtype", "phase"])
     assert shown.loc[("llama3_70b", "e4m3", "decode q4 b32 ctx8192"), "bound"] == "prefill math, 2344 GB/s"
     assert shown.loc[("llama3_70b", "e4m3", "decode q1 b32 ctx8192"), "% of same-size copy"] == "97.1"
