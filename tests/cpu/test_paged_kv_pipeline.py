@@ -1,11 +1,11 @@
 """The main pipeline builds the paged_kv paper tier as soon as results/<reference>/paged_kv/
 exists, with no further code: in a copy of the checkout (given the synthetic raw folder of
 test_paged_kv_study where no reference data are committed yet), ``snakemake -c2`` makes the
-rules of thumb with paged_kv rows, its macros and comparison table and lists its section,
-and ``snakemake -c2 paper`` builds the PDF with it where TeX is installed.
+rules of thumb with paged_kv rows, its macros and comparison table and lists its section.
+Building the PDF with every study section is test_pipeline_no_gpu's (in the copy whose main
+job has already compiled the kernels that the paper's kernel tables need).
 """
 import re
-import shutil
 
 import pytest
 import yaml
@@ -25,7 +25,6 @@ pytestmark = pytest.mark.slow
 RAW = f"results/{REFERENCE_GPU}/paged_kv"
 PAPER_TIER = ["paper/generated/macros.tex", "paper/generated/studies.tex", "paper/tables/rules_of_thumb.md",
               "paper/tables/paged_kv_comparison.md", "paper/tables/paged_kv_summary.tex"]
-HAS_TEX = bool(shutil.which("latexmk") and shutil.which("pdflatex"))
 
 
 @pytest.fixture(scope="module")
@@ -61,16 +60,3 @@ def test_every_macro_of_the_section_is_generated(paper_tier):
     # notes about older runs: defined only for data that lack a provenance key (\ifdefined)
     conditional = set(re.findall(r"\\ifdefined\\((?:pagedKv)[A-Za-z]+)", section))
     assert not sorted(used - set(defined) - conditional), sorted(used - set(defined) - conditional)
-
-
-@pytest.mark.skipif(not HAS_TEX, reason="building the PDF needs latexmk and pdflatex")
-def test_the_paper_builds_with_the_paged_kv_section(paper_tier):
-    result = snakemake(paper_tier, "-c2", "paper")
-    assert result.returncode == 0, output_of(result)[-5000:]
-    assert (paper_tier / "paper/main.pdf").stat().st_size > 0
-    aux = (paper_tier / "build/paper/main.aux").read_text(errors="replace")
-    for label in ("sec:paged_kv", "fig:paged_kv_speedup", "tab:paged_kv_summary", "tab:paged_kv_comparison"):
-        assert f"\\newlabel{{{label}}}" in aux, label
-    log = (paper_tier / "build/paper/main.log").read_text(errors="replace")
-    assert not re.search(r"Reference `(tab|fig|sec):paged_kv[^']*' on page \d+ undefined", log), log[-3000:]
-    assert "Undefined control sequence" not in log
