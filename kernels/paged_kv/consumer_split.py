@@ -53,6 +53,16 @@ paged-KV path hands to its wgmma through the same mbarrier with no fence
 (hopper/mainloop_fwd_sm90_tma_gmma_ws.hpp, ``cpasync_barrier_arrive``). P V stays
 ``mma.sync`` (V^T would need an fp8 transpose in shared memory, as FA3 does).
 
+``score_layout="kq_wgmma_dual"``: two kq_wgmma warpgroups (8 consumer warps; group g is
+warps 4g .. 4g + 3) on one ring, group g taking tiles g, g + 2, ...: each with its own
+named barrier (id 1 + g), scratch and online-softmax state over its tiles; a tile's
+``empty`` barrier counts its group's 128 threads. Why: a 4-warp consumer of a 32-row e4m3
+decode tile waits on its own latencies (the maxima's shuffles and exchange, two barriers,
+the P exchange) with one warp per SM sub-partition; a second group overlaps them without
+more shared memory or more KV splits. At the end group 1's state (O^T, maxima, sums) goes
+through the idle K/V ring and group 0 merges it (``merge_groups``) and writes the rows. Q is
+loaded by group 0 and read by both (barrier id 1 + 2 over all 8 warps).
+
 The steps are consumer_kq.make_kq_tiles' (checked on the CPU by
 tests/cpu/test_paged_kv_fragments_kq.py) plus the exchanges below, which
 tests/cpu/test_paged_kv_split.py runs warp by warp between emulated barriers.
@@ -67,28 +77,32 @@ from tma_kernels.ptx import (
     named_barrier_sync,
     smem_u32,
 )
+from tma_kernels.ptx.convert import ex2_approx
 from tma_kernels.ptx.wgmma import K_STEP_BYTES, k_major_descriptor, make_wgmma_ss
 from tma_kernels.ptx.wgmma import M as WGMMA_M
 
-from .consumer import NEG_INF, ZERO, make_q_loader, make_row_limit
+from .consumer import NEG_INF, SCORE_FLOOR, ZERO, make_q_loader, make_row_limit
 from .consumer_kq import Q_ROWS_PER_BLOCK, ROW_BLOCK, column_sum, make_kq_tiles
-from .geometry import VariantError
+from .geometry import WGMMA_LAYOUTS, VariantError
 
-CONSUMER_BARRIER = 1               # bar.sync id of the consumer warps (0 is __syncthreads)
+CONSUMER_BARRIER = 1               # bar.sync id of the warps of a tile (group g: 1 + g; 0 is __syncthreads)
 LANES = 32
+WARPGROUP = 4
 
 
 def split_scratch_bytes(variant) -> int:
     """Shared-memory bytes the split consumer needs after the V ring: ``red`` (one float per
     query row and warp), ``pbuf`` (P^T of a tile: 2 bytes per token and query row) and, but
-    for kq_wgmma, ``qbuf`` (Q's B fragments: 2 bytes per element of the Q tile, fp16 / bf16)."""
-    q_words = 0 if variant.score_layout == "kq_wgmma" else variant.head_dim // 2
-    return 4 * variant.block_m * (variant.consumer_warps + variant.block_n // 2 + q_words)
+    for the wgmma layouts, ``qbuf`` (Q's B fragments: 2 bytes per element of the Q tile, fp16 /
+    bf16); one set per consumer group."""
+    q_words = 0 if variant.score_layout in WGMMA_LAYOUTS else variant.head_dim // 2
+    return (4 * variant.block_m * (variant.tile_warps + variant.block_n // 2 + q_words)
+            * variant.consumer_groups)
 
 
 def check_split(variant) -> None:
     """The shapes the split can divide: whole 16-token blocks of K and 16-dim blocks of V a warp."""
-    warps = variant.consumer_warps
+    warps = variant.tile_warps
     if warps < 2:
         raise VariantError(f"consumer_warps={warps}: score_layout '{variant.score_layout}' shares a tile among "
                            "2 or more consumer warps")
@@ -102,10 +116,22 @@ def check_split(variant) -> None:
     if variant.head_dim % (16 * warps):
         raise VariantError(f"head_dim={variant.head_dim}: score_layout '{variant.score_layout}' gives each of "
                            f"{warps} warps whole 16-dim blocks")
-    if variant.score_layout == "kq_wgmma" and (warps, variant.block_n) != (4, WGMMA_M):
-        raise VariantError(f"consumer_warps={warps}, block_n={variant.block_n}: score_layout "
-                           f"'kq_wgmma' runs one warpgroup (4 warps) over a tile of {WGMMA_M} tokens "
-                           "(the wgmma's M)")
+    if variant.score_layout in WGMMA_LAYOUTS and (warps, variant.block_n) != (WARPGROUP, WGMMA_M):
+        raise VariantError(f"consumer_warps={variant.consumer_warps}, block_n={variant.block_n}: score_layout "
+                           f"'{variant.score_layout}' runs one warpgroup ({WARPGROUP} warps) over a tile of "
+                           f"{WGMMA_M} tokens (the wgmma's M)")
+    if variant.consumer_groups > 1 and merge_words(variant) * 4 > 2 * variant.stages * variant.kv_tile_bytes:
+        raise VariantError(f"{variant.name}: the groups' merge ({merge_words(variant) * 4} B) does not fit "
+                           f"in the K and V rings ({2 * variant.stages * variant.kv_tile_bytes} B)")
+
+
+def merge_words(variant) -> int:
+    """32-bit words a group's softmax state takes in shared memory at the end (kq_wgmma_dual):
+    each thread of a tile's warps: its O^T registers, and the running max and sum of each of
+    its query columns."""
+    q_blocks = variant.block_m // Q_ROWS_PER_BLOCK
+    acc_regs = variant.head_dim // 16 // variant.tile_warps * q_blocks * 4
+    return 32 * variant.tile_warps * (acc_regs + 2 * 2 * q_blocks)
 
 
 def make_split_exchange(variant, q_regs, p_regs_warp):
@@ -176,14 +202,17 @@ def make_split_exchange(variant, q_regs, p_regs_warp):
 def make_split_consumer(variant):
     """``.consume(...)``, with the signature of consumer.py's, and its steps."""
     check_split(variant)
-    warps = variant.consumer_warps
+    warps = variant.tile_warps
+    groups = variant.consumer_groups
     head_dim = variant.head_dim
     block_n = variant.block_n
     block_m = variant.block_m
     stages = variant.stages
     kv_tile_bytes = variant.kv_tile_bytes
     row_bytes = variant.row_bytes
-    consumer_threads = uint32(variant.consumer_threads)
+    tile_threads = uint32(32 * warps)                   # the warps of one tile (one group)
+    all_threads = uint32(variant.consumer_threads)
+    all_barrier = uint32(CONSUMER_BARRIER + (groups if groups > 1 else 0))   # every consumer warp
     q_blocks = block_m // Q_ROWS_PER_BLOCK
     columns = 2 * q_blocks
     warp_token_blocks = block_n // ROW_BLOCK // warps
@@ -193,12 +222,14 @@ def make_split_consumer(variant):
     row_limit = make_row_limit(variant.causal)
     steps = make_kq_tiles(variant, q_blocks, warp_token_blocks, warp_dim_blocks, q_stride=LANES,
                           p_stride=LANES)
-    wgmma = variant.score_layout == "kq_wgmma"
+    wgmma = variant.score_layout in WGMMA_LAYOUTS
     q_regs, score_regs, p_regs_warp = steps.q_regs, steps.score_regs, steps.p_regs
     exchange = make_split_exchange(variant, 0 if wgmma else q_regs, p_regs_warp)
     scratch = stages * kv_tile_bytes                    # from v_smem: past the V ring
     red_words = block_m * warps
     p_words = exchange.p_regs * LANES
+    group_words = red_words + p_words + (0 if wgmma else q_regs * LANES)   # a group's scratch
+    merge_acc = 32 * warps * acc_regs                   # merge: O^T, then the maxima and the sums
     load_q_fragments, scores_tile, mask_tile = steps.load_q_fragments, steps.scores_tile, steps.mask_tile
     column_max, softmax_finish, p_fragments = steps.column_max, steps.softmax_finish, steps.p_fragments
     pv_tile, store_column = steps.pv_tile, steps.store_column
@@ -220,7 +251,7 @@ def make_split_consumer(variant):
             """Q (just stored) to the async proxy, then every warp's rows are in: the
             descriptor of the Q tile."""
             fence_proxy_async_shared()
-            named_barrier_sync(CONSUMER_BARRIER, consumer_threads)
+            named_barrier_sync(all_barrier, all_threads)
             return k_major_descriptor(q_smem, row_bytes)
 
         @cuda.jit(device=True, inline=True)
@@ -232,11 +263,11 @@ def make_split_consumer(variant):
         @cuda.jit(device=True, inline=True)
         def prepare_q(q_smem, words, q_lane, warp, lane):
             """Every warp's rows are in: Q's B fragments (all rows) into qbuf, once."""
-            named_barrier_sync(CONSUMER_BARRIER, consumer_threads)   # every warp reads every row
+            named_barrier_sync(CONSUMER_BARRIER, all_threads)   # every warp reads every row
             qf = cuda.local.array(q_regs, uint32)
             load_q_fragments(qf, q_smem, 0, lane)
             publish_q(words, q_lane, qf, warp)
-            named_barrier_sync(CONSUMER_BARRIER, consumer_threads)
+            named_barrier_sync(CONSUMER_BARRIER, all_threads)
             return uint64(0)
 
         @cuda.jit(device=True, inline=True)
@@ -246,18 +277,52 @@ def make_split_consumer(variant):
             scores_tile(scores, words, q_lane, k_tile + uint32(first_token * row_bytes), lane)
 
     @cuda.jit(device=True, inline=True)
+    def merge_groups(smem, ring, acc, m_run, l_sum, own, other, group_id, tid):
+        """kq_wgmma_dual, at the end: group 1's softmax state (O^T, running maxima, whole
+        sums) into the idle K/V ring (``smem[ring ..]``, lane-minor), then group 0's merged
+        with it in place (the online-softmax step, once). Every tile's full barrier has been
+        waited on by then, so no load is in flight; the first barrier waits for the last
+        tile's readers."""
+        named_barrier_sync(all_barrier, all_threads)
+        if group_id == 1:
+            for i in range(acc_regs):
+                smem[ring + uint32(i * 32 * warps) + tid] = acc[i]
+            for c in range(columns):
+                smem[ring + uint32(merge_acc + c * 32 * warps) + tid] = m_run[c]
+                smem[ring + uint32(merge_acc + (columns + c) * 32 * warps) + tid] = l_sum[c]
+        named_barrier_sync(all_barrier, all_threads)
+        if group_id == 0:
+            for c in range(columns):
+                m_other = smem[ring + uint32(merge_acc + c * 32 * warps) + tid]
+                m_use = max(max(m_run[c], m_other), SCORE_FLOOR)
+                own[c] = ex2_approx(max(m_run[c], SCORE_FLOOR) - m_use)
+                other[c] = ex2_approx(max(m_other, SCORE_FLOOR) - m_use)
+                m_run[c] = max(m_run[c], m_other)
+                l_sum[c] = (l_sum[c] * own[c]
+                            + smem[ring + uint32(merge_acc + (columns + c) * 32 * warps) + tid] * other[c])
+            for i in range(acc_regs):
+                c = 2 * ((i >> 2) % q_blocks) + (i & 1)
+                acc[i] = acc[i] * own[c] + smem[ring + uint32(i * 32 * warps) + tid] * other[c]
+
+    @cuda.jit(device=True, inline=True)
     def consume(q_smem, k_smem, v_smem, full_k, full_v, empty, q_address, out, lse, warp, lane,
                 m_start, rows_valid, group, batch, kv_head, seqlen_q, q_heads, kv_len, n_begin,
                 tiles, scale_log2, out_row_base):
-        # red, pbuf, qbuf: uint32 / float32 views of the dynamic shared memory past the V ring
+        # red, pbuf, qbuf: uint32 / float32 views of the dynamic shared memory past the V ring;
+        # kq_wgmma_dual: group g (warps 4g ..) takes tiles g, g + 2, ..., with its own scratch
+        # and barrier, and the groups merge at the end
+        group_id = warp // warps
+        warp = warp - group_id * warps
+        tile_barrier = uint32(CONSUMER_BARRIER + group_id)
         red = cuda.shared.array(0, float32)
         words = cuda.shared.array(0, uint32)
-        red_base = (v_smem + uint32(scratch) - smem_u32(red)) >> uint32(2)
+        red_base = ((v_smem + uint32(scratch) - smem_u32(red)) >> uint32(2)) + uint32(group_id * group_words)
         lane_red = red_lane(red_base, lane)
         p_lane = red_base + uint32(red_words) + uint32(lane)
         q_lane = p_lane + uint32(p_words)
-        load_q(q_smem, q_address, warp, lane, m_start, rows_valid, group, batch, kv_head,
-               seqlen_q, q_heads)
+        if group_id == 0:
+            load_q(q_smem, q_address, warp, lane, m_start, rows_valid, group, batch, kv_head,
+                   seqlen_q, q_heads)
         q_desc = prepare_q(q_smem, words, q_lane, warp, lane)
         scores = cuda.local.array(score_regs, float32)
         pf_warp = cuda.local.array(p_regs_warp, uint32)
@@ -279,7 +344,7 @@ def make_split_consumer(variant):
             smallest_limit = min(smallest_limit, limits[c])
             m_run[c] = NEG_INF
             l_run[c] = ZERO
-        for k in range(tiles):
+        for k in range(group_id, tiles, groups):
             stage = k % stages
             phase = (k // stages) & 1
             barrier = uint32(stage * 8)
@@ -293,7 +358,7 @@ def make_split_consumer(variant):
             for c in range(columns):
                 maxima[c] = column_max(scores, c)
             publish(red, lane_red, maxima, warp, lane)
-            named_barrier_sync(CONSUMER_BARRIER, consumer_threads)
+            named_barrier_sync(tile_barrier, tile_threads)
             for c in range(columns):
                 m_run[c], l_run[c], corrections[c] = softmax_finish(
                     scores, c, gather_max(red, lane_red, c), m_run[c], l_run[c], scale_log2)
@@ -301,17 +366,23 @@ def make_split_consumer(variant):
                 acc[i] *= corrections[2 * ((i >> 2) % q_blocks) + (i & 1)]
             p_fragments(pf_warp, scores)
             publish_p(words, p_lane, pf_warp, warp)
-            named_barrier_sync(CONSUMER_BARRIER, consumer_threads)
+            named_barrier_sync(tile_barrier, tile_threads)
             mbarrier_wait_parity(full_v + barrier, phase)
             pv_tile(acc, words, p_lane, v_tile, first_db, lane)
             mbarrier_arrive(empty + barrier)
         for c in range(columns):
             maxima[c] = column_sum(l_run[c])
         publish(red, lane_red, maxima, warp, lane)
-        named_barrier_sync(CONSUMER_BARRIER, consumer_threads)
+        named_barrier_sync(tile_barrier, tile_threads)
         for c in range(columns):
-            store_column(out, lse, acc, c, m_run[c], gather_sum(red, lane_red, c),
-                         first_row + 8 * (c >> 1) + (c & 1), rows_valid, group, out_row_base,
-                         group_lane, q_heads, kv_head, first_db, warp == 0)
+            l_run[c] = gather_sum(red, lane_red, c)          # now the column's whole sum
+        if groups > 1:
+            merge_groups(red, (k_smem - smem_u32(red)) >> uint32(2), acc, m_run, l_run, corrections,
+                         maxima, group_id, uint32(warp * 32 + lane))
+        if group_id == 0:
+            for c in range(columns):
+                store_column(out, lse, acc, c, m_run[c], l_run[c],
+                             first_row + 8 * (c >> 1) + (c & 1), rows_valid, group, out_row_base,
+                             group_lane, q_heads, kv_head, first_db, warp == 0)
 
     return types.SimpleNamespace(consume=consume, steps=steps, exchange=exchange, load_q=load_q)

@@ -32,10 +32,13 @@ BLOCK_NS = (16, 32, 64, 128)
 CONSUMER_WARP_COUNTS = (1, 2, 4)
 STAGE_COUNTS = (2, 3, 4)
 PRODUCER_WARP_COUNTS = (1, 2, 4)
-SCORE_LAYOUTS = ("qk", "kq", "kq_split", "kq_wgmma")   # consumer.py (S = Q K^T), consumer_kq.py
-                                           # (S^T = K Q^T), consumer_split.py (S^T = K Q^T, warps
-                                           # share each tile; kq_wgmma: S^T by one wgmma a tile)
-SPLIT_LAYOUTS = ("kq_split", "kq_wgmma")   # the consumers of consumer_split.py
+SCORE_LAYOUTS = ("qk", "kq", "kq_split", "kq_wgmma", "kq_wgmma_dual")
+# consumer.py (S = Q K^T), consumer_kq.py (S^T = K Q^T), consumer_split.py (S^T = K Q^T, warps
+# share each tile; kq_wgmma: S^T by one wgmma a tile; kq_wgmma_dual: two warpgroups doing so,
+# taking alternate tiles)
+SPLIT_LAYOUTS = ("kq_split", "kq_wgmma", "kq_wgmma_dual")   # the consumers of consumer_split.py
+WGMMA_LAYOUTS = ("kq_wgmma", "kq_wgmma_dual")               # S^T by wgmma
+DUAL_CONSUMER_WARPS = 8            # kq_wgmma_dual: two warpgroups
 KQ_ROWS_PER_WARP = (8, 16)         # kq: query rows per warp, one or two mma N blocks of 8
 KQ_SPLIT_ROWS_PER_WARP = (2, 4, 8)  # kq_split: query rows each warp loads; all warps use all rows
 
@@ -70,7 +73,8 @@ class Variant:
     head_dim: 64, 128 or 256 elements per head.
     load_path: "tma" (one TMA box per chunk per page slice) or "cp_async" (16-byte gather).
     block_n: KV tokens per tile (the ring's unit).
-    consumer_warps: ``rows_per_warp`` query rows each; block_m = rows_per_warp * consumer_warps.
+    consumer_warps: ``rows_per_warp`` query rows each; block_m = rows_per_warp * tile_warps
+        (the warps of one tile: all consumer warps but for kq_wgmma_dual, 8 warps in 2 groups of 4).
     stages: tiles in flight in the K and V rings.
     producer_warps: warps issuing loads (TMA: lane 0 of warp 0 issues; cp.async: all lanes).
     causal: mask keys after each query's position (bottom-right aligned, as FlashAttention).
@@ -81,10 +85,12 @@ class Variant:
         each K tile by tokens and each V tile by head dims, so each element is read and
         unpacked once per CTA, not once per warp) or "kq_wgmma" (consumer_split.py with
         S^T = K Q^T as one warpgroup ``wgmma`` a tile, K and Q read from shared memory as
-        they are, e4m3 with no unpack; P V stays ``mma.sync``; 4 warps, block_n 64).
+        they are, e4m3 with no unpack; P V stays ``mma.sync``; 4 warps, block_n 64) or
+        "kq_wgmma_dual" (two kq_wgmma warpgroups, 8 warps, taking alternate tiles and merging
+        their softmax states at the end: twice the consumer warps on the same ring).
     rows_per_warp: query rows per consumer warp: 16 for qk; 8 or 16 for kq; 2, 4 or 8 for
-        kq_split and kq_wgmma (each warp loads that many of the block_m = rows_per_warp x consumer_warps
-        rows, a multiple of 8, and every warp computes with all of them).
+        the split layouts (each warp of a tile loads that many of the block_m = rows_per_warp x
+        tile_warps rows, a multiple of 8, and every warp computes with all of them).
     min_ctas_per_sm: CTAs that must fit on one SM at once; above 1 the kernel is compiled
         with launch bounds ``(threads, min_ctas_per_sm)`` (CUDA's ``__launch_bounds__``, as
         FA3 does), so ptxas caps registers to fit. Without it, a 5-warp cp.async decode CTA
@@ -109,14 +115,15 @@ class Variant:
         _require("head_dim", self.head_dim, HEAD_DIMS)
         _require("load_path", self.load_path, LOAD_PATHS)
         _require("block_n", self.block_n, BLOCK_NS)
-        _require("consumer_warps", self.consumer_warps, CONSUMER_WARP_COUNTS)
+        _require("consumer_warps", self.consumer_warps,
+                 (DUAL_CONSUMER_WARPS,) if self.score_layout == "kq_wgmma_dual" else CONSUMER_WARP_COUNTS)
         _require("stages", self.stages, STAGE_COUNTS)
         _require("producer_warps", self.producer_warps, PRODUCER_WARP_COUNTS)
         _require("score_layout", self.score_layout, SCORE_LAYOUTS)
         _require("rows_per_warp", self.rows_per_warp,
                  {"kq": KQ_ROWS_PER_WARP, "kq_split": KQ_SPLIT_ROWS_PER_WARP,
-                  "kq_wgmma": KQ_SPLIT_ROWS_PER_WARP}.get(self.score_layout,
-                                                                                 (ROWS_PER_WARP,)))
+                  "kq_wgmma": KQ_SPLIT_ROWS_PER_WARP, "kq_wgmma_dual": KQ_SPLIT_ROWS_PER_WARP}.get(
+                     self.score_layout, (ROWS_PER_WARP,)))
         if not (isinstance(self.min_ctas_per_sm, int) and 1 <= self.min_ctas_per_sm <= SM90_MAX_CTAS_PER_SM):
             raise VariantError(f"min_ctas_per_sm={self.min_ctas_per_sm!r} is not an integer from 1 to "
                                f"{SM90_MAX_CTAS_PER_SM} (CTAs per SM on sm_90)")
@@ -159,8 +166,18 @@ class Variant:
         return SWIZZLE_MODE[self.row_bytes]
 
     @property
+    def consumer_groups(self) -> int:
+        """Groups of consumer warps that take alternate KV tiles (kq_wgmma_dual: 2), else 1."""
+        return 2 if self.score_layout == "kq_wgmma_dual" else 1
+
+    @property
+    def tile_warps(self) -> int:
+        """Consumer warps that work on one KV tile (and arrive on its ``empty`` barrier)."""
+        return self.consumer_warps // self.consumer_groups
+
+    @property
     def block_m(self) -> int:
-        return self.rows_per_warp * self.consumer_warps
+        return self.rows_per_warp * self.tile_warps
 
     @property
     def consumer_threads(self) -> int:
@@ -200,8 +217,10 @@ class Variant:
 
     @property
     def launch_bounds(self) -> tuple[int, int] | None:
-        """``(max threads, min CTAs per SM)`` for ``cuda.jit``/``cuda.compile``; None at 1 CTA."""
-        return (self.threads, self.min_ctas_per_sm) if self.min_ctas_per_sm > 1 else None
+        """``(max threads, min CTAs per SM)`` for ``cuda.jit``/``cuda.compile``; None at 1 CTA
+        of at most 256 threads (above, 255 registers a thread would not fit in an SM's 65536)."""
+        bounded = self.min_ctas_per_sm > 1 or self.threads > SM90_REGISTERS_PER_SM // 255
+        return (self.threads, self.min_ctas_per_sm) if bounded else None
 
     @property
     def name(self) -> str:
@@ -210,7 +229,8 @@ class Variant:
                 + ("_causal" if self.causal else "")
                 + (f"_m{self.min_ctas_per_sm}" if self.min_ctas_per_sm > 1 else "")
                 + {"kq": f"_kq{self.rows_per_warp}", "kq_split": f"_kqs{self.rows_per_warp}",
-                   "kq_wgmma": f"_kqw{self.rows_per_warp}"}.get(
+                   "kq_wgmma": f"_kqw{self.rows_per_warp}",
+                   "kq_wgmma_dual": f"_kqwd{self.rows_per_warp}"}.get(
                     self.score_layout, ""))
 
 

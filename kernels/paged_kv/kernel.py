@@ -66,7 +66,7 @@ SIGNATURE = ("void(uint64, uint64, uint64, uint64, uint64, int32[:, ::1], int32[
 def make_attention_kernel(variant: Variant):
     """The Python kernel function of ``variant`` (compile it with :data:`SIGNATURE`)."""
     make = {"qk": make_consumer, "kq": make_kq_consumer, "kq_split": make_split_consumer,
-            "kq_wgmma": make_split_consumer}
+            "kq_wgmma": make_split_consumer, "kq_wgmma_dual": make_split_consumer}
     consume = make[variant.score_layout](variant).consume
     producer = make_producer(variant)
     produce, look_up, page_entries = producer.produce, producer.look_up, producer.page_entries
@@ -76,6 +76,7 @@ def make_attention_kernel(variant: Variant):
     stages = variant.stages
     causal = variant.causal
     consumer_threads = variant.consumer_threads
+    tile_threads = 32 * variant.tile_warps            # the consumer threads that release a tile
     fill_arrivals = 1 if variant.load_path == "tma" else variant.producer_threads
     q_tile_bytes = variant.q_tile_bytes
     kv_tile_bytes = variant.kv_tile_bytes
@@ -141,7 +142,7 @@ def make_attention_kernel(variant: Variant):
             for s in range(stages):
                 mbarrier_init(full_k_smem + uint32(s * MBARRIER_BYTES), fill_arrivals)
                 mbarrier_init(full_v_smem + uint32(s * MBARRIER_BYTES), fill_arrivals)
-                mbarrier_init(empty_smem + uint32(s * MBARRIER_BYTES), consumer_threads)
+                mbarrier_init(empty_smem + uint32(s * MBARRIER_BYTES), tile_threads)
             fence_mbarrier_init_cluster()
         cuda.syncthreads()
 

@@ -122,6 +122,16 @@ for _dtype in ("bf16", "e4m3"):
                 dtype=_dtype, head_dim=_d, load_path=_path, block_n=64, consumer_warps=4, stages=2,
                 producer_warps=1 if _path == "tma" else 4, score_layout="kq_wgmma", rows_per_warp=_r)
 
+# Two such warpgroups taking alternate tiles (score_layout "kq_wgmma_dual"): 8 warps; 2 stages
+# (both groups' tiles in flight, no more) and 4.
+KQWD_SHAPES = ((128, 8, 2), (128, 2, 4), (256, 2, 2), (256, 8, 4), (64, 8, 2))
+for _dtype in ("bf16", "e4m3"):
+    for _path in ("tma", "cp_async"):
+        for _d, _r, _s in KQWD_SHAPES:
+            VARIANTS[f"{_dtype}_d{_d}_{_path}_kqwd{_r}"] = Variant(
+                dtype=_dtype, head_dim=_d, load_path=_path, block_n=64, consumer_warps=8, stages=_s,
+                producer_warps=1 if _path == "tma" else 4, score_layout="kq_wgmma_dual", rows_per_warp=_r)
+
 # the combine alone (test_combine_matches_numpy) at split counts the sweep takes, and 128: FA3's
 # cap, where the unrolled loads no longer fit in registers (a local-memory array)
 COMBINE_SPLITS = (2, 3, 8, 43, 128)
@@ -216,6 +226,15 @@ def _cases():
             cases.append((kqw[128, 8], _problem(dtype, 128, (32, 8), 4, (96, 4000), 16), 2))
             cases.append((kqw[64, 2], _problem(dtype, 64, (16, 16), 1, (190, 131, 2000), 64), 2))
             cases.append((kqw[64, 8], _problem(dtype, 64, (16, 16), 4, (190, 131), 32), 1))
+            kqwd = {(d, r): f"{dtype}_d{d}_{path}_kqwd{r}" for d, r, _ in KQWD_SHAPES}
+            cases.append((kqwd[128, 8], _problem(dtype, 128, (64, 8), 4, (1000, 37, 515), 64), 3))
+            cases.append((kqwd[128, 8], _problem(dtype, 128, (32, 8), 4, (96, 4000), 16), 2))
+            cases.append((kqwd[128, 8], _problem(dtype, 128, (64, 8), 4, (700, 129), 128), 1))
+            cases.append((kqwd[128, 2], _problem(dtype, 128, (32, 8), 1, (1000, 37, 515), 64), 2))
+            cases.append((kqwd[128, 2], _problem(dtype, 128, (16, 8), 1, (64, 65, 129), 16), 1))
+            cases.append((kqwd[256, 2], _problem(dtype, 256, (8, 1), 1, (77, 300, 1000), 16), 3))
+            cases.append((kqwd[256, 8], _problem(dtype, 256, (8, 1), 4, (600, 1025), 128), 1))
+            cases.append((kqwd[64, 8], _problem(dtype, 64, (16, 16), 4, (190, 131), 32), 1))
     cases.append(("bf16_d128_tma_w4_noncausal",
                   _problem("bf16", 128, (32, 8), 150, (333, 150), 64, causal=False), 1))
     return cases

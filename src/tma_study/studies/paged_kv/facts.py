@@ -24,7 +24,7 @@ from .aggregate import (
 )
 from .grid import DECODE_CONSUMERS
 
-WGMMA_CONSUMERS = ("kq_wgmma",)     # decode consumers whose S^T runs on wgmma, not mma.sync
+WGMMA_CONSUMERS = ("kq_wgmma", "kq_wgmma_dual")     # decode consumers whose S^T runs on wgmma
 
 PHASES = ("decode", "prefill")
 DTYPES = ("bf16", "e4m3")
@@ -241,7 +241,7 @@ def decode_bar(decode: pd.DataFrame, dtype: str | None = None) -> DecodeBar | No
 class MathBound:
     """The bar's points whose roofline bound (aggregate.decode_table) is the kernel family's
     prefill math rate (mma.sync), not the copy rate: at that rate they could not read K/V at
-    the copy rate. A point won by kq_wgmma computes S^T on wgmma and may run above it."""
+    the copy rate. A point won by a wgmma consumer computes S^T on wgmma and may run above it."""
 
     points: int
     missed: int                     # of them, below the bar

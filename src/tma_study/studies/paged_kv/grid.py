@@ -8,7 +8,8 @@ block_n 64 (decode: 128 for e4m3 at head dim 64, 32 at head dim 256, see ``Sweep
 ``SweepConfig.score_layout`` (prefill: S = Q K^T, 16 packed query rows per warp, 4 warps;
 decode: each of config ``decode_consumers``: "kq", S^T = K Q^T, 8 rows per warp, as many
 warps as its query heads x tokens need, "kq_split", 4 warps sharing each tile, or
-"kq_wgmma", kq_split with S^T as one warpgroup wgmma a tile of 64 tokens),
+"kq_wgmma", kq_split with S^T as one warpgroup wgmma a tile of 64 tokens, or "kq_wgmma_dual",
+two kq_wgmma warpgroups taking alternate tiles),
 each of the phase kind's ``stages`` counts that fits in shared memory, one producer warp for
 TMA and each of the phase kind's ``cp_async_producer_warps`` counts for cp.async (the tuning
 knobs: a path is compared at its best combination; the analysis keeps the fastest per path)
@@ -37,11 +38,13 @@ PREFILL_WARPS = 4
 BLOCK_N = 64                # KV rows per tile (FA3 uses 80-224 with wgmma); decode: SweepConfig.block_n
 DECODE_BLOCK_N_MAX = 128
 DECODE_BLOCK_N_D256 = 32
-DECODE_SPLIT_WARPS = 4      # kq_split, kq_wgmma: warps sharing each tile
-DECODE_SPLIT_MAX_ROWS = 32  # kq_split, kq_wgmma: query rows of a CTA at most (4 warps x 8)
-DECODE_WGMMA_BLOCK_N = 64   # kq_wgmma: the tile is the wgmma's M (tma_kernels.ptx.wgmma.M)
-DECODE_CONSUMERS = ("kq", "kq_split", "kq_wgmma")   # config studies.paged_kv.decode_consumers may list
-SPLIT_CONSUMERS = ("kq_split", "kq_wgmma")          # the 4-warp consumers of consumer_split.py
+DECODE_SPLIT_WARPS = 4      # split consumers: warps sharing each tile
+DECODE_SPLIT_MAX_ROWS = 32  # split consumers: query rows of a CTA at most (4 warps x 8)
+DECODE_WGMMA_BLOCK_N = 64   # wgmma consumers: the tile is the wgmma's M (tma_kernels.ptx.wgmma.M)
+DECODE_DUAL_WARPS = 8       # kq_wgmma_dual: two warpgroups
+DECODE_CONSUMERS = ("kq", "kq_split", "kq_wgmma", "kq_wgmma_dual")   # config decode_consumers may list
+SPLIT_CONSUMERS = ("kq_split", "kq_wgmma", "kq_wgmma_dual")          # the consumers of consumer_split.py
+WGMMA_CONSUMERS = ("kq_wgmma", "kq_wgmma_dual")                      # S^T by wgmma
 
 
 class GridError(ValueError):
@@ -96,7 +99,7 @@ class SweepConfig:
             rows = DECODE_BLOCK_N_D256
         else:
             rows = min(DECODE_BLOCK_N_MAX, max(BLOCK_N, self.decode_min_kv_tile_bytes // self.head_bytes))
-        if self.score_layout == "kq_wgmma":
+        if self.score_layout in WGMMA_CONSUMERS:
             return DECODE_WGMMA_BLOCK_N
         if self.score_layout == "kq_split":      # each warp takes whole mma M blocks of tokens
             from tma_kernels.paged_kv.consumer_kq import ROW_BLOCK
@@ -119,7 +122,8 @@ class SweepConfig:
         unpacked to fp16) once per CTA instead of once per warp, and a KV head's few query
         rows still spread over 4 warps; or "kq_wgmma": kq_split with S^T = K Q^T as one
         warpgroup ``wgmma`` a tile (Hopper's own tensor-core instruction, which takes e4m3 as it
-        is, where ``mma.sync`` needs each element unpacked to fp16)."""
+        is, where ``mma.sync`` needs each element unpacked to fp16); or "kq_wgmma_dual": two
+        kq_wgmma warpgroups in the CTA taking alternate tiles of the same ring."""
         if self.phase.name == "prefill":
             return "qk"
         return self.decode_consumer
@@ -141,6 +145,8 @@ class SweepConfig:
     def consumer_warps(self) -> int:
         if self.phase.name == "prefill":
             return PREFILL_WARPS
+        if self.score_layout == "kq_wgmma_dual":
+            return DECODE_DUAL_WARPS
         if self.score_layout in SPLIT_CONSUMERS:
             return DECODE_SPLIT_WARPS
         rows = self.phase.seqlen_q * self.shape.group
@@ -156,7 +162,8 @@ class SweepConfig:
     @property
     def ctas_per_split(self) -> int:
         """CTAs of one KV split: one per (sequence, KV head, block of packed query rows)."""
-        block_m = self.rows_per_warp * self.consumer_warps
+        tile_warps = DECODE_SPLIT_WARPS if self.score_layout in SPLIT_CONSUMERS else self.consumer_warps
+        block_m = self.rows_per_warp * tile_warps
         m_blocks = math.ceil(self.phase.seqlen_q * self.shape.group / block_m)
         return self.phase.batch * self.shape.kv_heads * m_blocks
 

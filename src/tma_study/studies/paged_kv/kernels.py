@@ -5,6 +5,7 @@ tests/cpu/test_paged_kv_kernels.py checks that each count's loads unroll)."""
 from __future__ import annotations
 
 import yaml
+from tma_kernels.paged_kv.geometry import WGMMA_LAYOUTS
 
 from tma_study.config import REPO_ROOT
 
@@ -12,7 +13,7 @@ MMA_SASS = {"bf16": ("HMMA.16816.F32.BF16",), "e4m3": ("F2FP.F16.E4M3.UNPACK_B",
 PATH_SASS = {"tma": ("UTMALDG.4D",), "cp_async": ("LDGSTS.E.BYPASS.128",)}
 #: every attention kernel; PREEXIT: griddepcontrol.launch_dependents (the combine's early launch)
 CONSUMER_SASS = ("LDSM.16.MT88.4", "MUFU.EX2", "SYNCS.PHASECHK", "PREEXIT")
-#: Q or K through ldmatrix (mma.sync operands); the kq_wgmma consumer's S^T reads K and Q from
+#: Q or K through ldmatrix (mma.sync operands); the wgmma consumers' S^T reads K and Q from
 #: shared memory by descriptor instead: HGMMA (bf16) or QGMMA (e4m3), the warpgroup mma
 SCORE_SASS = {"mma_sync": ("LDSM.16.M88.4",), "bf16_wgmma": ("HGMMA.64",), "e4m3_wgmma": ("QGMMA.64",)}
 COMBINE_SASS = ("MUFU.EX2", "FFMA", "LDG.E", "ACQBULK")   # ACQBULK: griddepcontrol.wait
@@ -21,7 +22,7 @@ CONFIG = REPO_ROOT / "config" / "config.yaml"
 
 
 def _score_sass(variant) -> tuple[str, ...]:
-    return SCORE_SASS[f"{variant.dtype}_wgmma" if variant.score_layout == "kq_wgmma" else "mma_sync"]
+    return SCORE_SASS[f"{variant.dtype}_wgmma" if variant.score_layout in WGMMA_LAYOUTS else "mma_sync"]
 
 
 def compile_list():

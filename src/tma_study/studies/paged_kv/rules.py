@@ -166,7 +166,8 @@ def _tuning_row(tuning: pd.DataFrame) -> dict | None:
 
 CONSUMER_TEXT = {"kq": "give each warp its own query rows over whole tiles (kq)",
                  "kq_split": "share each K/V tile among 4 warps (kq_split)",
-                 "kq_wgmma": "share each K/V tile among 4 warps, S^T as one warpgroup wgmma (kq_wgmma)"}
+                 "kq_wgmma": "share each K/V tile among 4 warps, S^T as one warpgroup wgmma (kq_wgmma)",
+                 "kq_wgmma_dual": "run two kq_wgmma warpgroups on alternate K/V tiles (kq_wgmma_dual)"}
 
 
 def _consumer_row(tuning: pd.DataFrame) -> dict | None:
@@ -195,7 +196,7 @@ def _consumer_row(tuning: pd.DataFrame) -> dict | None:
                 if w is not None:
                     evidence.append(f"{dtype} {tokens}: {consumer} time / kq time median {w.over_kq_median:.2f} "
                                     f"over {w.cells} cells")
-    swept = ", ".join(f"{CONSUMER_TEXT.get(c, c)}" for c in [facts.BASE_CONSUMER, *others])
+    swept = ", ".join(CONSUMER_TEXT.get(c, c) for c in [facts.BASE_CONSUMER, *others])
     return {"situation": f"consumer of a paged decode kernel: {swept}",
             "rule": "; ".join(parts), "evidence": "each consumer at its best other knobs; " + "; ".join(evidence),
             "figure": "paged_kv_tuning"}
