@@ -72,7 +72,7 @@ PAGED_ATTENTION_NAMES = [
     f"paged_attention_{path}_{dtype}_d{d}_n64_w8_s{s}_p{1 if path == 'tma' else 4}_causal_kqwd{r}"
     for path in ("tma", "cp_async")    # decode, two wgmma warpgroups on alternate tiles
     for dtype in ("bf16", "e4m3")
-    for d, r, s in ((128, 8, 2), (128, 2, 4), (256, 2, 2), (256, 8, 4), (64, 8, 2))
+    for d, r, s in ((128, 8, 2), (128, 2, 4), (256, 2, 2), (256, 8, 2), (64, 8, 2))
 ]
 LDMATRIX = "ldmatrix.sync.aligned.m8n8.x4.shared.b16"
 WGMMA_PTX = "wgmma.mma_async.sync.aligned.m64n"

@@ -124,7 +124,7 @@ for _dtype in ("bf16", "e4m3"):
 
 # Two such warpgroups taking alternate tiles (score_layout "kq_wgmma_dual"): 8 warps; 2 stages
 # (both groups' tiles in flight, no more) and 4.
-KQWD_SHAPES = ((128, 8, 2), (128, 2, 4), (256, 2, 2), (256, 8, 4), (64, 8, 2))
+KQWD_SHAPES = ((128, 8, 2), (128, 2, 4), (256, 2, 2), (256, 8, 2), (64, 8, 2))
 for _dtype in ("bf16", "e4m3"):
     for _path in ("tma", "cp_async"):
         for _d, _r, _s in KQWD_SHAPES:
