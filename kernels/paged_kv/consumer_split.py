@@ -141,7 +141,7 @@ def make_split_exchange(variant, q_regs, p_regs_warp):
     compile-time constants ptxas folds into the instruction). ``q_regs`` and ``p_regs_warp``
     are make_kq_tiles' register counts (Q's fragments; a warp's P^T fragments). The CPU
     test passes numpy arrays."""
-    warps = variant.consumer_warps
+    warps = variant.tile_warps
     q_blocks = variant.block_m // Q_ROWS_PER_BLOCK
     columns = 2 * q_blocks
     p_regs = p_regs_warp * warps
@@ -385,4 +385,5 @@ def make_split_consumer(variant):
                              first_row + 8 * (c >> 1) + (c & 1), rows_valid, group, out_row_base,
                              group_lane, q_heads, kv_head, first_db, warp == 0)
 
-    return types.SimpleNamespace(consume=consume, steps=steps, exchange=exchange, load_q=load_q)
+    return types.SimpleNamespace(consume=consume, steps=steps, exchange=exchange, load_q=load_q,
+                                 merge_groups=merge_groups)

@@ -115,8 +115,12 @@ class Variant:
         _require("head_dim", self.head_dim, HEAD_DIMS)
         _require("load_path", self.load_path, LOAD_PATHS)
         _require("block_n", self.block_n, BLOCK_NS)
-        _require("consumer_warps", self.consumer_warps,
-                 (DUAL_CONSUMER_WARPS,) if self.score_layout == "kq_wgmma_dual" else CONSUMER_WARP_COUNTS)
+        if self.score_layout == "kq_wgmma_dual":
+            if self.consumer_warps != DUAL_CONSUMER_WARPS:
+                raise VariantError(f"consumer_warps={self.consumer_warps!r}: score_layout 'kq_wgmma_dual' runs "
+                                   f"two warpgroups, {DUAL_CONSUMER_WARPS} warps")
+        else:
+            _require("consumer_warps", self.consumer_warps, CONSUMER_WARP_COUNTS)
         _require("stages", self.stages, STAGE_COUNTS)
         _require("producer_warps", self.producer_warps, PRODUCER_WARP_COUNTS)
         _require("score_layout", self.score_layout, SCORE_LAYOUTS)

@@ -65,11 +65,17 @@ VARIANTS = [
             producer_warps=1 if path == "tma" else 4, score_layout="kq_wgmma", rows_per_warp=r)
     for dtype, d, r in (("bf16", 128, 8), ("e4m3", 128, 8), ("e4m3", 64, 2), ("e4m3", 256, 2))
     for path in ("tma", "cp_async")
+] + [
+    # two such warpgroups on alternate tiles (8 consumer warps: launch bounds cap the registers)
+    Variant(dtype=dtype, head_dim=128, load_path=path, consumer_warps=8, block_n=64, stages=4,
+            producer_warps=1 if path == "tma" else 4, score_layout="kq_wgmma_dual", rows_per_warp=r)
+    for dtype, path, r in (("e4m3", "cp_async", 8), ("bf16", "tma", 2))
 ]
 KQ_SASS = ("MOVM.16.MT88",)
 #: __syncthreads, plus the split consumer's named barriers: after Q, after Q's fragments (not
-#: kq_wgmma: its wgmma reads Q from shared memory), two per tile (maxima, P^T), one before the output
-SPLIT_BARRIERS = {"kq_split": 5, "kq_wgmma": 4}
+#: kq_wgmma: its wgmma reads Q from shared memory), two per tile (maxima, P^T), one before the output;
+#: kq_wgmma_dual: also two around the groups' merge
+SPLIT_BARRIERS = {"kq_split": 5, "kq_wgmma": 4, "kq_wgmma_dual": 6}
 #: kq_wgmma: S^T on the tensor cores' own instruction (e4m3: QGMMA, bf16: HGMMA), K never
 #: through ldmatrix (LDSM.16.M88.4; V still is, transposed)
 WGMMA_SASS = {"bf16": "HGMMA.64", "e4m3": "QGMMA.64"}
@@ -84,9 +90,9 @@ def compiled(variant):
 def test_variant_sass(variant):
     kernel = compiled(variant)
     counts = kernel.opcode_counts()
-    wgmma = variant.score_layout == "kq_wgmma"
+    wgmma = variant.score_layout in ("kq_wgmma", "kq_wgmma_dual")
     expected = MMA_SASS[variant.dtype] + PATH_SASS[variant.load_path] + COMMON_SASS
-    expected += KQ_SASS if variant.score_layout in ("kq", "kq_split", "kq_wgmma") else ()
+    expected += KQ_SASS if variant.score_layout != "qk" else ()
     if wgmma:
         expected = tuple(m for m in expected if m != "LDSM.16.M88.4")
         assert not kernel.has_instruction("LDSM.16.M88.4"), f"{variant.name}: K read through ldmatrix"
@@ -133,6 +139,9 @@ def test_kq_token_blocks_step_by_an_immediate(variant):
     ({"head_dim": 256, "block_n": 128, "stages": 4}, "more than the"),
     ({"min_ctas_per_sm": 33}, "min_ctas_per_sm=33 is not an integer from 1 to 32"),
     ({"min_ctas_per_sm": 0}, "min_ctas_per_sm=0 is not an integer from 1 to 32"),
+    ({"score_layout": "kq_wgmma_dual", "rows_per_warp": 8}, "consumer_warps=4: score_layout 'kq_wgmma_dual' runs two warpgroups, 8 warps"),
+    ({"score_layout": "kq_wgmma_dual", "consumer_warps": 8, "rows_per_warp": 8, "block_n": 128},
+     "runs one warpgroup"),
 ])
 def test_variant_rejects(fields, message):
     with pytest.raises(VariantError, match=message):

@@ -10,11 +10,11 @@ emulation assumes (the GPU tests run the kernel itself: tests/gpu/test_paged_kv_
 """
 import numpy as np
 import pytest
+import warp_emulation
 from tma_kernels.paged_kv import Variant, VariantError, consumer_kq, consumer_split
 from warp_emulation import (
     LANES,
     LOG2_E,
-    TILES,
     check_warp_attention,
     patch_consumer,
     shared_image,
@@ -26,63 +26,88 @@ def emulated(monkeypatch):
     state = patch_consumer(monkeypatch, consumer_kq)
     monkeypatch.setattr(consumer_split, "uint32", lambda x: np.asarray(x, dtype=np.int64))
     monkeypatch.setattr(consumer_split, "max", np.maximum, raising=False)
+    monkeypatch.setattr(consumer_split, "ex2_approx", consumer_kq.ex2_approx)      # the emulation
+    monkeypatch.setattr(consumer_split, "named_barrier_sync", lambda barrier, threads: None)
     return state
 
 
 def run_cta(state, variant, q_bits, k_bits, v_bits, scale):
-    """Emulate the split consumer's warps over TILES K/V tiles; returns (block_m, head_dim)."""
+    """Emulate the split consumer's warps over the K/V tiles; returns (block_m, head_dim).
+    kq_wgmma_dual: each group over its tiles (g, g + 2, ...), with its own ``red`` and
+    ``pbuf``, then group 1's state through the ring to group 0 (``merge_groups``). The
+    emulation computes S^T with kq_split's mma.sync steps: the wgmma fills the same registers
+    (checked on the GPU by tests/gpu/test_paged_kv_gpu.py), so what is checked here is the
+    exchange, the groups' tiles and their merge."""
     parts = consumer_split.make_split_consumer(variant)
     steps, exchange = parts.steps, parts.exchange
-    warps, block_m, head_dim = variant.consumer_warps, variant.block_m, variant.head_dim
+    warps, block_m, head_dim = variant.tile_warps, variant.block_m, variant.head_dim
+    groups = variant.consumer_groups
     columns = 2 * block_m // 8
     token_rows = variant.block_n // warps
     dim_blocks = head_dim // 16 // warps
     k_tiles, v_tiles = shared_image(state, variant, q_bits, k_bits, v_bits)
-    red = np.full(block_m * warps, np.nan, np.float32)
-    p_words = exchange.p_regs * 32
-    words = np.zeros(p_words + exchange.q_regs * 32, np.int64)
     lane_red = exchange.red_lane.py_func(0, LANES)
-    p_lane, q_lane = LANES, p_words + LANES
-    qf = np.zeros((exchange.q_regs, 32), np.int64)
+    p_words = block_m * variant.block_n // 2
+    p_lane = LANES
+    qf = np.zeros((steps.q_regs, 32), np.int64)
     steps.load_q_fragments.py_func(qf, 0, 0, LANES)
-    for w in range(warps):
-        exchange.publish_q.py_func(words, q_lane, qf, w)
-    scores = np.zeros((warps, token_rows // 16 * block_m // 8 * 4, 32), np.float32)
-    acc = np.zeros((warps, dim_blocks * block_m // 8 * 4, 32), np.float32)
-    m = np.full((warps, columns, 32), -np.inf, np.float32)
-    sums = np.zeros((warps, columns, 32), np.float32)
     scale_log2 = np.float32(scale * LOG2_E)
+    finished = []                                   # per group: (O^T, maxima, sums) of each warp
+    for g in range(groups):
+        red = np.full(block_m * warps, np.nan, np.float32)
+        words = np.zeros(p_words + steps.q_regs * 32, np.int64)
+        if exchange.q_regs:                         # kq_split: Q's fragments through qbuf
+            q_lane = p_words + LANES
+            for w in range(warps):
+                exchange.publish_q.py_func(words, q_lane, qf, w)
+        else:                                       # the wgmma reads Q; the emulation's mmas read qf
+            words[p_words:] = qf.reshape(-1)
+            q_lane = p_words + LANES
+        scores = np.zeros((warps, token_rows // 16 * block_m // 8 * 4, 32), np.float32)
+        acc = np.zeros((warps, dim_blocks * block_m // 8 * 4, 32), np.float32)
+        m = np.full((warps, columns, 32), -np.inf, np.float32)
+        sums = np.zeros((warps, columns, 32), np.float32)
 
-    def publish(values, w):
-        for lane in range(4):
-            exchange.publish.py_func(red, lane_red[lane], [v[lane] for v in values], w, lane)
+        def publish(values, w, red=red):
+            for lane in range(4):
+                exchange.publish.py_func(red, lane_red[lane], [v[lane] for v in values], w, lane)
 
-    for t in range(TILES):
-        for w in range(warps):                     # S^T of the warp's tokens, its maxima to red
-            steps.scores_tile.py_func(scores[w], words, q_lane, k_tiles[t] + w * token_rows * variant.row_bytes,
-                                      LANES)
-            publish([steps.column_max.py_func(scores[w], c) for c in range(columns)], w)
-        for w in range(warps):                     # barrier; softmax; P^T to pbuf
-            for c in range(columns):
-                m[w, c], sums[w, c], correction = steps.softmax_finish.py_func(
-                    scores[w], c, exchange.gather_max.py_func(red, lane_red, c), m[w, c], sums[w, c],
-                    scale_log2)
-                for i in range(acc.shape[1]):
-                    if 2 * ((i >> 2) % (block_m // 8)) + (i & 1) == c:
-                        acc[w, i] *= correction
-            pf_warp = np.zeros((exchange.p_regs_warp, 32), np.int64)
-            steps.p_fragments.py_func(pf_warp, scores[w])
-            exchange.publish_p.py_func(words, p_lane, pf_warp, w)
-        for w in range(warps):                     # barrier; O^T of the warp's dims
-            steps.pv_tile.py_func(acc[w], words, p_lane, v_tiles[t], w * dim_blocks, LANES)
-    for w in range(warps):
-        publish([consumer_kq.column_sum.py_func(sums[w, c]) for c in range(columns)], w)
+        for t in range(g, warp_emulation.TILES, groups):
+            for w in range(warps):                 # S^T of the warp's tokens, its maxima to red
+                steps.scores_tile.py_func(scores[w], words, q_lane,
+                                          k_tiles[t] + w * token_rows * variant.row_bytes, LANES)
+                publish([steps.column_max.py_func(scores[w], c) for c in range(columns)], w)
+            for w in range(warps):                 # barrier; softmax; P^T to pbuf
+                for c in range(columns):
+                    m[w, c], sums[w, c], correction = steps.softmax_finish.py_func(
+                        scores[w], c, exchange.gather_max.py_func(red, lane_red, c), m[w, c], sums[w, c],
+                        scale_log2)
+                    for i in range(acc.shape[1]):
+                        if 2 * ((i >> 2) % (block_m // 8)) + (i & 1) == c:
+                            acc[w, i] *= correction
+                pf_warp = np.zeros((exchange.p_regs_warp, 32), np.int64)
+                steps.p_fragments.py_func(pf_warp, scores[w])
+                exchange.publish_p.py_func(words, p_lane, pf_warp, w)
+            for w in range(warps):                 # barrier; O^T of the warp's dims
+                steps.pv_tile.py_func(acc[w], words, p_lane, v_tiles[t], w * dim_blocks, LANES)
+        for w in range(warps):
+            publish([consumer_kq.column_sum.py_func(sums[w, c]) for c in range(columns)], w)
+        totals = np.array([[exchange.gather_sum.py_func(red, lane_red, c) for c in range(columns)]
+                           for _ in range(warps)], np.float32)
+        finished.append((acc, m, totals))
+    acc, m, totals = finished[0]
+    if groups > 1:                                  # group 1 writes (first), group 0 merges
+        ring = np.full(consumer_split.merge_words(variant), np.nan, np.float32)
+        for g in (1, 0):
+            for w in range(warps):
+                own, other = np.zeros((columns, 32), np.float32), np.zeros((columns, 32), np.float32)
+                parts.merge_groups.py_func(ring, 0, finished[g][0][w], finished[g][1][w], finished[g][2][w],
+                                           own, other, g, w * 32 + LANES)
     out = np.full(block_m * head_dim, np.nan, np.float32)
     for w in range(warps):
         for c in range(columns):
-            total = exchange.gather_sum.py_func(red, lane_red, c)
             row = 8 * (c >> 1) + 2 * (LANES & 3) + (c & 1)
-            steps.store_acc_column.py_func(out, row * head_dim, acc[w], c, (1.0 / total).astype(np.float32),
+            steps.store_acc_column.py_func(out, row * head_dim, acc[w], c, (1.0 / totals[w, c]).astype(np.float32),
                                            LANES >> 2, w * dim_blocks)
     return out.reshape(block_m, head_dim)
 
@@ -98,6 +123,36 @@ def test_emulated_split_cta_matches_float64_attention(emulated, dtype, head_dim,
                       load_path="cp_async", producer_warps=4, score_layout="kq_split", rows_per_warp=rows)
     check_warp_attention(run_cta, emulated, variant, variant.block_m,
                          seed=head_dim * block_n + warps + rows)
+
+
+# (dtype, head dim, rows per warp, tiles): the dual consumer's groups over an even and an odd
+# count of tiles (group 0 takes one more)
+DUAL_CASES = [("bf16", 128, 8, 2), ("e4m3", 128, 8, 3), ("e4m3", 256, 2, 3), ("bf16", 64, 4, 4),
+              ("e4m3", 128, 2, 1)]
+
+
+@pytest.mark.parametrize("dtype, head_dim, rows, tiles", DUAL_CASES)
+def test_emulated_dual_cta_matches_float64_attention(emulated, monkeypatch, dtype, head_dim, rows, tiles):
+    """kq_wgmma_dual: two groups of 4 warps over alternate tiles, merged at the end."""
+    monkeypatch.setattr(warp_emulation, "TILES", tiles)
+    variant = Variant(dtype=dtype, head_dim=head_dim, block_n=64, consumer_warps=8, load_path="cp_async",
+                      producer_warps=4, score_layout="kq_wgmma_dual", rows_per_warp=rows)
+    check_warp_attention(run_cta, emulated, variant, variant.block_m, seed=head_dim + rows + tiles)
+
+
+def test_a_merge_that_drops_group_1_is_caught(emulated, monkeypatch):
+    """The dual check can fail: group 0 writing its own state alone misses group 1's tiles."""
+    monkeypatch.setattr(consumer_split, "named_barrier_sync", lambda barrier, threads: None)
+    make = consumer_split.make_split_consumer
+
+    def unmerged(variant):
+        parts = make(variant)
+        parts.merge_groups = type("F", (), {"py_func": staticmethod(lambda *args: None)})
+        return parts
+
+    monkeypatch.setattr(consumer_split, "make_split_consumer", unmerged)
+    with pytest.raises(AssertionError, match="max .error"):
+        test_emulated_dual_cta_matches_float64_attention(emulated, monkeypatch, "bf16", 128, 8, 2)
 
 
 def test_a_misplaced_p_block_is_caught(emulated, monkeypatch):

@@ -126,14 +126,39 @@ def test_decode_consumer_is_a_knob_swept_per_cell(study_config):
 
 
 def test_every_decode_consumer_can_be_swept(study_config):
-    """kq_split is out of the shipped sweep but still builds: listed, it runs beside the others,
-    with its own tile rule (e4m3 at head dim 64: 128 rows; kq_wgmma: always the wgmma's 64)."""
-    study_config["decode_consumers"] = ["kq", "kq_split", "kq_wgmma"]
-    decode = [c for c in sweep_configs(study_config) if c.phase.name == "decode"]
-    by_layout = {layout: [c for c in decode if c.score_layout == layout] for layout in ("kq", "kq_split", "kq_wgmma")}
+    """kq_split and kq_wgmma_dual are out of the shipped sweep but still build: listed, they run
+    beside the others, with their own tile rule (e4m3 at head dim 64: 128 rows for kq_split;
+    the wgmma consumers: always the wgmma's 64) and warps (kq_wgmma_dual: 8, two groups of
+    kq_wgmma's 4 over the same rows, so the same CTAs per split)."""
+    layouts = ("kq", "kq_split", "kq_wgmma", "kq_wgmma_dual")
+    study_config["decode_consumers"] = list(layouts)
+    configs = sweep_configs(study_config)
+    decode = [c for c in configs if c.phase.name == "decode"]
+    by_layout = {layout: [c for c in decode if c.score_layout == layout] for layout in layouts}
     assert len(by_layout["kq_split"]) == len(by_layout["kq_wgmma"]) > 0
     tiles = {(c.score_layout, c.block_n) for c in decode if (c.dtype, c.shape.head_dim) == ("e4m3", 64)}
     assert ("kq_split", 128) in tiles and ("kq_wgmma", 64) in tiles and ("kq_wgmma", 128) not in tiles
+    single = {c.key.removesuffix("/kq_wgmma"): c for c in by_layout["kq_wgmma"]}
+    dual = by_layout["kq_wgmma_dual"]
+    assert dual and all(c.consumer_warps == 8 and c.block_n == 64 for c in dual)
+    for c in dual:          # every dual configuration has its single-warpgroup twin
+        twin = single[c.key.removesuffix("/kq_wgmma_dual")]
+        assert (c.rows_per_warp, c.ctas_per_split) == (twin.rows_per_warp, twin.ctas_per_split)
+        assert c.variant().block_m == twin.variant().block_m
+    assert len({c.key for c in configs}) == len(configs)
+
+
+def test_the_sweep_and_the_kernel_name_the_same_consumers():
+    """The analysis side (grid.py, no numba needed) lists the kernel's consumers by name: the
+    lists must agree with tma_kernels.paged_kv.geometry's and with the config schema's enum."""
+    from tma_kernels.paged_kv import geometry
+
+    from tma_study.studies.paged_kv import grid
+    schema = yaml.safe_load((config_mod.REPO_ROOT / "workflow/schemas/studies/paged_kv.schema.yaml").read_text())
+    assert schema["properties"]["decode_consumers"]["items"]["enum"] == list(grid.DECODE_CONSUMERS)
+    assert set(grid.DECODE_CONSUMERS) <= set(geometry.SCORE_LAYOUTS)
+    assert grid.SPLIT_CONSUMERS == geometry.SPLIT_LAYOUTS
+    assert grid.WGMMA_CONSUMERS == geometry.WGMMA_LAYOUTS
 
 
 @pytest.mark.parametrize("consumers", [[], ["kq", "kq"], ["qk"]])

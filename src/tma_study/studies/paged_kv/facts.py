@@ -22,9 +22,7 @@ from .aggregate import (
     DECODE_BAR_MIN_CONTEXT,
     MEASURED,
 )
-from .grid import DECODE_CONSUMERS
-
-WGMMA_CONSUMERS = ("kq_wgmma", "kq_wgmma_dual")     # decode consumers whose S^T runs on wgmma
+from .grid import DECODE_CONSUMERS, WGMMA_CONSUMERS
 
 PHASES = ("decode", "prefill")
 DTYPES = ("bf16", "e4m3")
