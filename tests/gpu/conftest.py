@@ -1,7 +1,12 @@
 """GPU tests run only on a Hopper GPU (compute capability 9.x); elsewhere every
-module here is skipped, with the reason, instead of failing."""
+module here is skipped, with the reason, instead of failing. Under pytest-xdist (the
+project's default, ``-n auto``) the GPU test modules still run one at a time: each holds a
+file lock for its whole run, so no two workers share the GPU."""
 
+import fcntl
 import functools
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -26,8 +31,14 @@ def hopper_unavailable_reason() -> str | None:
     return None
 
 
+GPU_TEST_LOCK = Path(tempfile.gettempdir()) / "tma-study-gpu-tests.lock"
+
+
 @pytest.fixture(scope="module", autouse=True)
 def require_hopper():
     reason = hopper_unavailable_reason()
     if reason is not None:
         pytest.skip(reason)
+    with GPU_TEST_LOCK.open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)      # released when the module's tests are done
+        yield
