@@ -276,6 +276,17 @@ def make_split_consumer(variant):
             first_token = warp * warp_token_blocks * ROW_BLOCK
             scores_tile(scores, words, q_lane, k_tile + uint32(first_token * row_bytes), lane)
 
+    if groups > 1:
+        @cuda.jit(device=True, inline=True)
+        def group_of(warp):
+            """kq_wgmma_dual: the group of consumer warp ``warp`` (warps 4g .. 4g + 3)."""
+            return warp // warps
+    else:
+        @cuda.jit(device=True, inline=True)
+        def group_of(warp):
+            """One group: a constant, so the single-group kernels compile as before the groups."""
+            return 0
+
     @cuda.jit(device=True, inline=True)
     def merge_groups(smem, ring, acc, m_run, l_sum, own, other, group_id, tid):
         """kq_wgmma_dual, at the end: group 1's softmax state (O^T, running maxima, whole
@@ -304,6 +315,30 @@ def make_split_consumer(variant):
                 c = 2 * ((i >> 2) % q_blocks) + (i & 1)
                 acc[i] = acc[i] * own[c] + smem[ring + uint32(i * 32 * warps) + tid] * other[c]
 
+    if groups > 1:
+        @cuda.jit(device=True, inline=True)
+        def finish(out, lse, acc, m_run, l_run, own, other, red, lane_red, k_smem, group_id, warp, lane,
+                   first_row, rows_valid, group, out_row_base, group_lane, q_heads, kv_head, first_db):
+            """The column sums are in ``red``: merge the groups' states, then group 0 writes the rows."""
+            for c in range(columns):
+                l_run[c] = gather_sum(red, lane_red, c)          # now the column's whole sum
+            merge_groups(red, (k_smem - smem_u32(red)) >> uint32(2), acc, m_run, l_run, own, other,
+                         group_id, uint32(warp * 32 + lane))
+            if group_id == 0:
+                for c in range(columns):
+                    store_column(out, lse, acc, c, m_run[c], l_run[c],
+                                 first_row + 8 * (c >> 1) + (c & 1), rows_valid, group, out_row_base,
+                                 group_lane, q_heads, kv_head, first_db, warp == 0)
+    else:
+        @cuda.jit(device=True, inline=True)
+        def finish(out, lse, acc, m_run, l_run, own, other, red, lane_red, k_smem, group_id, warp, lane,
+                   first_row, rows_valid, group, out_row_base, group_lane, q_heads, kv_head, first_db):
+            """The column sums are in ``red``: every warp writes its dims of the rows."""
+            for c in range(columns):
+                store_column(out, lse, acc, c, m_run[c], gather_sum(red, lane_red, c),
+                             first_row + 8 * (c >> 1) + (c & 1), rows_valid, group, out_row_base,
+                             group_lane, q_heads, kv_head, first_db, warp == 0)
+
     @cuda.jit(device=True, inline=True)
     def consume(q_smem, k_smem, v_smem, full_k, full_v, empty, q_address, out, lse, warp, lane,
                 m_start, rows_valid, group, batch, kv_head, seqlen_q, q_heads, kv_len, n_begin,
@@ -311,7 +346,7 @@ def make_split_consumer(variant):
         # red, pbuf, qbuf: uint32 / float32 views of the dynamic shared memory past the V ring;
         # kq_wgmma_dual: group g (warps 4g ..) takes tiles g, g + 2, ..., with its own scratch
         # and barrier, and the groups merge at the end
-        group_id = warp // warps
+        group_id = group_of(warp)
         warp = warp - group_id * warps
         tile_barrier = uint32(CONSUMER_BARRIER + group_id)
         red = cuda.shared.array(0, float32)
@@ -374,16 +409,8 @@ def make_split_consumer(variant):
             maxima[c] = column_sum(l_run[c])
         publish(red, lane_red, maxima, warp, lane)
         named_barrier_sync(tile_barrier, tile_threads)
-        for c in range(columns):
-            l_run[c] = gather_sum(red, lane_red, c)          # now the column's whole sum
-        if groups > 1:
-            merge_groups(red, (k_smem - smem_u32(red)) >> uint32(2), acc, m_run, l_run, corrections,
-                         maxima, group_id, uint32(warp * 32 + lane))
-        if group_id == 0:
-            for c in range(columns):
-                store_column(out, lse, acc, c, m_run[c], l_run[c],
-                             first_row + 8 * (c >> 1) + (c & 1), rows_valid, group, out_row_base,
-                             group_lane, q_heads, kv_head, first_db, warp == 0)
+        finish(out, lse, acc, m_run, l_run, corrections, maxima, red, lane_red, k_smem, group_id, warp, lane,
+               first_row, rows_valid, group, out_row_base, group_lane, q_heads, kv_head, first_db)
 
     return types.SimpleNamespace(consume=consume, steps=steps, exchange=exchange, load_q=load_q,
                                  merge_groups=merge_groups)
