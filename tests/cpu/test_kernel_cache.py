@@ -43,3 +43,15 @@ def test_cache_folder_follows_the_kernel_sources(tmp_path: Path):
     source.write_text("X = 2\n")
     assert parallel_compile.cache_dir(kernels) != first
     assert first.parent == parallel_compile.CACHE_ROOT
+
+
+def declines_odd(item):
+    """A compile function for warm(): builds even items, declines odd ones (returns False)."""
+    return item % 2 == 0
+
+
+def test_warm_returns_the_items_its_function_declined(tmp_path: Path, monkeypatch):
+    monkeypatch.setattr(parallel_compile, "use_cache_dir", lambda path: None)   # numba's cache untouched
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
+    declined = parallel_compile.warm(f"{__name__}:declines_odd", [1, 2, 3, 4], tmp_path, workers=1)
+    assert declined == [1, 3]

@@ -128,3 +128,14 @@ def test_fit_residency_falls_back_to_the_config_target_with_its_spill_allowance(
                dataclasses.replace(v, min_ctas_per_sm=top): _runner(v, 64, 900),
                dataclasses.replace(v, min_ctas_per_sm=2): _runner(dataclasses.replace(v, min_ctas_per_sm=2), 168, 216)}
     assert fit_residency(runners, v, 2).variant.min_ctas_per_sm == 2
+
+
+def test_fit_residency_skips_a_build_ptxas_refused():
+    """A launch-bounded build that does not compile (measure.compile_bounded returned False,
+    so it is not among the runners) is passed over for the next target."""
+    v = dataclasses.replace(E4M3_TMA_DECODE, load_path="cp_async", producer_warps=4)
+    (top, _), _ = residency_targets(v, 2)
+    runners = {v: _runner(v, 176, 0),
+               dataclasses.replace(v, min_ctas_per_sm=2): _runner(dataclasses.replace(v, min_ctas_per_sm=2), 168, 0)}
+    assert dataclasses.replace(v, min_ctas_per_sm=top) not in runners
+    assert fit_residency(runners, v, 2).variant.min_ctas_per_sm == 2

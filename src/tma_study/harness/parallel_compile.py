@@ -42,11 +42,12 @@ def use_cache_dir(path: Path) -> None:
     config.CACHE_DIR = str(path)
 
 
-def _compile_one(compile_path: str, item) -> str:
+def _compile_one(compile_path: str, item) -> tuple[str, bool]:
+    """(item's name, False if the compile function returned False: it declined the item)."""
     module, function = compile_path.split(":")
     use_cache_dir(Path(os.environ["NUMBA_CACHE_DIR"]))
-    getattr(importlib.import_module(module), function)(item)
-    return getattr(item, "name", repr(item))
+    result = getattr(importlib.import_module(module), function)(item)
+    return getattr(item, "name", repr(item)), result is not False
 
 
 def process_map(function, *iterables, workers: int):
@@ -62,11 +63,16 @@ def process_map(function, *iterables, workers: int):
         yield from pool.map(function, *zip(*arguments))      # an error surfaces here, in order
 
 
-def warm(compile_path: str, items: list, cache: Path, workers: int | None = None, progress=None) -> None:
+def warm(compile_path: str, items: list, cache: Path, workers: int | None = None, progress=None) -> list:
     """Run ``compile_path`` ("module:function", which compiles one item with
-    ``cache=True``) on every item in worker processes, filling ``cache``."""
+    ``cache=True``) on every item in worker processes, filling ``cache``. Returns the items
+    the function declined (returned False for); an error raised in it propagates."""
     use_cache_dir(cache)
-    for done in process_map(_compile_one, [compile_path] * len(items), items,
-                            workers=workers or os.cpu_count() or 1):
+    declined = []
+    for item, (done, built) in zip(items, process_map(_compile_one, [compile_path] * len(items), items,
+                                                      workers=workers or os.cpu_count() or 1)):
+        if not built:
+            declined.append(item)
         if progress is not None:
             progress.step(done)
+    return declined

@@ -86,6 +86,20 @@ def bounded_variants(variant, min_ctas_per_sm: int) -> list:
             for target, _ in residency_targets(variant, min_ctas_per_sm) if target > 1]
 
 
+def compile_bounded(variant) -> bool:
+    """Compile a launch-bounded build into numba's cache (parallel_compile.warm's worker
+    function); False where it does not build. Its unbounded build has compiled by then, so
+    that is ptxas refusing the register cap: below what a wgmma's accumulators need ("Try to
+    compile with register target of 42 or higher", kq_wgmma_dual at 4 CTAs of 12 warps per SM).
+    fit_residency then keeps another build."""
+    from tma_kernels.paged_kv.runner import compile_attention
+    try:
+        compile_attention(variant)
+    except Exception:  # noqa: BLE001  nvJitLinkError (ERROR_PTX_COMPILE) and kin: not buildable
+        return False
+    return True
+
+
 def fit_residency(runners: dict, variant, min_ctas_per_sm: int):
     """The build of a decode ``variant`` to time, from ``runners`` (variant -> AttentionRunner,
     every launch-bounded build of ``residency_targets`` included, built in parallel). The
@@ -99,7 +113,9 @@ def fit_residency(runners: dict, variant, min_ctas_per_sm: int):
     for target, allowance in residency_targets(variant, min_ctas_per_sm):
         if resident_ctas(kept) >= target:
             continue
-        bounded = runners[dataclasses.replace(variant, min_ctas_per_sm=target)]
+        bounded = runners.get(dataclasses.replace(variant, min_ctas_per_sm=target))
+        if bounded is None:             # ptxas refused that register cap (compile_bounded)
+            continue
         spilled = bounded.kernel.get_local_mem_per_thread() - runners[variant].kernel.get_local_mem_per_thread()
         if resident_ctas(bounded) > resident_ctas(kept) and spilled <= allowance:
             kept = bounded
@@ -398,9 +414,14 @@ def measure(study: dict, gpu_probe: dict, out_dir: Path) -> None:
     min_ctas = study["decode_min_ctas_per_sm"]
     cache = parallel_compile.cache_dir()
     bounded = [b for v in sorted(decode_variants, key=lambda v: v.name) for b in bounded_variants(v, min_ctas)]
-    builds = variants + bounded
-    parallel_compile.warm("tma_kernels.paged_kv.runner:compile_attention", builds, cache,
-                          progress=Progress("paged_kv compile (parallel)", len(builds)))
+    parallel_compile.warm("tma_kernels.paged_kv.runner:compile_attention", variants, cache,
+                          progress=Progress("paged_kv compile (parallel)", len(variants)))
+    refused = parallel_compile.warm("tma_study.studies.paged_kv.measure:compile_bounded", bounded, cache,
+                                    progress=Progress("paged_kv compile, launch-bounded (parallel)", len(bounded)))
+    if refused:
+        print(f"[paged_kv] {len(refused)} launch-bounded builds do not compile (register cap too low), "
+              f"left out: {', '.join(v.name for v in refused)}", flush=True)
+    builds = variants + [b for b in bounded if b not in refused]
     progress = Progress("paged_kv load", len(builds))
     loaded = {}
     for variant in builds:
