@@ -305,10 +305,11 @@ def make_split_consumer(variant):
         if group_id == 0:
             for c in range(columns):
                 m_other = smem[ring + uint32(merge_acc + c * 32 * warps) + tid]
-                m_use = max(max(m_run[c], m_other), SCORE_FLOOR)
+                m_new = max(m_run[c], m_other)
+                m_use = max(m_new, SCORE_FLOOR)
                 own[c] = ex2_approx(max(m_run[c], SCORE_FLOOR) - m_use)
                 other[c] = ex2_approx(max(m_other, SCORE_FLOOR) - m_use)
-                m_run[c] = max(m_run[c], m_other)
+                m_run[c] = m_new
                 l_sum[c] = (l_sum[c] * own[c]
                             + smem[ring + uint32(merge_acc + (columns + c) * 32 * warps) + tid] * other[c])
             for i in range(acc_regs):

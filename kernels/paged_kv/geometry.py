@@ -125,9 +125,8 @@ class Variant:
         _require("producer_warps", self.producer_warps, PRODUCER_WARP_COUNTS)
         _require("score_layout", self.score_layout, SCORE_LAYOUTS)
         _require("rows_per_warp", self.rows_per_warp,
-                 {"kq": KQ_ROWS_PER_WARP, "kq_split": KQ_SPLIT_ROWS_PER_WARP,
-                  "kq_wgmma": KQ_SPLIT_ROWS_PER_WARP, "kq_wgmma_dual": KQ_SPLIT_ROWS_PER_WARP}.get(
-                     self.score_layout, (ROWS_PER_WARP,)))
+                 KQ_SPLIT_ROWS_PER_WARP if self.score_layout in SPLIT_LAYOUTS
+                 else {"kq": KQ_ROWS_PER_WARP}.get(self.score_layout, (ROWS_PER_WARP,)))
         if not (isinstance(self.min_ctas_per_sm, int) and 1 <= self.min_ctas_per_sm <= SM90_MAX_CTAS_PER_SM):
             raise VariantError(f"min_ctas_per_sm={self.min_ctas_per_sm!r} is not an integer from 1 to "
                                f"{SM90_MAX_CTAS_PER_SM} (CTAs per SM on sm_90)")

@@ -31,6 +31,7 @@ from tma_kernels.paged_kv import (
     make_attention_kernel,
     make_combine,
 )
+from tma_kernels.paged_kv.geometry import WGMMA_LAYOUTS
 from tma_kernels.paged_kv.runner import check_page_size
 
 MMA_SASS = {"bf16": ("HMMA.16816.F32.BF16",), "e4m3": ("F2FP.F16.E4M3.UNPACK_B", "HMMA.16816.F32")}
@@ -90,7 +91,7 @@ def compiled(variant):
 def test_variant_sass(variant):
     kernel = compiled(variant)
     counts = kernel.opcode_counts()
-    wgmma = variant.score_layout in ("kq_wgmma", "kq_wgmma_dual")
+    wgmma = variant.score_layout in WGMMA_LAYOUTS
     expected = MMA_SASS[variant.dtype] + PATH_SASS[variant.load_path] + COMMON_SASS
     expected += KQ_SASS if variant.score_layout != "qk" else ()
     if wgmma:

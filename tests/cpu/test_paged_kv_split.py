@@ -56,13 +56,12 @@ def run_cta(state, variant, q_bits, k_bits, v_bits, scale):
     for g in range(groups):
         red = np.full(block_m * warps, np.nan, np.float32)
         words = np.zeros(p_words + steps.q_regs * 32, np.int64)
+        q_lane = p_words + LANES
         if exchange.q_regs:                         # kq_split: Q's fragments through qbuf
-            q_lane = p_words + LANES
             for w in range(warps):
                 exchange.publish_q.py_func(words, q_lane, qf, w)
         else:                                       # the wgmma reads Q; the emulation's mmas read qf
             words[p_words:] = qf.reshape(-1)
-            q_lane = p_words + LANES
         scores = np.zeros((warps, token_rows // 16 * block_m // 8 * 4, 32), np.float32)
         acc = np.zeros((warps, dim_blocks * block_m // 8 * 4, 32), np.float32)
         m = np.full((warps, columns, 32), -np.inf, np.float32)
@@ -142,7 +141,6 @@ def test_emulated_dual_cta_matches_float64_attention(emulated, monkeypatch, dtyp
 
 def test_a_merge_that_drops_group_1_is_caught(emulated, monkeypatch):
     """The dual check can fail: group 0 writing its own state alone misses group 1's tiles."""
-    monkeypatch.setattr(consumer_split, "named_barrier_sync", lambda barrier, threads: None)
     make = consumer_split.make_split_consumer
 
     def unmerged(variant):

@@ -159,6 +159,7 @@ def test_the_sweep_and_the_kernel_name_the_same_consumers():
     assert set(grid.DECODE_CONSUMERS) <= set(geometry.SCORE_LAYOUTS)
     assert grid.SPLIT_CONSUMERS == geometry.SPLIT_LAYOUTS
     assert grid.WGMMA_CONSUMERS == geometry.WGMMA_LAYOUTS
+    assert grid.DECODE_DUAL_WARPS == geometry.DUAL_CONSUMER_WARPS
 
 
 @pytest.mark.parametrize("consumers", [[], ["kq", "kq"], ["qk"]])
