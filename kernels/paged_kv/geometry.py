@@ -39,7 +39,6 @@ SCORE_LAYOUTS = ("qk", "kq", "kq_split", "kq_wgmma", "kq_wgmma_dual")
 SPLIT_LAYOUTS = ("kq_split", "kq_wgmma", "kq_wgmma_dual")   # the consumers of consumer_split.py
 WGMMA_LAYOUTS = ("kq_wgmma", "kq_wgmma_dual")               # S^T by wgmma
 DUAL_CONSUMER_WARPS = 8            # kq_wgmma_dual: two warpgroups
-SPLIT_COMBINES = ("kernel", "fused")  # how a split-KV launch merges its splits (kernel.py, step 4)
 KQ_ROWS_PER_WARP = (8, 16)         # kq: query rows per warp, one or two mma N blocks of 8
 KQ_SPLIT_ROWS_PER_WARP = (2, 4, 8)  # kq_split: query rows each warp loads; all warps use all rows
 
@@ -97,9 +96,6 @@ class Variant:
         FA3 does), so ptxas caps registers to fit. Without it, a 5-warp cp.async decode CTA
         at 176 registers (e4m3) fits once per SM, as registers are allocated per sub-partition
         (:func:`resident_ctas_per_sm`), while the split-KV grid assumes 2.
-    combine: how a launch with more than one KV split merges them: "kernel" (a second kernel,
-        combine.py, launched as a programmatic dependent launch) or "fused" (the last CTA of
-        each work tile to finish merges its splits' rows, kernel.py step 4: no second launch).
     """
 
     dtype: str = BF16
@@ -113,7 +109,6 @@ class Variant:
     min_ctas_per_sm: int = 1
     score_layout: str = "qk"
     rows_per_warp: int = ROWS_PER_WARP
-    combine: str = "kernel"
 
     def __post_init__(self):
         _require("dtype", self.dtype, tuple(ELEMENT_BYTES))
@@ -129,7 +124,6 @@ class Variant:
         _require("stages", self.stages, STAGE_COUNTS)
         _require("producer_warps", self.producer_warps, PRODUCER_WARP_COUNTS)
         _require("score_layout", self.score_layout, SCORE_LAYOUTS)
-        _require("combine", self.combine, SPLIT_COMBINES)
         _require("rows_per_warp", self.rows_per_warp,
                  KQ_SPLIT_ROWS_PER_WARP if self.score_layout in SPLIT_LAYOUTS
                  else {"kq": KQ_ROWS_PER_WARP}.get(self.score_layout, (ROWS_PER_WARP,)))
@@ -240,8 +234,7 @@ class Variant:
                 + {"kq": f"_kq{self.rows_per_warp}", "kq_split": f"_kqs{self.rows_per_warp}",
                    "kq_wgmma": f"_kqw{self.rows_per_warp}",
                    "kq_wgmma_dual": f"_kqwd{self.rows_per_warp}"}.get(
-                    self.score_layout, "")
-                + ("_fc" if self.combine == "fused" else ""))
+                    self.score_layout, ""))
 
 
 def resident_ctas_per_sm(registers: int, threads: int, shared_bytes: int) -> int:

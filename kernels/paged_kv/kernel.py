@@ -10,20 +10,10 @@ Layouts (row-major, element type bf16 or fp8 e4m3, passed as raw device addresse
     out         float32 (num_splits, batch, seqlen_q, q_heads, head_dim)
     lse         float32 (num_splits, batch, seqlen_q, q_heads): log2 of each row's sum of
                 exp2(scaled scores), -inf for a row with no key in its split
-    final       float32 (batch, seqlen_q, q_heads, head_dim): the merged output of a split launch
-    arrivals    int32, one per work tile without its split (batch, kv_heads, m_blocks): zero
-                between launches
-With ``num_splits == 1``, ``out[0]`` is the attention output. Otherwise the splits are
-merged into ``final``, as the variant's ``combine`` says:
-
-- "kernel": :mod:`.combine`, launched as a programmatic dependent launch: every CTA here
-  triggers it first thing (``griddepcontrol.launch_dependents``), so it is scheduled while
-  this grid runs and waits in ``griddepcontrol.wait`` for this grid's end;
-- "fused" (step 4 below): each CTA, once its rows are written, fences them and counts itself
-  in ``arrivals`` (one atomic add per CTA); the CTA that counts last merges the work tile's
-  rows of every split, as combine.py does, and sets the count back to zero. No second launch:
-  in a short decode launch on the H200 (Nsight Compute, outside the reference data) the
-  combine kernel and the gap before it took a fifth to a quarter of the time.
+With ``num_splits == 1``, ``out[0]`` is the attention output; otherwise
+:mod:`.combine` merges the splits, launched as a programmatic dependent launch: every CTA
+here triggers it first thing (``griddepcontrol.launch_dependents``), so it is scheduled
+while this grid runs and waits in ``griddepcontrol.wait`` for this grid's end.
 
 Work tile (one CTA): (sequence b, KV head, split, m-block). GQA is packed into M as in
 FA3's PackGQA: packed row r is query token ``r // group`` of query head
@@ -48,8 +38,6 @@ Causal (a compile-time choice): bottom-right aligned, query token t sees keys
 Shared memory: Q tile, K ring, V ring, the split consumer's scratch (dynamic, 1024-byte
 aligned) and 3 x MAX_STAGES mbarriers (static).
 """
-import math
-
 from numba import cuda, int32, uint8, uint32, uint64
 from tma_kernels.ptx import (
     fence_mbarrier_init_cluster,
@@ -59,7 +47,7 @@ from tma_kernels.ptx import (
     smem_u32,
 )
 
-from .consumer import NEG_INF, ZERO, make_consumer
+from .consumer import make_consumer
 from .consumer_kq import make_kq_consumer
 from .consumer_split import make_split_consumer
 from .geometry import TILE_ALIGN_BYTES, Variant
@@ -69,11 +57,10 @@ MAX_STAGES = 4
 MBARRIER_BYTES = 8
 
 #: (q_address, k_pool_address, v_pool_address, k_tensor_map, v_tensor_map, page_table,
-#:  seqlens_k, out, lse, final, arrivals, seqlen_q, q_heads, kv_heads, log2_page_size,
-#:  num_splits, m_blocks, scale_log2)
+#:  seqlens_k, out, lse, seqlen_q, q_heads, kv_heads, log2_page_size, num_splits, m_blocks,
+#:  scale_log2)
 SIGNATURE = ("void(uint64, uint64, uint64, uint64, uint64, int32[:, ::1], int32[::1], "
-             "float32[::1], float32[::1], float32[::1], int32[::1], "
-             "int32, int32, int32, int32, int32, int32, float32)")
+             "float32[::1], float32[::1], int32, int32, int32, int32, int32, int32, float32)")
 
 
 def make_attention_kernel(variant: Variant):
@@ -94,33 +81,6 @@ def make_attention_kernel(variant: Variant):
     q_tile_bytes = variant.q_tile_bytes
     kv_tile_bytes = variant.kv_tile_bytes
     ring_bytes = stages * kv_tile_bytes
-    fused = variant.combine == "fused"
-    head_dim = variant.head_dim
-    threads = variant.threads
-
-    @cuda.jit(device=True, inline=True)
-    def merge_splits(out, lse, final, num_splits, rows, batch, kv_head, m_start, rows_valid, group,
-                     seqlen_q, q_heads, tid):
-        """final = sum_s 2**lse_s O_s / sum_s 2**lse_s over the splits, for the work tile's
-        packed rows (combine.py's arithmetic, every thread of the CTA over its elements)."""
-        block_rows = min(block_m, rows_valid - m_start)
-        for element in range(tid, block_rows * head_dim, threads):
-            packed = m_start + element // head_dim
-            row = (batch * seqlen_q + packed // group) * q_heads + kv_head * group + packed % group
-            top = NEG_INF
-            for s in range(num_splits):
-                top = max(top, lse[s * rows + row])
-            index = row * head_dim + element % head_dim
-            if top == NEG_INF:
-                final[index] = ZERO
-                continue
-            weighted = ZERO
-            weights = ZERO
-            for s in range(num_splits):
-                weight = math.exp2(lse[s * rows + row] - top)
-                weighted += weight * out[(s * rows + row) * head_dim + element % head_dim]
-                weights += weight
-            final[index] = weighted / weights
 
     def paged_attention(q_address,  # uint64: Q (batch, seqlen_q, q_heads, head_dim)
                         k_pool,  # uint64: K pages (num_pages, page_size, kv_heads, head_dim)
@@ -131,8 +91,6 @@ def make_attention_kernel(variant: Variant):
                         seqlens_k,  # int32[batch]: cached tokens per sequence
                         out,  # float32[num_splits * batch * seqlen_q * q_heads * head_dim]
                         lse,  # float32[num_splits * batch * seqlen_q * q_heads]
-                        final,  # float32[batch * seqlen_q * q_heads * head_dim]: merged splits
-                        arrivals,  # int32[>= batch * kv_heads * m_blocks]: zero between launches
                         seqlen_q,  # int32: query tokens per sequence (1 and 4: decode)
                         q_heads,  # int32: query heads (a multiple of kv_heads)
                         kv_heads,  # int32: KV heads
@@ -153,9 +111,9 @@ def make_attention_kernel(variant: Variant):
         full_v_smem = smem_u32(full_v)
         empty_smem = smem_u32(empty)
 
-        # Step 0 (combine "kernel"): let the split combine (launched dependent on this grid) be
-        # scheduled once every CTA of this grid has started; it waits for this grid's end.
-        if not fused and tid == 0:
+        # Step 0: let the split combine (launched dependent on this grid) be scheduled once
+        # every CTA of this grid has started; it waits for this grid's end before reading.
+        if tid == 0:
             griddepcontrol_launch_dependents()
 
         # Step 1: which work tile, and which KV tiles it reads.
@@ -219,22 +177,6 @@ def make_attention_kernel(variant: Variant):
             consume(q_smem, k_smem, v_smem, full_k_smem, full_v_smem, empty_smem, q_address, out,
                     lse, tid >> 5, tid & 31, m_start, rows_valid, group, batch, kv_head, seqlen_q,
                     q_heads, kv_len, n_begin, tiles, scale_log2, out_row_base)
-
-        # Step 4 (combine "fused", splits > 1): the last CTA of the work tile merges its rows.
-        if fused and num_splits > 1:
-            ticket = cuda.shared.array(1, int32)
-            tile_id = (batch * kv_heads + kv_head) * m_blocks + m_block
-            cuda.threadfence()          # this thread's rows of out and lse, visible GPU-wide first
-            cuda.syncthreads()
-            if tid == 0:
-                ticket[0] = cuda.atomic.add(arrivals, tile_id, 1)
-            cuda.syncthreads()
-            if ticket[0] == num_splits - 1:
-                cuda.threadfence()      # every other split's rows, as their fences published them
-                merge_splits(out, lse, final, num_splits, page_table.shape[0] * seqlen_q * q_heads,
-                             batch, kv_head, m_start, rows_valid, group, seqlen_q, q_heads, tid)
-                if tid == 0:
-                    arrivals[tile_id] = 0
 
     paged_attention.__name__ = paged_attention.__qualname__ = variant.name
     paged_attention.launch_bounds = variant.launch_bounds   # read by compile_for_sm90a

@@ -52,21 +52,12 @@ class DeviceProblem:
         self.v_pool = cuda.to_device(np.ascontiguousarray(inputs.v_pool_bits))
         self.page_table = cuda.to_device(inputs.page_table)
         self.seqlens_k = cuda.to_device(inputs.seqlens_k)
-        self._maps = {}
-        self.allocate_outputs(max_splits)
-
-    def allocate_outputs(self, max_splits: int) -> None:
-        """Output buffers for launches of up to ``max_splits`` KV splits: every split's partial
-        rows and log2-sum-exp, the merged rows, and the fused combine's arrival counts (one per
-        work tile; there are at most as many as output rows), zeroed once here."""
-        from numba import cuda
-        p = self.problem
         self.rows = p.batch * p.seqlen_q * p.q_heads
         self.max_splits = max_splits
         self.partial = cuda.device_array(max_splits * self.rows * p.head_dim, np.float32)
         self.lse = cuda.device_array(max_splits * self.rows, np.float32)
         self.final = cuda.device_array(self.rows * p.head_dim, np.float32)
-        self.arrivals = cuda.to_device(np.zeros(self.rows, np.int32))
+        self._maps = {}
 
     @staticmethod
     def address(array) -> int:
@@ -152,8 +143,8 @@ class AttentionRunner:
                                "(the DeviceProblem's output buffers)")
 
     def launch(self, device: DeviceProblem, num_splits: int = 1, stream=0) -> None:
-        """Enqueue the attention on ``stream``; with splits and combine "kernel", the combine
-        too, as its programmatic dependent launch (combine.launch_combine)."""
+        """Enqueue the attention (and, with splits, the combine, as its programmatic
+        dependent launch: combine.launch_combine) on ``stream``."""
         from .combine import launch_combine
         self.check(device, num_splits)
         p = device.problem
@@ -164,9 +155,9 @@ class AttentionRunner:
             k_map, v_map = maps[0].address, maps[1].address
         self.kernel[ctas, self.variant.threads, stream, self.variant.dynamic_shared_bytes](
             device.address(device.q), device.address(device.k_pool), device.address(device.v_pool),
-            k_map, v_map, device.page_table, device.seqlens_k, device.partial, device.lse, device.final,
-            device.arrivals, p.seqlen_q, p.q_heads, p.kv_heads, p.page_size.bit_length() - 1, num_splits,
-            m_blocks, np.float32(p.scale * LOG2_E))
-        if num_splits > 1 and self.variant.combine == "kernel":
+            k_map, v_map, device.page_table, device.seqlens_k, device.partial, device.lse,
+            p.seqlen_q, p.q_heads, p.kv_heads, p.page_size.bit_length() - 1, num_splits, m_blocks,
+            np.float32(p.scale * LOG2_E))
+        if num_splits > 1:
             launch_combine(device.partial, device.lse, device.final, num_splits, device.rows, p.head_dim,
                            stream)

@@ -201,26 +201,3 @@ def test_wgmma_consumer_unpacks_only_v(path):
     assert 2 * unpacks["kq_wgmma"] < unpacks["kq_split"], unpacks
     qgmma = sum(n for op, n in compiled(wgmma).opcode_counts().items() if op.startswith("QGMMA"))
     assert qgmma == 128 // 32        # one wgmma per 32-byte k-step of a 128-byte e4m3 row
-
-
-@pytest.mark.parametrize("layout, rows", [("kq", 8), ("kq_wgmma", 8), ("kq_wgmma_dual", 2)])
-def test_fused_combine_counts_its_splits_behind_a_fence(layout, rows):
-    """combine "fused" (kernel.py step 4): each CTA publishes its rows with a GPU-scope fence,
-    counts itself with one GPU-scope atomic add, and the last one fences again (which
-    invalidates L1: CCTL.IVALL) before it reads the other splits' rows; no combine kernel to
-    trigger, so no griddepcontrol.launch_dependents (PREEXIT). combine "kernel" has no atomic."""
-    fields = {"dtype": "e4m3", "head_dim": 256 if layout != "kq" else 128, "load_path": "tma",
-              "consumer_warps": {"kq": 1, "kq_wgmma": 4, "kq_wgmma_dual": 8}[layout], "block_n": 64,
-              "stages": 2, "score_layout": layout, "rows_per_warp": rows}
-    fused = compiled(Variant(**fields, combine="fused")).opcode_counts()
-    assert fused.get("ATOMG.E.ADD.STRONG.GPU") == 1, fused
-    assert fused.get("MEMBAR.SC.GPU") == 2 and fused.get("CCTL.IVALL", 0) >= 1, fused
-    assert "PREEXIT" not in fused, fused
-    assert "STL" not in fused and "LDL" not in fused, fused
-    separate = compiled(Variant(**fields)).opcode_counts()
-    assert not [op for op in separate if op.startswith("ATOM")] and "PREEXIT" in separate, separate
-
-
-def test_combine_is_checked():
-    with pytest.raises(VariantError, match=r"combine='fast' is not one of \('kernel', 'fused'\)"):
-        Variant(combine="fast")

@@ -19,9 +19,7 @@ The cases cover GQA (32/8, 64/8, 8/1) and multi-head (32/32, 16/16), decode (1 a
 query tokens, packed into M of S = Q K^T, and into N of decode's S^T = K Q^T) and causal prefill (130-200 tokens over longer caches),
 ragged cache lengths with a partial last page, page sizes 1, 8 (cp.async only), 16, 32
 (TMA: one box per page, several per tile), 64 (= block_n) and 128, 256 (one box per
-tile), head dims 64, 128, 256, split-KV (2 and 3 splits) with the combine kernel and, for the
-decode consumers the sweep runs, fused into the attention's last CTA (``_fc`` variants; the
-combine kernel alone at 2 to 128 splits), one
+tile), head dims 64, 128, 256, split-KV (3 splits) with the combine kernel (and the combine alone at 2 to 128 splits), one
 non-causal variant and one cp.async variant with a single producer warp (two shared
 page-table entries per thread). ``test_tma_and_cp_async_agree_bitwise``: the two paths fill the same
 shared-memory tiles for the same consumer, so their outputs must be bit-identical; a TMA
@@ -32,7 +30,6 @@ coordinates or swizzle.
 tests/cpu/test_gpu_test_kernels_compile.py (the attention variants + the combine kernel;
 numba compiles each in a few seconds on first use).
 """
-import dataclasses
 import functools
 import os
 
@@ -139,6 +136,8 @@ for _dtype in ("bf16", "e4m3"):
 # cap, where the unrolled loads no longer fit in registers (a local-memory array)
 COMBINE_SPLITS = (2, 3, 8, 43, 128)
 
+KERNELS = {v.name: (make_attention_kernel(v), SIGNATURE) for v in VARIANTS.values()}
+KERNELS.update({f"combine_splits_{n}": (make_combine(n), COMBINE_SIGNATURE) for n in COMBINE_SPLITS})
 
 
 def _problem(dtype, d, shape, seqlen_q, lens, page, causal=True):
@@ -243,20 +242,6 @@ def _cases():
 
 CASES = _cases()
 
-# the fused combine (Variant.combine "fused", kernel.py step 4; the same code after every
-# consumer): twins of variants of each decode consumer the sweep may run, for their split cases
-FUSED = "_fc"
-FUSED_TWINS = ("d128_{}_kq_w1", "d256_{}_kq_w4", "d128_{}_kqw8", "d256_{}_kqw2", "d256_{}_kqwd2")
-for _dtype in ("bf16", "e4m3"):
-    for _path in ("tma", "cp_async"):
-        for _twin in FUSED_TWINS:
-            _key = f"{_dtype}_" + _twin.format(_path)
-            VARIANTS[_key + FUSED] = dataclasses.replace(VARIANTS[_key], combine="fused")
-CASES += [(k + FUSED, p, splits) for k, p, splits in CASES if splits > 1 and k + FUSED in VARIANTS]
-
-KERNELS = {v.name: (make_attention_kernel(v), SIGNATURE) for v in VARIANTS.values()}
-KERNELS.update({f"combine_splits_{n}": (make_combine(n), COMBINE_SIGNATURE) for n in COMBINE_SPLITS})
-
 
 def _case_id(case):
     key, p, splits = case
@@ -349,31 +334,6 @@ def test_tma_and_cp_async_agree_bitwise(case):
                     f"values differ, first at (batch, token, head, dim) = {first}: tma "
                     f"{tma_out[first]:.6g}, cp_async {gather_out[first]:.6g} (same tiles must give "
                     "the same bits: suspect the tensor map, box coordinates or swizzle)")
-
-
-FUSED_REPEATS = [c for c in CASES if c[0].endswith(FUSED) and "_tma_" in c[0]]
-
-
-@pytest.mark.parametrize("case", FUSED_REPEATS, ids=[_case_id(c) for c in FUSED_REPEATS])
-def test_the_fused_combine_leaves_its_counts_at_zero(case):
-    """A fused-combine launch sets every work tile's arrival count back to zero, so the next
-    launch on the same buffers (every timed sample) merges its own splits: twice in a row, the
-    same bits, and the counts zero after each."""
-    from numba import cuda
-    from tma_kernels.paged_kv.runner import DeviceProblem
-    key, problem, splits = case
-    seed = int.from_bytes(os.urandom(4), "little")
-    device = DeviceProblem(make_inputs(problem, np.random.default_rng(seed)), max_splits=splits)
-    outputs = []
-    for launch in range(2):
-        device.poison_outputs()
-        _runner(key).launch(device, splits)
-        cuda.synchronize()
-        outputs.append(device.output(splits))
-        counts = device.arrivals.copy_to_host()
-        assert not counts.any(), (f"{key}, seed={seed}: after launch {launch + 1}, {int((counts != 0).sum())} "
-                                  f"arrival counts are not zero (first {counts[counts != 0][:4]})")
-    assert np.array_equal(outputs[0], outputs[1]), f"{key}, seed={seed}: a second launch gave other bits"
 
 
 @pytest.mark.parametrize("num_splits", COMBINE_SPLITS)

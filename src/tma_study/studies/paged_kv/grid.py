@@ -45,7 +45,6 @@ DECODE_DUAL_WARPS = 8       # kq_wgmma_dual: two warpgroups
 DECODE_CONSUMERS = ("kq", "kq_split", "kq_wgmma", "kq_wgmma_dual")   # config decode_consumers may list
 SPLIT_CONSUMERS = ("kq_split", "kq_wgmma", "kq_wgmma_dual")          # the consumers of consumer_split.py
 WGMMA_CONSUMERS = ("kq_wgmma", "kq_wgmma_dual")                      # S^T by wgmma
-SPLIT_COMBINES = ("kernel", "fused")   # config split_combine (tma_kernels.paged_kv.geometry.SPLIT_COMBINES)
 
 
 class GridError(ValueError):
@@ -83,7 +82,6 @@ class SweepConfig:
     producer_warps: int
     decode_min_kv_tile_bytes: int     # config studies.paged_kv.decode_min_kv_tile_bytes
     decode_consumer: str = "kq"       # one of config studies.paged_kv.decode_consumers
-    split_combine: str = "kernel"     # config studies.paged_kv.split_combine
 
     @property
     def block_n(self) -> int:
@@ -159,8 +157,7 @@ class SweepConfig:
         return Variant(dtype=self.dtype, head_dim=self.shape.head_dim, load_path=self.load_path,
                        block_n=self.block_n, consumer_warps=self.consumer_warps, stages=self.stages,
                        producer_warps=1 if self.load_path == "tma" else self.producer_warps, causal=True,
-                       score_layout=self.score_layout, rows_per_warp=self.rows_per_warp,
-                       combine=self.split_combine)
+                       score_layout=self.score_layout, rows_per_warp=self.rows_per_warp)
 
     @property
     def ctas_per_split(self) -> int:
@@ -275,15 +272,6 @@ def decode_consumers(study: dict) -> list[str]:
     return list(consumers)
 
 
-def split_combine(study: dict) -> str:
-    """Config ``split_combine``: how a split launch merges its splits, one of SPLIT_COMBINES."""
-    combine = study["split_combine"]
-    if combine not in SPLIT_COMBINES:
-        raise GridError(f"config key 'studies.paged_kv.split_combine': {combine!r} is not one of "
-                        f"{list(SPLIT_COMBINES)}")
-    return combine
-
-
 def sweep_configs(study: dict) -> list[SweepConfig]:
     """Expand the study config, shape-major; keep only page sizes a path can load."""
     from tma_kernels.paged_kv import VariantError
@@ -291,7 +279,6 @@ def sweep_configs(study: dict) -> list[SweepConfig]:
     configs = []
     plans = _phase_plans(study)
     consumers = decode_consumers(study)
-    combine = split_combine(study)
     for shape, dtype, (phase, phase_shapes, pages), path in itertools.product(
             shapes(study), study["dtypes"], plans, LOAD_PATHS):
         if shape not in phase_shapes:
@@ -301,7 +288,7 @@ def sweep_configs(study: dict) -> list[SweepConfig]:
         for page, stages, warps, consumer in itertools.product(pages[path], study["stages"][phase.name],
                                                                producer_warps, phase_consumers):
             config = SweepConfig(shape, dtype, phase, page, path, stages, warps, study["decode_min_kv_tile_bytes"],
-                                 consumer, combine)
+                                 consumer)
             try:
                 variant = config.variant()
             except VariantError:

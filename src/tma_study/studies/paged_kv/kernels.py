@@ -1,8 +1,7 @@
 """The kernels the compile step builds for this study, with the SASS each must contain:
 every attention variant the configured sweep runs (config/config.yaml, studies.paged_kv)
-and, with config ``split_combine: kernel``, the split combine at a few split counts (the
-sweep picks its counts at run time; tests/cpu/test_paged_kv_kernels.py checks that each
-count's loads unroll)."""
+and the split combine at a few split counts (the sweep picks its counts at run time;
+tests/cpu/test_paged_kv_kernels.py checks that each count's loads unroll)."""
 from __future__ import annotations
 
 import yaml
@@ -12,12 +11,8 @@ from tma_study.config import REPO_ROOT
 
 MMA_SASS = {"bf16": ("HMMA.16816.F32.BF16",), "e4m3": ("F2FP.F16.E4M3.UNPACK_B", "HMMA.16816.F32")}
 PATH_SASS = {"tma": ("UTMALDG.4D",), "cp_async": ("LDGSTS.E.BYPASS.128",)}
-#: every attention kernel
-CONSUMER_SASS = ("LDSM.16.MT88.4", "MUFU.EX2", "SYNCS.PHASECHK")
-#: how it merges splits: combine "kernel", PREEXIT (griddepcontrol.launch_dependents: the combine
-#: kernel's early launch); "fused", the count of finished splits (a GPU-scope atomic add) behind
-#: a GPU-scope fence (kernel.py step 4)
-SPLIT_COMBINE_SASS = {"kernel": ("PREEXIT",), "fused": ("ATOMG.E.ADD.STRONG.GPU", "MEMBAR.SC.GPU")}
+#: every attention kernel; PREEXIT: griddepcontrol.launch_dependents (the combine's early launch)
+CONSUMER_SASS = ("LDSM.16.MT88.4", "MUFU.EX2", "SYNCS.PHASECHK", "PREEXIT")
 #: Q or K through ldmatrix (mma.sync operands); the wgmma consumers' S^T reads K and Q from
 #: shared memory by descriptor instead: HGMMA (bf16) or QGMMA (e4m3), the warpgroup mma
 SCORE_SASS = {"mma_sync": ("LDSM.16.M88.4",), "bf16_wgmma": ("HGMMA.64",), "e4m3_wgmma": ("QGMMA.64",)}
@@ -43,9 +38,7 @@ def compile_list():
     study = yaml.safe_load(CONFIG.read_text())["studies"]["paged_kv"]
     variants = sorted({c.variant() for c in sweep_configs(study)}, key=lambda v: v.name)
     kernels = [(v.name, make_attention_kernel(v), SIGNATURE,
-                MMA_SASS[v.dtype] + PATH_SASS[v.load_path] + CONSUMER_SASS + _score_sass(v)
-                + SPLIT_COMBINE_SASS[v.combine]) for v in variants]
-    if study["split_combine"] == "kernel":
-        kernels += [(f"combine_splits_{n}", make_combine(n), COMBINE_SIGNATURE, COMBINE_SASS)
-                    for n in COMBINE_SPLIT_COUNTS]
+                MMA_SASS[v.dtype] + PATH_SASS[v.load_path] + CONSUMER_SASS + _score_sass(v)) for v in variants]
+    kernels += [(f"combine_splits_{n}", make_combine(n), COMBINE_SIGNATURE, COMBINE_SASS)
+                for n in COMBINE_SPLIT_COUNTS]
     return kernels

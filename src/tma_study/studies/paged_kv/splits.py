@@ -30,14 +30,6 @@ RULE_TEXT = (f"decode: FA3's num_splits_heuristic ({FA3_SOURCE}) with num_SMs re
              "L2-size branch (it needs 2 x num_SMs query blocks per KV head and no causal mask; "
              "decode has a few query blocks per KV head); prefill: 1 split")
 
-#: config ``split_combine`` -> how a split launch's splits are merged (provenance, paper)
-SPLIT_COMBINE_TEXT = {
-    "kernel": ("a second kernel (tma_kernels/paged_kv/combine.py) launched as a programmatic dependent "
-               "launch of the attention (FA3 also merges its splits in a separate combine kernel)"),
-    "fused": ("in the attention kernel: the last CTA of each work tile to finish (an atomic count per "
-              "work tile) merges the tile's rows of every split (tma_kernels/paged_kv/kernel.py, step 4)"),
-}
-
 
 @dataclass(frozen=True)
 class SplitChoice:
