@@ -105,3 +105,63 @@ def test_a_raw_page_without_the_metrics_is_an_error_naming_them():
     partial = _raw_page(["1"] * len(profile.PIPE_METRICS)).replace(profile.PIPE_METRICS[-1], "other")
     with pytest.raises(ValueError, match="sm__cycles_elapsed"):
         profile.pipe_shares(partial)
+
+
+def test_the_durations_pass_times_every_kernel_of_every_launch_in_nanoseconds():
+    config = profile.config_mod.REPO_ROOT / "config" / "config.yaml"
+    command = profile.ncu_durations_command("ncu", config, KEY)
+    assert "--clock-control none" in " ".join(command) and "--launch-skip" not in command
+    assert command[command.index("--kernel-name") + 1] == "regex:paged_attention_|combine_splits"
+    assert command[command.index("--metrics") + 1] == profile.DURATION_METRIC
+    assert command[command.index("--print-units") + 1] == "base"
+    samples = profile.ncu_command("ncu", config, KEY)
+    assert command[command.index(sys.executable):] == samples[samples.index(sys.executable):]
+
+
+def _durations_page(kernels, unit="nsecond"):
+    rows = ['"ID","Kernel Name","Grid Size","gpu__time_duration.sum"', f'"","","","{unit}"']
+    rows += [f'"{i}","{name}","(256, 1, 1)","{ns}"' for i, (name, ns) in enumerate(kernels)]
+    return "\n".join(["==PROF== Connected to process 7", f"{KEY}: kernel k", *rows])
+
+
+SPLIT_LAUNCHES = [("paged_attention_cp_async_e4m3_d256", "36,380"), ("combine_splits", "3,840")] * 3
+
+
+def test_kernel_durations_read_each_kernel_in_microseconds():
+    durations = profile.kernel_durations(_durations_page(SPLIT_LAUNCHES))
+    assert len(durations) == 6
+    assert durations[0] == ("paged_attention_cp_async_e4m3_d256", pytest.approx(36.38))
+    assert durations[-1] == ("combine_splits", pytest.approx(3.84))
+
+
+def test_the_durations_summary_takes_the_last_launch_and_names_the_time_outside_it():
+    durations = profile.kernel_durations(_durations_page(SPLIT_LAUNCHES))
+    line = profile.summarize_durations(durations, 49.34)
+    assert line.startswith("last launch (of 3): attention 36.38 us, combine 3.84 us; kernels together 40.22 us")
+    assert "49.34 us (median), 9.12 us outside these kernels" in line
+    unsplit = profile.kernel_durations(_durations_page([("paged_attention_tma_bf16", "250,000")] * 3))
+    assert profile.summarize_durations(unsplit, None) == (
+        "last launch (of 3): attention 250.00 us; kernels together 250.00 us")
+
+
+def test_a_durations_page_it_cannot_read_is_an_error_saying_why():
+    with pytest.raises(ValueError, match="no 'gpu__time_duration.sum' column"):
+        profile.kernel_durations('"ID","Kernel Name"\n"",""\n')
+    assert profile.kernel_durations(_durations_page(SPLIT_LAUNCHES, unit="usecond"))[1][1] == 3840.0
+    with pytest.raises(ValueError, match="'cycle'.*--print-units base"):
+        profile.kernel_durations(_durations_page(SPLIT_LAUNCHES, unit="cycle"))
+    with pytest.raises(ValueError, match="no paged_attention_ kernel"):
+        profile.summarize_durations([("combine_splits", 3.0)], None)
+
+
+def test_the_reference_median_is_the_keys_row(study, tmp_path):
+    import pandas as pd
+    (config,) = profile.resolve(study, [KEY])
+    row = {**config.columns(), "time_us_median": 145.0}
+    other = {**row, "stages": 4, "time_us_median": 150.0}
+    path = tmp_path / "attention.csv"
+    pd.DataFrame([row, other]).to_csv(path, index=False)
+    assert profile.reference_median(config, path) == 145.0
+    assert profile.reference_median(config, tmp_path / "missing.csv") is None
+    pd.DataFrame([other]).to_csv(path, index=False)
+    assert profile.reference_median(config, path) is None

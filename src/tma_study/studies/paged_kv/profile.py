@@ -6,6 +6,7 @@ on it ("a source-level profile, outside these data, points at the consumer").
 
     python -m tma_study.studies.paged_kv.profile --out build/profile/paged_kv KEY [KEY ...]
     python -m tma_study.studies.paged_kv.profile --list        # every configuration key
+    python -m tma_study.studies.paged_kv.profile --durations --out DIR KEY [KEY ...]
 
 KEY is a configuration of the sweep in ``--config`` (``SweepConfig.key``, e.g.
 ``llama3_8b/e4m3/decode-q1-b32-ctx8192/page256/cp_async/s2p1/kq``). For each key, ncu runs this
@@ -22,6 +23,14 @@ share of their peak over active cycles, and the issue slots used) and writes
 ``<out>/<key>.pipes.csv``; the summary adds those shares and the executed instructions by
 opcode. On sm_90a the fp8 -> fp16 unpack (``F2FP.F16.E4M3.UNPACK_B``) issues to the ALU pipe,
 beside LOP3, PRMT and the shifts, so the ALU share is where an fp8 consumer's conversions show.
+With ``--durations`` it runs one other pass instead: each kernel's duration (``gpu__time_duration``)
+over every launch of the child, the attention and, with splits, the split combine, written to
+``<out>/<key>.durations.csv``; the summary gives the last launch's kernels and their sum next to
+the median the reference data (``--reference``) timed for the key: what the timed launch spends
+outside the two kernels (launch, the gap before the combine) is the difference. Its ncu command
+was first run by hand on the H200 (the session of d2da772, numbers in its closing note: at the
+one-token e4m3 ``mqa_8x256`` point the combine took about a tenth of the attention kernel's
+time); this pass itself has not yet run as this module there.
 First run as this module on the H200 at 88baa05, on four decode points of
 results/ at aa4ce47 (its numbers are in that session's notes, not in results/); the pipe pass
 first at 3a9bc0d, on seven decode points (numbers in that session's closing note).
@@ -53,6 +62,10 @@ PIPE_METRICS = tuple(f"sm__inst_executed_pipe_{pipe}.avg.pct_of_peak_sustained_a
     "dram__throughput.avg.pct_of_peak_sustained_elapsed",
     "sm__cycles_elapsed.avg.per_second",
 )
+#: the durations pass: every kernel of every launch (the attention and the split combine)
+DURATION_METRIC = "gpu__time_duration.sum"
+DURATION_KERNELS = "regex:paged_attention_|combine_splits"
+REFERENCE = config_mod.REPO_ROOT / "results" / "h200" / "paged_kv" / "attention.csv"
 SAMPLES = "Warp Stall Sampling (All Samples)"
 HOTTEST = 12
 # the child's module by its import name: run as ``python -m``, this module's __name__ is
@@ -91,6 +104,60 @@ def ncu_command(ncu: str, config_path: Path, key: str) -> list[str]:
 def ncu_pipes_command(ncu: str, config_path: Path, key: str) -> list[str]:
     """The second pass: the same launch, ``PIPE_METRICS`` only, as ncu's raw CSV page."""
     return _ncu(ncu, config_path, key, ["--metrics", ",".join(PIPE_METRICS), "--page", "raw", "--csv"])
+
+
+def ncu_durations_command(ncu: str, config_path: Path, key: str) -> list[str]:
+    """The durations pass: every kernel of every launch, its duration alone, in nanoseconds."""
+    return [ncu, "--clock-control", "none", "--kernel-name-base", "function", "--kernel-name", DURATION_KERNELS,
+            "--metrics", DURATION_METRIC, "--print-units", "base", "--page", "raw", "--csv",
+            sys.executable, "-m", CHILD_MODULE, "--child", "--config", str(config_path), key]
+
+
+def kernel_durations(ncu_csv: str) -> list[tuple[str, float]]:
+    """[(kernel name, duration in us)] in launch order, from the durations pass's raw CSV page (a
+    header row, a row of units, a row per profiled kernel)."""
+    lines = [line for line in ncu_csv.splitlines() if line.startswith('"')]
+    rows = list(csv.reader(io.StringIO("\n".join(lines))))
+    head = next((i for i, row in enumerate(rows) if DURATION_METRIC in row and "Kernel Name" in row), None)
+    if head is None:
+        raise ValueError(f"no {DURATION_METRIC!r} column in ncu's raw output")
+    names, units = rows[head], rows[head + 1]
+    name, value = names.index("Kernel Name"), names.index(DURATION_METRIC)
+    scale = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3}.get(units[value])
+    if scale is None:
+        raise ValueError(f"ncu gave {DURATION_METRIC} in {units[value]!r}, not a time unit; it is asked for "
+                         "nanoseconds (--print-units base)")
+    return [(row[name], float(row[value].replace(",", "")) * scale) for row in rows[head + 2:] if len(row) > value]
+
+
+def summarize_durations(durations: list[tuple[str, float]], timed_us: float | None) -> str:
+    """The last launch's kernels (its attention and, after it, any combine), their sum, and the
+    reference data's timed median for the whole launch when there is one."""
+    starts = [i for i, (name, _) in enumerate(durations) if "paged_attention_" in name]
+    if not starts:
+        raise ValueError("ncu profiled no paged_attention_ kernel")
+    last = durations[starts[-1]:]
+    total = sum(us for _, us in last)
+    parts = ", ".join(f"{'attention' if 'paged_attention_' in name else 'combine'} {us:.2f} us" for name, us in last)
+    line = f"last launch (of {len(starts)}): {parts}; kernels together {total:.2f} us"
+    if timed_us is not None:
+        line += (f"; the reference data time the whole launch at {timed_us:.2f} us (median), "
+                 f"{timed_us - total:.2f} us outside these kernels")
+    return line
+
+
+def reference_median(config, reference: Path) -> float | None:
+    """The median time the reference data recorded for ``config`` (None if it has no such row)."""
+    import pandas as pd
+    if not reference.is_file():
+        return None
+    data = pd.read_csv(reference)
+    columns = config.columns()
+    match = data
+    for column in ("shape", "dtype", "phase", "batch", "seqlen_q", "context_tokens", "page_size", "load_path",
+                   "score_layout", "stages", "producer_warps"):
+        match = match[match[column] == columns[column]]
+    return float(match.time_us_median.iloc[0]) if len(match) == 1 else None
 
 
 def pipe_shares(ncu_csv: str) -> dict[str, float]:
@@ -142,6 +209,17 @@ def launch(study: dict, config) -> str:
             f"{resident_ctas(runner)} CTAs per SM, {split.num_splits} splits, {split.grid_ctas} CTAs")
 
 
+def _durations(ncu: str, config_path: Path, config, stem: Path, reference: Path) -> str:
+    result = subprocess.run(ncu_durations_command(ncu, config_path, config.key), capture_output=True, text=True,
+                            check=False)
+    stem.with_suffix(".durations.csv").write_text(result.stdout)
+    if result.returncode != 0:
+        raise SystemExit(f"ncu (durations) failed ({result.returncode}) for {config.key}: {result.stderr[-2000:]}")
+    summary = summarize_durations(kernel_durations(result.stdout), reference_median(config, reference))
+    stem.with_suffix(".durations.txt").write_text(summary + "\n")
+    return summary
+
+
 def summarize(ncu_csv: str) -> str:
     """Stall samples by reason and by opcode, and the hottest instructions, from ncu's SASS view."""
     lines = [line for line in ncu_csv.splitlines() if line.startswith('"')]
@@ -186,6 +264,11 @@ def main(argv=None) -> int:
     parser.add_argument("--config", type=Path, default=config_mod.REPO_ROOT / "config" / "config.yaml")
     parser.add_argument("--out", type=Path)
     parser.add_argument("--list", action="store_true", help="print every configuration key and stop")
+    parser.add_argument("--durations", action="store_true",
+                        help="time each kernel of the launch (attention, split combine) instead of the stall and "
+                             "pipe passes")
+    parser.add_argument("--reference", type=Path, default=REFERENCE,
+                        help="attention.csv whose timed median --durations prints beside the kernels' (default: %(default)s)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     study = study_config(args.config)
@@ -206,9 +289,12 @@ def main(argv=None) -> int:
         raise SystemExit("ncu (Nsight Compute) is not on PATH; it ships with the CUDA toolkit")
     args.out.mkdir(parents=True, exist_ok=True)
     for config in configs:
+        stem = args.out / config.key.replace("/", "_")
+        if args.durations:
+            print(f"== {config.key}\n{_durations(ncu, args.config, config, stem, args.reference)}", flush=True)
+            continue
         result = subprocess.run(ncu_command(ncu, args.config, config.key), capture_output=True, text=True,
                                 check=False)
-        stem = args.out / config.key.replace("/", "_")
         stem.with_suffix(".csv").write_text(result.stdout)
         if result.returncode != 0:
             raise SystemExit(f"ncu failed ({result.returncode}) for {config.key}: {result.stderr[-2000:]}")
