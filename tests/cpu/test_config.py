@@ -39,6 +39,22 @@ def test_shipped_config_is_valid(name):
     assert "crossover" in loaded["studies"]
 
 
+PROBES = sorted((REPO / "config" / "probes").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", PROBES, ids=lambda p: p.name)
+def test_probe_configs_are_valid_and_say_how_to_run_them(path):
+    """config/probes/: the narrowed runs behind statements "outside the reference data" load,
+    expand to a sweep, and name the command that reruns them (outside results/)."""
+    loaded = config_mod.load(path, KNOWN_STUDIES)
+    for name, study in loaded["studies"].items():
+        if name == "paged_kv":
+            from tma_study.studies.paged_kv.grid import sweep_configs
+            assert sweep_configs(study)
+    header = path.read_text().split("\nmeasure:")[0]
+    assert f"tma-study measure {next(iter(loaded['studies']))} --config config/probes/{path.name}" in header
+
+
 # ------------------------------------------------------------------ rejections name the key
 def test_cluster_size_3_is_rejected_naming_its_index(config):
     config["gpu_probe"]["cluster_sizes"] = [1, 2, 3]
