@@ -22,10 +22,10 @@ Tried and reverted (eaf4f2b): merging inside the attention kernel, by the last C
 tile to finish (an atomic count per work tile behind a GPU-scope fence), with no second launch.
 On the H200 it passed the GPU tests but, in a narrowed run outside the reference data
 (llama3_8b and mqa_8x256 decode, bf16 and e4m3, page 128), took longer in all 37 split
-configurations: from 3 % to 2.7 times as long, 22 % in the median, and about twice as long at the
-15 to 57 splits of a single sequence (batch 1). That CTA merges its
-tile's rows alone, each thread one element after another with dependent loads, while this
-kernel spreads the merge over the whole GPU with every load of a thread in flight at once.
+configurations: from 3 % to 2.7 times as long, 22 % in the median, and about twice as long at
+the 15 to 57 splits of a single sequence (batch 1). That CTA merges its tile's rows alone, each
+thread one element after another with dependent loads, while this kernel spreads the merge
+over the whole GPU with every load of a thread in flight at once.
 """
 import functools
 import math

@@ -59,10 +59,11 @@ named barrier (id 1 + g), scratch and online-softmax state over its tiles; a til
 ``empty`` barrier counts its group's 128 threads. Why: a 4-warp consumer of a 32-row e4m3
 decode tile waits on its own latencies (the maxima's shuffles and exchange, two barriers,
 the P exchange) with one warp per SM sub-partition; a second group overlaps them without
-more shared memory or more KV splits. (On the H200, outside the reference data: correct in the
-GPU tests; at the e4m3 decode points of llama3_70b and mqa_8x256 about 3 % faster than kq_wgmma
-at one token of llama3_70b, level at one token of mqa_8x256, about 3 % slower at four tokens,
-where it runs fewer CTAs an SM or spills; so the sweep does not run it.) At the end group 1's state (O^T, maxima, sums) goes
+more shared memory or more KV splits. (On the H200, outside the reference data,
+config/probes/paged_kv_dual_consumer.yaml: correct in the GPU tests; at the e4m3 decode points
+of llama3_70b and mqa_8x256 about 3 % faster than kq_wgmma at one token of llama3_70b, level at
+one token of mqa_8x256, about 3 % slower at four tokens, where it runs fewer CTAs an SM or
+spills; so the sweep does not run it.) At the end group 1's state (O^T, maxima, sums) goes
 through the idle K/V ring and group 0 merges it (``merge_groups``) and writes the rows. Q is
 loaded by group 0 and read by both (barrier id 1 + 2 over all 8 warps).
 
