@@ -112,36 +112,40 @@ def test_the_durations_pass_times_every_kernel_of_every_launch_in_nanoseconds():
     command = profile.ncu_durations_command("ncu", config, KEY)
     assert "--clock-control none" in " ".join(command) and "--launch-skip" not in command
     assert command[command.index("--kernel-name") + 1] == "regex:paged_attention_|combine_splits"
-    assert command[command.index("--metrics") + 1] == profile.DURATION_METRIC
+    assert command[command.index("--metrics") + 1].split(",") == list(profile.DURATION_METRICS)
+    assert profile.DURATION_METRIC in profile.DURATION_METRICS
     assert command[command.index("--print-units") + 1] == "base"
     samples = profile.ncu_command("ncu", config, KEY)
     assert command[command.index(sys.executable):] == samples[samples.index(sys.executable):]
 
 
 def _durations_page(kernels, unit="nsecond"):
-    rows = ['"ID","Kernel Name","Grid Size","gpu__time_duration.sum"', f'"","","","{unit}"']
-    rows += [f'"{i}","{name}","(256, 1, 1)","{ns}"' for i, (name, ns) in enumerate(kernels)]
+    rows = ['"ID","Kernel Name","Grid Size","gpu__time_duration.sum","sm__cycles_elapsed.avg.per_second"',
+            f'"","","","{unit}","cycle/second"']
+    rows += [f'"{i}","{name}","(256, 1, 1)","{ns}","{hz}"' for i, (name, ns, hz) in enumerate(kernels)]
     return "\n".join(["==PROF== Connected to process 7", f"{KEY}: kernel k", *rows])
 
 
-SPLIT_LAUNCHES = [("paged_attention_cp_async_e4m3_d256", "36,380"), ("combine_splits", "3,840")] * 3
+SPLIT_LAUNCHES = [("paged_attention_cp_async_e4m3_d256", "36,380", "1,980,000,000"),
+                  ("combine_splits", "3,840", "1,755,000,000")] * 3
 
 
-def test_kernel_durations_read_each_kernel_in_microseconds():
+def test_kernel_durations_read_each_kernel_in_microseconds_and_gigahertz():
     durations = profile.kernel_durations(_durations_page(SPLIT_LAUNCHES))
     assert len(durations) == 6
-    assert durations[0] == ("paged_attention_cp_async_e4m3_d256", pytest.approx(36.38))
-    assert durations[-1] == ("combine_splits", pytest.approx(3.84))
+    assert durations[0] == ("paged_attention_cp_async_e4m3_d256", pytest.approx(36.38), pytest.approx(1.98))
+    assert durations[-1] == ("combine_splits", pytest.approx(3.84), pytest.approx(1.755))
 
 
-def test_the_durations_summary_takes_the_last_launch_and_names_the_time_outside_it():
+def test_the_durations_summary_takes_the_last_launch_and_sets_the_reference_beside_it():
     durations = profile.kernel_durations(_durations_page(SPLIT_LAUNCHES))
-    line = profile.summarize_durations(durations, 49.34)
-    assert line.startswith("last launch (of 3): attention 36.38 us, combine 3.84 us; kernels together 40.22 us")
-    assert "49.34 us (median), 9.12 us outside these kernels" in line
-    unsplit = profile.kernel_durations(_durations_page([("paged_attention_tma_bf16", "250,000")] * 3))
+    line = profile.summarize_durations(durations, (49.34, 1774.5))
+    assert line.startswith("last launch (of 3): attention 36.38 us at 1.98 GHz, combine 3.84 us at 1.75 GHz; "
+                           "kernels together 40.22 us")
+    assert "49.34 us (median, SM clock 1.77 GHz mean), 9.12 us more" in line
+    unsplit = profile.kernel_durations(_durations_page([("paged_attention_tma_bf16", "250,000", "1.9e9")] * 3))
     assert profile.summarize_durations(unsplit, None) == (
-        "last launch (of 3): attention 250.00 us; kernels together 250.00 us")
+        "last launch (of 3): attention 250.00 us at 1.90 GHz; kernels together 250.00 us")
 
 
 def test_a_durations_page_it_cannot_read_is_an_error_saying_why():
@@ -150,18 +154,20 @@ def test_a_durations_page_it_cannot_read_is_an_error_saying_why():
     assert profile.kernel_durations(_durations_page(SPLIT_LAUNCHES, unit="usecond"))[1][1] == 3840.0
     with pytest.raises(ValueError, match="'cycle'.*--print-units base"):
         profile.kernel_durations(_durations_page(SPLIT_LAUNCHES, unit="cycle"))
+    with pytest.raises(ValueError, match="lacks.*sm__cycles_elapsed"):
+        profile.kernel_durations(_durations_page(SPLIT_LAUNCHES).replace("sm__cycles_elapsed", "other"))
     with pytest.raises(ValueError, match="no paged_attention_ kernel"):
-        profile.summarize_durations([("combine_splits", 3.0)], None)
+        profile.summarize_durations([("combine_splits", 3.0, 1.9)], None)
 
 
-def test_the_reference_median_is_the_keys_row(study, tmp_path):
+def test_the_reference_timing_is_the_keys_row(study, tmp_path):
     import pandas as pd
     (config,) = profile.resolve(study, [KEY])
-    row = {**config.columns(), "time_us_median": 145.0}
+    row = {**config.columns(), "time_us_median": 145.0, "sm_clock_mhz_mean": 1770.0}
     other = {**row, "stages": 4, "time_us_median": 150.0}
     path = tmp_path / "attention.csv"
     pd.DataFrame([row, other]).to_csv(path, index=False)
-    assert profile.reference_median(config, path) == 145.0
-    assert profile.reference_median(config, tmp_path / "missing.csv") is None
+    assert profile.reference_timing(config, path) == (145.0, 1770.0)
+    assert profile.reference_timing(config, tmp_path / "missing.csv") is None
     pd.DataFrame([other]).to_csv(path, index=False)
-    assert profile.reference_median(config, path) is None
+    assert profile.reference_timing(config, path) is None

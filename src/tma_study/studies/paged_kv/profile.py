@@ -25,9 +25,10 @@ opcode. On sm_90a the fp8 -> fp16 unpack (``F2FP.F16.E4M3.UNPACK_B``) issues to 
 beside LOP3, PRMT and the shifts, so the ALU share is where an fp8 consumer's conversions show.
 With ``--durations`` it runs one other pass instead: each kernel's duration (``gpu__time_duration``)
 over every launch of the child, the attention and, with splits, the split combine, written to
-``<out>/<key>.durations.csv``; the summary gives the last launch's kernels and their sum next to
-the median the reference data (``--reference``) timed for the key: what the timed launch spends
-outside the two kernels (launch, the gap before the combine) is the difference. Its ncu command
+``<out>/<key>.durations.csv``; the summary gives the last launch's kernels (and the SM clock each
+ran at) and their sum next to the median (and mean SM clock) the reference data
+(``--reference``) timed for the key: the difference is what the timed launch spends outside the
+two kernels (launch, the gap before the combine) and what a different clock moved. Its ncu command
 was first run by hand on the H200 (the session of d2da772, numbers in its closing note: at the
 one-token e4m3 ``mqa_8x256`` point the combine took about a tenth of the attention kernel's
 time); this pass itself has not yet run as this module there.
@@ -64,6 +65,7 @@ PIPE_METRICS = tuple(f"sm__inst_executed_pipe_{pipe}.avg.pct_of_peak_sustained_a
 )
 #: the durations pass: every kernel of every launch (the attention and the split combine)
 DURATION_METRIC = "gpu__time_duration.sum"
+DURATION_METRICS = (DURATION_METRIC, "sm__cycles_elapsed.avg.per_second")   # and the SM clock it ran at
 DURATION_KERNELS = "regex:paged_attention_|combine_splits"
 REFERENCE = config_mod.REPO_ROOT / "results" / "h200" / "paged_kv" / "attention.csv"
 SAMPLES = "Warp Stall Sampling (All Samples)"
@@ -107,47 +109,61 @@ def ncu_pipes_command(ncu: str, config_path: Path, key: str) -> list[str]:
 
 
 def ncu_durations_command(ncu: str, config_path: Path, key: str) -> list[str]:
-    """The durations pass: every kernel of every launch, its duration alone, in nanoseconds."""
+    """The durations pass: every kernel of every launch, its duration alone in nanoseconds and
+    its SM clock."""
     return [ncu, "--clock-control", "none", "--kernel-name-base", "function", "--kernel-name", DURATION_KERNELS,
-            "--metrics", DURATION_METRIC, "--print-units", "base", "--page", "raw", "--csv",
+            "--metrics", ",".join(DURATION_METRICS), "--print-units", "base", "--page", "raw", "--csv",
             sys.executable, "-m", CHILD_MODULE, "--child", "--config", str(config_path), key]
 
 
-def kernel_durations(ncu_csv: str) -> list[tuple[str, float]]:
-    """[(kernel name, duration in us)] in launch order, from the durations pass's raw CSV page (a
-    header row, a row of units, a row per profiled kernel)."""
+def kernel_durations(ncu_csv: str) -> list[tuple[str, float, float]]:
+    """[(kernel name, duration in us, SM clock in GHz)] in launch order, from the durations pass's
+    raw CSV page (a header row, a row of units, a row per profiled kernel)."""
     lines = [line for line in ncu_csv.splitlines() if line.startswith('"')]
     rows = list(csv.reader(io.StringIO("\n".join(lines))))
     head = next((i for i, row in enumerate(rows) if DURATION_METRIC in row and "Kernel Name" in row), None)
     if head is None:
         raise ValueError(f"no {DURATION_METRIC!r} column in ncu's raw output")
     names, units = rows[head], rows[head + 1]
-    name, value = names.index("Kernel Name"), names.index(DURATION_METRIC)
+    missing = [m for m in DURATION_METRICS if m not in names]
+    if missing:
+        raise ValueError(f"ncu's raw output lacks {missing}")
+    name, value, clock = (names.index(m) for m in ("Kernel Name", *DURATION_METRICS))
     scale = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3}.get(units[value])
     if scale is None:
         raise ValueError(f"ncu gave {DURATION_METRIC} in {units[value]!r}, not a time unit; it is asked for "
                          "nanoseconds (--print-units base)")
-    return [(row[name], float(row[value].replace(",", "")) * scale) for row in rows[head + 2:] if len(row) > value]
+
+    def number(text):
+        return float(text.replace(",", ""))
+    return [(row[name], number(row[value]) * scale, number(row[clock]) / 1e9)
+            for row in rows[head + 2:] if len(row) > max(value, clock)]
 
 
-def summarize_durations(durations: list[tuple[str, float]], timed_us: float | None) -> str:
-    """The last launch's kernels (its attention and, after it, any combine), their sum, and the
-    reference data's timed median for the whole launch when there is one."""
-    starts = [i for i, (name, _) in enumerate(durations) if "paged_attention_" in name]
+def summarize_durations(durations: list[tuple[str, float, float]], timed: tuple[float, float] | None) -> str:
+    """The last launch's kernels (its attention and, after it, any combine) with their SM clocks,
+    their sum, and the reference data's (median us, mean SM clock MHz) for the whole launch when
+    there is one. The difference is launch and the gap before the combine, but also any
+    difference in SM clock: ncu leaves the clocks as they are, and a kernel that follows an idle
+    pause may start lower than nvbench's back-to-back samples."""
+    starts = [i for i, (name, _, _) in enumerate(durations) if "paged_attention_" in name]
     if not starts:
         raise ValueError("ncu profiled no paged_attention_ kernel")
     last = durations[starts[-1]:]
-    total = sum(us for _, us in last)
-    parts = ", ".join(f"{'attention' if 'paged_attention_' in name else 'combine'} {us:.2f} us" for name, us in last)
+    total = sum(us for _, us, _ in last)
+    parts = ", ".join(f"{'attention' if 'paged_attention_' in name else 'combine'} {us:.2f} us at {ghz:.2f} GHz"
+                      for name, us, ghz in last)
     line = f"last launch (of {len(starts)}): {parts}; kernels together {total:.2f} us"
-    if timed_us is not None:
-        line += (f"; the reference data time the whole launch at {timed_us:.2f} us (median), "
-                 f"{timed_us - total:.2f} us outside these kernels")
+    if timed is not None:
+        median_us, clock_mhz = timed
+        line += (f"; the reference data time the whole launch at {median_us:.2f} us (median, SM clock "
+                 f"{clock_mhz / 1e3:.2f} GHz mean), {median_us - total:.2f} us more")
     return line
 
 
-def reference_median(config, reference: Path) -> float | None:
-    """The median time the reference data recorded for ``config`` (None if it has no such row)."""
+def reference_timing(config, reference: Path) -> tuple[float, float] | None:
+    """(median us, mean SM clock MHz) the reference data recorded for ``config`` (None if it has
+    no such row)."""
     import pandas as pd
     if not reference.is_file():
         return None
@@ -157,7 +173,9 @@ def reference_median(config, reference: Path) -> float | None:
     for column in ("shape", "dtype", "phase", "batch", "seqlen_q", "context_tokens", "page_size", "load_path",
                    "score_layout", "stages", "producer_warps"):
         match = match[match[column] == columns[column]]
-    return float(match.time_us_median.iloc[0]) if len(match) == 1 else None
+    if len(match) != 1:
+        return None
+    return float(match.time_us_median.iloc[0]), float(match.sm_clock_mhz_mean.iloc[0])
 
 
 def pipe_shares(ncu_csv: str) -> dict[str, float]:
@@ -215,7 +233,7 @@ def _durations(ncu: str, config_path: Path, config, stem: Path, reference: Path)
     stem.with_suffix(".durations.csv").write_text(result.stdout)
     if result.returncode != 0:
         raise SystemExit(f"ncu (durations) failed ({result.returncode}) for {config.key}: {result.stderr[-2000:]}")
-    summary = summarize_durations(kernel_durations(result.stdout), reference_median(config, reference))
+    summary = summarize_durations(kernel_durations(result.stdout), reference_timing(config, reference))
     stem.with_suffix(".durations.txt").write_text(summary + "\n")
     return summary
 
