@@ -118,26 +118,14 @@ def ncu_durations_command(ncu: str, config_path: Path, key: str) -> list[str]:
 
 def kernel_durations(ncu_csv: str) -> list[tuple[str, float, float]]:
     """[(kernel name, duration in us, SM clock in GHz)] in launch order, from the durations pass's
-    raw CSV page (a header row, a row of units, a row per profiled kernel)."""
-    lines = [line for line in ncu_csv.splitlines() if line.startswith('"')]
-    rows = list(csv.reader(io.StringIO("\n".join(lines))))
-    head = next((i for i, row in enumerate(rows) if DURATION_METRIC in row and "Kernel Name" in row), None)
-    if head is None:
-        raise ValueError(f"no {DURATION_METRIC!r} column in ncu's raw output")
-    names, units = rows[head], rows[head + 1]
-    missing = [m for m in DURATION_METRICS if m not in names]
-    if missing:
-        raise ValueError(f"ncu's raw output lacks {missing}")
-    name, value, clock = (names.index(m) for m in ("Kernel Name", *DURATION_METRICS))
-    scale = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3}.get(units[value])
+    raw CSV page."""
+    names, units, values = raw_page(ncu_csv, (*DURATION_METRICS, "Kernel Name"))
+    name, duration, clock = (names.index(m) for m in ("Kernel Name", *DURATION_METRICS))
+    scale = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3}.get(units[duration])
     if scale is None:
-        raise ValueError(f"ncu gave {DURATION_METRIC} in {units[value]!r}, not a time unit; it is asked for "
+        raise ValueError(f"ncu gave {DURATION_METRIC} in {units[duration]!r}, not a time unit; it is asked for "
                          "nanoseconds (--print-units base)")
-
-    def number(text):
-        return float(text.replace(",", ""))
-    return [(row[name], number(row[value]) * scale, number(row[clock]) / 1e9)
-            for row in rows[head + 2:] if len(row) > max(value, clock)]
+    return [(row[name], _number(row[duration]) * scale, _number(row[clock]) / 1e9) for row in values]
 
 
 def summarize_durations(durations: list[tuple[str, float, float]], timed: tuple[float, float] | None) -> str:
@@ -167,30 +155,40 @@ def reference_timing(config, reference: Path) -> tuple[float, float] | None:
     import pandas as pd
     if not reference.is_file():
         return None
-    data = pd.read_csv(reference)
+    from .aggregate import CELL, KNOBS
     columns = config.columns()
-    match = data
-    for column in ("shape", "dtype", "phase", "batch", "seqlen_q", "context_tokens", "page_size", "load_path",
-                   "score_layout", "stages", "producer_warps"):
+    match = pd.read_csv(reference)
+    for column in (*CELL, *KNOBS, "score_layout"):       # a configuration key's columns
         match = match[match[column] == columns[column]]
     if len(match) != 1:
         return None
     return float(match.time_us_median.iloc[0]), float(match.sm_clock_mhz_mean.iloc[0])
 
 
-def pipe_shares(ncu_csv: str) -> dict[str, float]:
-    """``PIPE_METRICS`` -> value, from ncu's raw CSV page (a header row naming the metrics, a row
-    of units, a row of values)."""
+def raw_page(ncu_csv: str, metrics: tuple[str, ...]) -> tuple[list[str], list[str], list[list[str]]]:
+    """(column names, their units, a row of values per profiled kernel) of ncu's raw CSV page (a
+    header row naming the metrics, a row of units, the rows of values); every one of ``metrics``
+    must be a column and at least one kernel a row."""
     lines = [line for line in ncu_csv.splitlines() if line.startswith('"')]
     rows = list(csv.reader(io.StringIO("\n".join(lines))))
-    head = next((i for i, row in enumerate(rows) if PIPE_METRICS[0] in row), None)
+    head = next((i for i, row in enumerate(rows) if metrics[0] in row), None)
     if head is None or len(rows) < head + 3:
-        raise ValueError(f"no row of {PIPE_METRICS[0]!r} values in ncu's raw output")
-    names, values = rows[head], rows[head + 2]
-    missing = [m for m in PIPE_METRICS if m not in names]
+        raise ValueError(f"no row of {metrics[0]!r} values in ncu's raw output")
+    names = rows[head]
+    missing = [m for m in metrics if m not in names]
     if missing:
         raise ValueError(f"ncu's raw output lacks {missing}")
-    return {m: float(values[names.index(m)].replace(",", "")) for m in PIPE_METRICS}
+    return names, rows[head + 1], [row for row in rows[head + 2:] if len(row) == len(names)]
+
+
+def _number(text: str) -> float:
+    return float(text.replace(",", ""))
+
+
+def pipe_shares(ncu_csv: str) -> dict[str, float]:
+    """``PIPE_METRICS`` -> value, from ncu's raw CSV page of one kernel."""
+    names, _, values = raw_page(ncu_csv, PIPE_METRICS)
+    return {m: _number(values[0][names.index(m)]) for m in PIPE_METRICS}
 
 
 def summarize_pipes(shares: dict[str, float]) -> str:
