@@ -282,3 +282,13 @@ def test_a_case_without_surviving_samples_is_recorded_as_not_measured():
     columns = Timing("k", {"nv/cold/sample_size": 0, "nv/cold/walltime": 0.5}).columns()
     assert math.isnan(columns["time_us_median"]) and columns["samples"] == 0
     assert columns["timing_status"].startswith("not measured")
+
+
+def test_an_unknown_l2_state_is_refused_before_any_gpu_work():
+    from tma_study.harness import timing
+    case = timing.TimedCase("k", lambda s: None, lambda: None, l2_after_flush="warm")
+    with pytest.raises(ValueError, match="timing case 'k': l2_after_flush: 'warm' is not allowed; "
+                                         "allowed: clean, dirty"):
+        timing.run([case], study="harness_test")
+    with pytest.raises(ValueError, match="l2_after_flush: 'lukewarm' is not allowed"):
+        timing.run([], study="harness_test", l2_after_flush="lukewarm")

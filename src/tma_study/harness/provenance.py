@@ -11,6 +11,8 @@ import socket
 import subprocess
 from pathlib import Path
 
+from . import l2_state
+
 SOURCE_COMMIT_VARIABLE = "TMA_STUDY_SOURCE_COMMIT"
 PACKAGES = ("numba", "numba-cuda", "llvmlite", "numpy", "cuda-bindings", "cuda-core",
             "cuda-bench", "nvidia-nvvm", "nvidia-cuda-nvcc", "nvidia-cuda-runtime", "pandas",
@@ -105,6 +107,8 @@ def build(*, study: str, gpu: dict, study_config: dict, repo: Path, started: str
         "config": study_config,
         "started_utc": started,
         "finished_utc": utc_now(),
+        "l2_before_each_sample": l2_state.DESCRIPTIONS[
+            (study_config.get("timing") or {}).get("l2_after_flush", l2_state.DEFAULT_L2_STATE)],
     }
     record.update(extra or {})
     return record

@@ -9,10 +9,21 @@ count, mean SM clock); nvbench itself discards samples taken while the GPU throt
 
 A :class:`TimedCase` is one configuration: a correctness check (run once, before any
 timing: a mismatch raises and the whole run fails, recording nothing) and a launch that
-enqueues the measured work on the stream cuda-bench gives it. An optional ``warm`` launch
-runs inside each sample but outside the timed region (to make an L2-resident working set
-resident after nvbench's L2 flush). An optional ``prepare`` runs once, after the check and
-right before nvbench's warm-up and samples (the gemm study pre-heats the GPU there).
+enqueues the measured work on the stream cuda-bench gives it. An optional ``prepare`` runs
+once, after the check and right before nvbench's warm-up and samples (the gemm study
+pre-heats the GPU there).
+
+One sample, in order (nvbench's ``timer.start()`` does the first three):
+1. nvbench flushes L2 (a memset of an L2-sized buffer) and synchronizes its stream;
+2. nvbench enqueues its blocking kernel, which holds the stream until ``timer.stop()``;
+3. nvbench records the start event behind the blocking kernel;
+4. untimed, on a second stream the host waits for: the L2 state's preparation
+   (l2_state: ``clean`` reads 2x the L2 size so no dirty line of the flush is left) and the
+   case's optional ``warm`` launch (an L2-resident working set made resident);
+5. the case's launch, behind the start event; ``timer.stop()`` records the stop event and
+   releases the blocking kernel, so the timed region holds the launch alone.
+Work placed before ``timer.start()`` would run before nvbench's flush, which undoes it (the
+harness did that with ``warm`` before the L2 state was recorded in provenance).
 """
 from __future__ import annotations
 
@@ -25,6 +36,7 @@ from pathlib import Path
 from typing import Callable
 
 
+from . import l2_state
 from .progress import Progress
 
 # nvbench's stdrel stopping criterion: stop once the relative standard deviation of the
@@ -46,9 +58,10 @@ class TimedCase:
     check: Callable[[], None]                  # correctness check; raises CorrectnessError
     bytes_read: int = 0
     bytes_written: int = 0
-    warm: Callable[[object], None] | None = None   # untimed work before each sample
+    warm: Callable[[object], None] | None = None   # untimed, each sample, after nvbench's flush
     label: str = ""                            # progress text
     prepare: Callable[[], None] | None = None  # untimed, once: after the check, before the samples
+    l2_after_flush: str | None = None          # l2_state.L2_STATES; None: the run's
 
 
 @dataclass
@@ -97,20 +110,55 @@ def numba_stream(cuda_bench_stream):
     return cuda.external_stream(cuda_bench_stream.addressof())
 
 
+class _UntimedWork:
+    """Step 4 of a sample (module doc): the L2 state's preparation and the case's warm pass,
+    on a stream of their own, which the host waits for while nvbench's blocking kernel holds
+    the start event. The stream and the cleaner are made on first use, before a timer.start()."""
+
+    def __init__(self, device: int):
+        self.device = device
+        self.stream = None
+        self.cleaner = None
+
+    def ready(self, clean: bool) -> None:
+        from numba import cuda
+        if self.stream is None:
+            self.stream = cuda.stream()
+        if clean and self.cleaner is None:
+            from tma_study import gpu as gpu_mod
+            gpu = gpu_mod.detect(self.device)
+            self.cleaner = l2_state.Cleaner(gpu.l2_bytes, gpu.sm_count)
+
+    def run(self, clean: bool, warm) -> None:
+        if not clean and warm is None:
+            return
+        if clean:
+            self.cleaner(self.stream)
+        if warm is not None:
+            warm(self.stream)
+        self.stream.synchronize()
+
+
 def run(cases: list[TimedCase], *, study: str, max_noise: float = DEFAULT_MAX_NOISE,
         min_time_s: float = DEFAULT_MIN_TIME_S, timeout_s: float = DEFAULT_TIMEOUT_S,
         min_samples: int = DEFAULT_MIN_SAMPLES, device: int = 0,
-        throttle_threshold_percent: float | None = None) -> dict[str, Timing]:
+        throttle_threshold_percent: float | None = None,
+        l2_after_flush: str = l2_state.DEFAULT_L2_STATE) -> dict[str, Timing]:
     """Check, then time, every case; returns {key: Timing}. Raises CorrectnessError on a mismatch.
 
-    ``throttle_threshold_percent``: nvbench discards samples taken while the SM clock is below
+    ``l2_after_flush``: what L2 holds when each sample starts (l2_state; a case's own
+    ``l2_after_flush`` overrides it). ``throttle_threshold_percent``: nvbench discards samples taken while the SM clock is below
     this percent of the default clock (None: nvbench's default, 75). A GEMM at full power runs
     below it for whole seconds, so the gemm study lowers it and reports each row's mean clock."""
-    from cuda import bench
-
     by_key = {c.key: c for c in cases}
     if len(by_key) != len(cases):
         raise ValueError("duplicate TimedCase keys")
+    l2_state.check_state(l2_after_flush, "timing: l2_after_flush")
+    states = {c.key: l2_state.check_state(c.l2_after_flush or l2_after_flush,
+                                          f"timing case {c.key!r}: l2_after_flush") for c in cases}
+    from cuda import bench
+
+    untimed = _UntimedWork(device)
     failures: list[str] = []
     progress = Progress(study, len(cases), every=max(1, len(cases) // 100))
 
@@ -128,11 +176,13 @@ def run(cases: list[TimedCase], *, study: str, max_noise: float = DEFAULT_MAX_NO
         state.add_global_memory_reads(int(case.bytes_read))
         state.add_global_memory_writes(int(case.bytes_written))
 
+        clean = states[case.key] == "clean"
+
         def timed(launch, timer):
             stream = numba_stream(launch.get_stream())
-            if case.warm is not None:
-                case.warm(stream)
-            timer.start()
+            untimed.ready(clean)    # first use: allocate and load now, never behind the blocking kernel
+            timer.start()           # flush, blocking kernel, start event (module doc: steps 1-3)
+            untimed.run(clean, case.warm)
             case.launch(stream)
             timer.stop()
 

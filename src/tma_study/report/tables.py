@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from tma_study.harness import l2_state
 from tma_study.harness.atomic import atomic_write_text
 
 LATEX_ESCAPES = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
@@ -73,6 +74,7 @@ def run_table(provenance: dict) -> pd.DataFrame:
         ("GPU time of the whole study", f"{int(seconds // 60)} min {int(seconds % 60)} s"),
         ("measured (UTC)", f"{provenance['started_utc']} to {provenance['finished_utc']}"),
         ("timer", str(provenance.get("timer"))),
+        ("L2 at the start of each sample", l2_state.describe(provenance)),
         ("numba-cuda / cuda-bench / numpy", " / ".join(str(packages.get(p)) for p in ("numba-cuda", "cuda-bench", "numpy"))),
         ("source sha256 (tma_study.harness.provenance.source_hash)", str(provenance.get("source_sha256"))),
         ("commit", f"{git.get('commit')} ({git.get('commit_source')})"),

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from tma_study.harness import l2_state
 from tma_study.paper import (
     write_paragraph_table,  # wrapping columns, for rows of sentences
 )
@@ -225,6 +226,7 @@ def run_table(provenance: dict, measured: pd.DataFrame | None = None) -> pd.Data
             ("nvidia-cutlass / torch / cuda-bench",
              " / ".join(str(packages.get(p)) for p in ("nvidia-cutlass", "torch", "cuda-bench"))),
             ("timer", str(provenance.get("timer"))),
+            ("L2 at the start of each sample", l2_state.describe(provenance)),
             ("candidate order", protocol_text(provenance)[0]),
             ("pre-heat", protocol_text(provenance)[1])]
     if measured is not None:

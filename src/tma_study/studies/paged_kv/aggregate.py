@@ -78,6 +78,7 @@ DECODE_BAR_FRACTION = 0.70
 DECODE_BAR_MIN_CONTEXT = 8192
 DECODE_BAR_MIN_BATCH = 32
 SAME_BYTES_COPY = "d2d_copy_same_bytes"      # ceilings.csv: a copy moving a decode point's K/V bytes
+SAME_BYTES_COPY_DIRTY_L2 = "d2d_copy_same_bytes_dirty_l2"   # the same after nvbench's flush alone
 SCALING_COLUMNS = ["series", *POINT, "page_size", "load_path", "status", *KNOBS, "time_us_median",
                    "gbps", "tflops", *KERNEL_COLUMNS, "d2d_copy_gbps", "fraction_of_d2d_copy",
                    "torch_sdpa_gbps"]

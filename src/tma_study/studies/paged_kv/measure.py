@@ -23,8 +23,9 @@ Correct first. Before a configuration is timed, its ``check``:
    tiles for one consumer; a different split count combines the KV pieces differently).
 The timed problems' pools hold finite random bits (|x| < 2) generated on the device; one
 pool per (shape, dtype, phase) is reinterpreted for every page size (same bytes, pages
-of different sizes, shuffled page table). K/V are read from HBM: nvbench flushes L2
-before every sample, and every timed cache is larger than L2.
+of different sizes, shuffled page table). K/V are read from HBM: L2 is flushed before
+every sample and left holding no dirty line (``timing.l2_after_flush``, harness.l2_state),
+and every timed cache is larger than L2.
 """
 from __future__ import annotations
 
@@ -42,7 +43,7 @@ from tma_study import gpu as gpu_mod
 from tma_study.config import REPO_ROOT
 from tma_study.harness import atomic, parallel_compile, provenance, timing
 
-from .aggregate import SAME_BYTES_COPY
+from .aggregate import SAME_BYTES_COPY, SAME_BYTES_COPY_DIRTY_L2
 from .grid import SweepConfig, sweep_configs
 from .problem import LSE_TOLERANCE, Problem, expected, make_inputs
 from .splits import RULE_TEXT, SplitChoice
@@ -307,9 +308,10 @@ def _problem(config: SweepConfig) -> Problem:
                    dtype=config.dtype)
 
 
-def _copy_case(copy_bytes: int = COPY_BYTES, ceiling: str = "d2d_copy"):
+def _copy_case(copy_bytes: int = COPY_BYTES, ceiling: str = "d2d_copy", l2_after_flush: str | None = None):
     """(columns, case): a device-to-device copy of ``copy_bytes`` (it moves twice that: read +
-    write). Its buffers are allocated and filled in the check, right before it is timed."""
+    write). Its buffers are allocated and filled in the check, right before it is timed;
+    ``l2_after_flush`` overrides the run's L2 state (harness.l2_state)."""
     from numba import cuda
     state = {}
 
@@ -332,16 +334,19 @@ def _copy_case(copy_bytes: int = COPY_BYTES, ceiling: str = "d2d_copy"):
 
     return ({"ceiling": ceiling, "bytes_moved": 2 * copy_bytes},
             timing.TimedCase(f"ceiling/{ceiling}/{2 * copy_bytes}", copy, check, bytes_read=copy_bytes,
-                             bytes_written=copy_bytes))
+                             bytes_written=copy_bytes, l2_after_flush=l2_after_flush))
 
 
 def _same_bytes_copy_cases(configs: list[SweepConfig]):
     """A copy moving as many bytes (read + write) as each decode point reads of K/V, one per
     distinct byte count: what a memory-bound kernel of that size reaches when timed the same
     way (launch and the ramp of a short transfer included). Context only: the bar is against
-    the large copy (``d2d_copy``)."""
+    the large copy (``d2d_copy``). Each is timed twice: in the run's L2 state, and as
+    ``SAME_BYTES_COPY_DIRTY_L2`` after nvbench's flush alone (harness.l2_state: what the
+    flush's dirty lines cost a transfer of that size)."""
     kv_bytes = sorted({_problem(c).kv_bytes_read() for c in configs if c.phase.name == "decode"})
-    return [_copy_case(b // 2, SAME_BYTES_COPY) for b in kv_bytes]
+    return [_copy_case(b // 2, name, state) for b in kv_bytes
+            for name, state in ((SAME_BYTES_COPY, None), (SAME_BYTES_COPY_DIRTY_L2, "dirty"))]
 
 
 def _sdpa_cases(configs: list[SweepConfig]):
