@@ -99,7 +99,8 @@ def test_math_bound_facts_and_table(decode):
 
 def test_measure_times_a_copy_of_every_decode_points_bytes():
     """measure.py's same-size copies: one per distinct K/V byte count of the configured decode
-    points, each moving (read + write) exactly those bytes; nothing is allocated before its check."""
+    points and L2 state (the run's, and nvbench's flush alone), each moving (read + write)
+    exactly those bytes; nothing is allocated before its check."""
     import yaml
 
     from tma_study.config import REPO_ROOT
@@ -110,7 +111,11 @@ def test_measure_times_a_copy_of_every_decode_points_bytes():
     wanted = {2 * c.phase.batch * c.phase.context * c.shape.kv_heads * c.shape.head_dim
               * (2 if c.dtype == "bf16" else 1) for c in configs if c.phase.name == "decode"}
     cases = measure._same_bytes_copy_cases(configs)
-    assert sorted(columns["bytes_moved"] for columns, _ in cases) == sorted(wanted)
-    assert {columns["ceiling"] for columns, _ in cases} == {"d2d_copy_same_bytes"}
+    by_ceiling = {}
+    for columns, case in cases:
+        by_ceiling.setdefault(columns["ceiling"], []).append((columns["bytes_moved"], case.l2_after_flush))
+    assert set(by_ceiling) == {"d2d_copy_same_bytes", "d2d_copy_same_bytes_dirty_l2"}
+    assert sorted(by_ceiling["d2d_copy_same_bytes"]) == [(b, None) for b in sorted(wanted)]        # the run's state
+    assert sorted(by_ceiling["d2d_copy_same_bytes_dirty_l2"]) == [(b, "dirty") for b in sorted(wanted)]
     assert all(case.bytes_read + case.bytes_written == columns["bytes_moved"] for columns, case in cases)
     assert len({case.key for _, case in cases}) == len(cases)

@@ -48,6 +48,12 @@ combination never wins either.
   size: decode K/V GB/s of each path vs batch (at a fixed context) and vs context (at a
   fixed batch), with the copy rate and torch SDPA; prefill TFLOP/s per prefill point.
 - ``fa3_agreement.csv``: per (dtype, phase): configurations, agreements, disagreements.
+- ``l2_state.csv``: per byte count copied in both L2 states (harness.l2_state): the same-bytes
+  copy timed in the run's state (``clean_*``, ceiling ``d2d_copy_same_bytes``) and after
+  nvbench's flush alone (``dirty_*``, ``d2d_copy_same_bytes_dirty_l2``): median times, GB/s
+  and samples of each, the time ratio ``dirty_over_clean_time`` and ``dirty_extra_us`` (the
+  dirty time minus the clean one: the write-back of the flush's dirty lines inside the timed
+  region). No rows in data measured before the harness recorded the L2 state.
 """
 from __future__ import annotations
 
@@ -79,6 +85,8 @@ DECODE_BAR_MIN_CONTEXT = 8192
 DECODE_BAR_MIN_BATCH = 32
 SAME_BYTES_COPY = "d2d_copy_same_bytes"      # ceilings.csv: a copy moving a decode point's K/V bytes
 SAME_BYTES_COPY_DIRTY_L2 = "d2d_copy_same_bytes_dirty_l2"   # the same after nvbench's flush alone
+L2_STATE_COLUMNS = ["bytes_moved", "clean_time_us", "dirty_time_us", "clean_gbps", "dirty_gbps",
+                    "dirty_over_clean_time", "dirty_extra_us", "clean_samples", "dirty_samples"]
 SCALING_COLUMNS = ["series", *POINT, "page_size", "load_path", "status", *KNOBS, "time_us_median",
                    "gbps", "tflops", *KERNEL_COLUMNS, "d2d_copy_gbps", "fraction_of_d2d_copy",
                    "torch_sdpa_gbps"]
@@ -338,6 +346,21 @@ def agreement_table(speedup: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def l2_state_table(ceilings: pd.DataFrame) -> pd.DataFrame:
+    """The same-bytes copy in both L2 states, one row per byte count timed in both (see the
+    module docstring); no rows where the ceilings have no dirty-L2 copy (older data)."""
+    def state(ceiling: str, prefix: str) -> pd.DataFrame:
+        rows = ceilings[ceilings.ceiling == ceiling]
+        return pd.DataFrame({"bytes_moved": rows.bytes_moved, f"{prefix}_time_us": rows.time_us_median,
+                             f"{prefix}_gbps": rows.gbps,
+                             f"{prefix}_samples": rows.get("samples", pd.Series(float("nan"), rows.index))})
+    frame = state(SAME_BYTES_COPY, "clean").merge(state(SAME_BYTES_COPY_DIRTY_L2, "dirty"), on="bytes_moved")
+    frame["dirty_over_clean_time"] = frame.dirty_time_us / frame.clean_time_us
+    frame["dirty_extra_us"] = frame.dirty_time_us - frame.clean_time_us
+    frame = frame[L2_STATE_COLUMNS].sort_values("bytes_moved").reset_index(drop=True)
+    return _integers(frame, ["bytes_moved", "clean_samples", "dirty_samples"])
+
+
 def aggregate(raw_dir: Path, derived_dir: Path, repeat_dir: Path | None = None) -> None:
     """Read raw data from ``raw_dir``, write the derived tables into ``derived_dir``."""
     attention = pd.read_csv(Path(raw_dir) / "attention.csv")
@@ -349,5 +372,6 @@ def aggregate(raw_dir: Path, derived_dir: Path, repeat_dir: Path | None = None) 
     for name, frame in (("tuning.csv", tuning), ("speedup.csv", speedup),
                         ("decode.csv", decode_table(best, ceilings)), ("prefill.csv", prefill_table(best)),
                         ("scaling.csv", scaling_table(best, ceilings)),
-                        ("fa3_agreement.csv", agreement_table(speedup))):
+                        ("fa3_agreement.csv", agreement_table(speedup)),
+                        ("l2_state.csv", l2_state_table(ceilings))):
         atomic_write_text(derived_dir / name, frame.to_csv(index=False))

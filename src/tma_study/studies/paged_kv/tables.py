@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from tma_study.harness import l2_state as l2_state_mod
 from tma_study.report.tables import source_line, write_table
 
 from . import facts
@@ -202,6 +203,35 @@ def summary_display(speedup: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+L2_STATE_BEFORE = "measured before the harness recorded the L2 state"
+L2_STATE_NOT_MEASURED = f"not measured in this run ({L2_STATE_BEFORE})"
+L2_STATE_HEADER = ["bytes moved (MB)", "clean GB/s", "dirty GB/s", "time dirty/clean", "dirty - clean (us)"]
+
+
+def l2_state_display(l2_state: pd.DataFrame) -> pd.DataFrame:
+    """Per copied size (MB: 10^6 bytes, read + write): the same-bytes copy's GB/s in each L2
+    state, the time ratio and the extra microseconds of the dirty state; one row saying so
+    where the run did not time the dirty state (aggregate.l2_state_table)."""
+    if l2_state.empty:
+        return pd.DataFrame([[L2_STATE_NOT_MEASURED, *[NA] * (len(L2_STATE_HEADER) - 1)]], columns=L2_STATE_HEADER)
+    rows = [[_number(r.bytes_moved / 1e6), _number(r.clean_gbps, 0, NOT_MEASURED),
+             _number(r.dirty_gbps, 0, NOT_MEASURED), _number(r.dirty_over_clean_time, 2, NOT_MEASURED),
+             _number(r.dirty_extra_us, 1, NOT_MEASURED)] for r in l2_state.itertuples()]
+    return pd.DataFrame(rows, columns=L2_STATE_HEADER)
+
+
+def l2_state_caption(l2_state: pd.DataFrame, provenance: dict, source: str) -> str:
+    what = ("Paged-KV, L2 state at the start of a sample: a device-to-device copy of each decode point's "
+            "K/V size (MB moved, read + write) timed after nvbench's memset flush alone (dirty) and after "
+            "the clean step, an untimed read of twice the L2 size after that flush (clean), in the same run")
+    if l2_state.empty:
+        return f"{what}: not measured in this run ({L2_STATE_BEFORE}; {source})."
+    run_state = l2_state_mod.describe(provenance)      # the "clean" column is timed in the run's state
+    unlike = "" if run_state.startswith("clean") else f"; this run's own state, not clean: {run_state}"
+    return (f"{what}; the difference is the write-back of the flush's dirty lines inside the timed region "
+            f"({source}{unlike}).")
+
+
 def write_tables(derived_dir: Path, provenance: dict, tables_dir: Path) -> None:
     derived_dir = Path(derived_dir)
     source = source_line(provenance)
@@ -237,3 +267,6 @@ def write_tables(derived_dir: Path, provenance: dict, tables_dir: Path) -> None:
                 "resident CTAs per SM at each combination (the faster consumer's), and the chosen "
                 "kernels' registers, spills and launch bounds "
                 f"({source}).")
+    l2_state = pd.read_csv(derived_dir / "l2_state.csv")
+    write_table(l2_state_display(l2_state), tables_dir, "paged_kv_l2_state",
+                l2_state_caption(l2_state, provenance, source))
