@@ -138,3 +138,29 @@ def test_a_run_whose_own_state_was_dirty_says_so(runs, tmp_path):
     write_tables(runs["new"] / "derived", provenance, tmp_path)
     caption = (tmp_path / "paged_kv_l2_state.md").read_text().splitlines()[0]
     assert "this run's own state, not clean: dirty: nvbench's memset flush alone" in caption
+
+
+def test_the_macros_give_the_ablation_and_none_for_older_data():
+    from tma_study.studies.paged_kv.macros import _l2_state
+    out = _l2_state(l2_state_table(small_ceilings()))
+    assert out["pagedKvLtwoStateSizes"] == "2"
+    assert out["pagedKvLtwoStateExtraMinUs"] == "2.0" and out["pagedKvLtwoStateExtraMaxUs"] == "3.4"
+    assert out["pagedKvLtwoStateRatioMax"] == "1.25"                 # the 16 MiB copy
+    assert out["pagedKvLtwoStateRatioMaxMb"] == "17" and out["pagedKvLtwoStateRatioLargest"] == "1.20"
+    assert out["pagedKvLtwoStateSmallestMb"] == "16.8" and out["pagedKvLtwoStateLargestMb"] == "67"
+    assert _l2_state(l2_state_table(small_ceilings()[lambda f: f.ceiling != SAME_BYTES_COPY_DIRTY_L2])) == {}
+
+
+def test_the_points_under_the_bar_are_named_and_absent_when_every_point_meets_it():
+    from tma_study.studies.paged_kv.macros import _missed
+    rows = [{"shape": shape, "dtype": dtype, "seqlen_q": q, "bar_applies": True, "best_load_path": "tma",
+             "fraction_of_d2d_copy": fraction}
+            for shape, dtype, q, fraction in (("mqa_8x256", "e4m3", 4, 0.61), ("mqa_8x256", "e4m3", 1, 0.80),
+                                              ("llama3_70b", "bf16", 1, 0.69))]
+    decode = pd.DataFrame(rows)
+    assert _missed(decode) == {"pagedKvDecodeBarMissedList":
+                               "llama3_70b (bf16, 1 query token) and mqa_8x256 (e4m3, 4 query tokens)"}
+    decode.loc[2, "bar_applies"] = False                             # llama3_70b: outside the bar's scope
+    assert _missed(decode)["pagedKvDecodeBarMissedList"] == "mqa_8x256 (e4m3, 4 query tokens)"
+    decode.fraction_of_d2d_copy = 0.9
+    assert _missed(decode) == {}

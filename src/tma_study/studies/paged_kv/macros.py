@@ -187,7 +187,18 @@ def _decode(decode: pd.DataFrame) -> dict[str, str]:
                 _name("sdpa ratio median"): ratio(sdpa.paged_over_sdpa_median),
                 _name("sdpa ratio min"): ratio(sdpa.paged_over_sdpa_min),
                 _name("sdpa ratio max"): ratio(sdpa.paged_over_sdpa_max)}
-    return out
+    return out | _missed(decode)
+
+
+def _missed(decode: pd.DataFrame) -> dict[str, str]:
+    """The bar's points under it, named: e.g. "mqa_8x256 (e4m3, 4 query tokens)"; none when all meet it."""
+    below = facts.bar_points(decode)
+    below = below[below.fraction_of_d2d_copy < facts.BAR["fraction"]]
+    if below.empty:
+        return {}
+    return {_name("decode bar missed list"): facts.listing(
+        f"{r.shape} ({r.dtype}, {int(r.seqlen_q)} query token{'s' if r.seqlen_q > 1 else ''})"
+        for r in below.itertuples())}
 
 
 def _knob(prefix: tuple[str, ...], choice: facts.KnobChoice) -> dict[str, str]:
@@ -232,6 +243,21 @@ def _prefill(prefill: pd.DataFrame) -> dict[str, str]:
     return out
 
 
+def _l2_state(l2_state: pd.DataFrame) -> dict[str, str]:
+    """The same-size copies in both L2 states (aggregate.l2_state_table); none in older data."""
+    if l2_state.empty:
+        return {}
+    at_largest_ratio = l2_state.loc[l2_state.dirty_over_clean_time.idxmax()]
+    return {_name("l2 state sizes"): number(len(l2_state)),
+            _name("l2 state smallest mb"): number(l2_state.bytes_moved.min() / 1e6, 1),
+            _name("l2 state largest mb"): number(l2_state.bytes_moved.max() / 1e6),
+            _name("l2 state extra min us"): number(l2_state.dirty_extra_us.min(), 1),
+            _name("l2 state extra max us"): number(l2_state.dirty_extra_us.max(), 1),
+            _name("l2 state ratio max"): ratio(at_largest_ratio.dirty_over_clean_time),
+            _name("l2 state ratio max mb"): number(at_largest_ratio.bytes_moved / 1e6),
+            _name("l2 state ratio largest"): ratio(l2_state.dirty_over_clean_time.iloc[-1])}
+
+
 def macros(derived_dir: Path, provenance: dict) -> dict[str, str]:
     derived_dir = Path(derived_dir)
     speedup = pd.read_csv(derived_dir / "speedup.csv")
@@ -239,6 +265,8 @@ def macros(derived_dir: Path, provenance: dict) -> dict[str, str]:
     out = {**_sweep(speedup, tuning), **_scaling(speedup), **_comparisons(speedup), **_fa3(speedup),
            **_decode(pd.read_csv(derived_dir / "decode.csv")), **_tuning(tuning),
            **_prefill(pd.read_csv(derived_dir / "prefill.csv"))}
+    if (derived_dir / "l2_state.csv").exists():
+        out |= _l2_state(pd.read_csv(derived_dir / "l2_state.csv"))
     split = (provenance.get("config") or {}).get("decode_min_ctas_per_sm")
     if split is not None:
         out[_name("decode min ctas per sm")] = number(split)
