@@ -147,9 +147,10 @@ def run(cases: list[TimedCase], *, study: str, max_noise: float = DEFAULT_MAX_NO
     """Check, then time, every case; returns {key: Timing}. Raises CorrectnessError on a mismatch.
 
     ``l2_after_flush``: what L2 holds when each sample starts (l2_state; a case's own
-    ``l2_after_flush`` overrides it). ``throttle_threshold_percent``: nvbench discards samples taken while the SM clock is below
-    this percent of the default clock (None: nvbench's default, 75). A GEMM at full power runs
-    below it for whole seconds, so the gemm study lowers it and reports each row's mean clock."""
+    ``l2_after_flush`` overrides it). ``throttle_threshold_percent``: nvbench discards samples
+    taken while the SM clock is below this percent of the default clock (None: nvbench's
+    default, 75). A GEMM at full power runs below it for whole seconds, so the gemm study
+    lowers it and reports each row's mean clock."""
     by_key = {c.key: c for c in cases}
     if len(by_key) != len(cases):
         raise ValueError("duplicate TimedCase keys")
