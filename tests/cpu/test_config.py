@@ -88,6 +88,14 @@ def test_unknown_mechanism_is_rejected_listing_the_allowed_ones(config):
     assert "cp_async" in message
 
 
+@pytest.mark.parametrize("study", ["crossover", "multicast", "dsm", "paged_kv", "gemm"])
+def test_an_unknown_l2_state_is_rejected_naming_the_key_and_the_states(config, study):
+    config["studies"][study]["timing"]["l2_after_flush"] = "warm"
+    message = rejection(config)
+    assert f"studies.{study}.timing.l2_after_flush" in message and "'warm'" in message
+    assert "clean" in message and "dirty" in message
+
+
 def test_unknown_study_is_rejected_listing_known_studies(config):
     config["studies"]["crossoverr"] = {}
     message = rejection(config)

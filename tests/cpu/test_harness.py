@@ -292,3 +292,24 @@ def test_an_unknown_l2_state_is_refused_before_any_gpu_work():
         timing.run([case], study="harness_test")
     with pytest.raises(ValueError, match="l2_after_flush: 'lukewarm' is not allowed"):
         timing.run([], study="harness_test", l2_after_flush="lukewarm")
+
+
+def test_a_run_timed_after_nvbench_flush_alone_is_labelled_so_in_figures():
+    from tma_study.harness import l2_state
+    from tma_study.report.figures import run_label
+    gpu = {"gpu": {"name": "NVIDIA H200"}}
+    assert run_label("h200-rerun", {**gpu, "l2_before_each_sample": l2_state.DESCRIPTIONS["clean"]}) == \
+        "h200-rerun (NVIDIA H200)"
+    assert run_label("old", gpu) == "old (NVIDIA H200, L2 dirty after nvbench's flush)"     # before the field
+    assert run_label("g", {**gpu, "l2_before_each_sample": l2_state.DESCRIPTIONS["dirty"]}).endswith(
+        "L2 dirty after nvbench's flush)")
+
+
+def test_provenance_records_the_l2_state_of_the_study_config(tmp_path):
+    from tma_study.harness import l2_state, provenance
+    for timing_config, state in (({}, "clean"), ({"l2_after_flush": "dirty"}, "dirty")):
+        record = provenance.build(study="s", gpu={}, study_config={"timing": timing_config}, repo=tmp_path,
+                                  started="2026-01-01T00:00:00+00:00")
+        assert record["l2_before_each_sample"] == l2_state.DESCRIPTIONS[state]
+        assert l2_state.describe(record) == l2_state.DESCRIPTIONS[state]
+    assert l2_state.describe({}) == l2_state.LEGACY_DESCRIPTION

@@ -10,6 +10,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from tma_study.config import REPO_ROOT  # noqa: E402
+from tma_study.harness import l2_state  # noqa: E402
 from tma_study.report.tables import human_bytes, source_line  # noqa: E402
 
 MECHANISM_STYLE = {  # one colour and marker per mechanism, the same in every figure
@@ -77,7 +78,9 @@ def inputs_and_runs(study: str, snakemake=None) -> tuple[Path, dict, Path, list[
 
 
 def run_label(label: str, provenance: dict) -> str:
-    return f"{label} ({provenance.get('gpu', {}).get('name', 'unknown GPU')})"
+    """'h200-rerun (NVIDIA H200)'; a run timed after nvbench's flush alone says so (l2_state)."""
+    dirty = ", L2 dirty after nvbench's flush" if l2_state.describe(provenance).startswith("dirty") else ""
+    return f"{label} ({provenance.get('gpu', {}).get('name', 'unknown GPU')}{dirty})"
 
 
 def overlay_style(style: dict, run_index: int) -> dict:
