@@ -164,3 +164,15 @@ def test_the_points_under_the_bar_are_named_and_absent_when_every_point_meets_it
     assert _missed(decode)["pagedKvDecodeBarMissedList"] == "mqa_8x256 (e4m3, 4 query tokens)"
     decode.fraction_of_d2d_copy = 0.9
     assert _missed(decode) == {}
+
+
+def test_every_l2_state_macro_the_section_uses_is_generated_from_such_a_run(runs):
+    import re
+
+    from tma_study.studies.paged_kv.macros import macros
+    section = (REPO / "paper" / "sections" / "studies" / "paged_kv.tex").read_text()
+    used = set(re.findall(r"\\(pagedKvLtwoState[A-Za-z]+)", section))
+    found = macros(runs["new"] / "derived", json.loads((runs["new"] / "provenance.json").read_text()))
+    assert used and used <= set(found), sorted(used - set(found))
+    assert not any(name.startswith("pagedKvLtwoState") for name in macros(
+        runs["old"] / "derived", json.loads((runs["old"] / "provenance.json").read_text())))
