@@ -118,4 +118,11 @@ def test_measure_times_a_copy_of_every_decode_points_bytes():
     assert sorted(by_ceiling["d2d_copy_same_bytes"]) == [(b, None) for b in sorted(wanted)]        # the run's state
     assert sorted(by_ceiling["d2d_copy_same_bytes_dirty_l2"]) == [(b, "dirty") for b in sorted(wanted)]
     assert all(case.bytes_read + case.bytes_written == columns["bytes_moved"] for columns, case in cases)
+    # the two states of one size copy the same buffers: one dict in both closures, one per size
+    buffers = {}
+    for columns, case in cases:
+        (state,) = [c.cell_contents for c in case.check.__closure__ if c.cell_contents == {}]
+        buffers.setdefault(columns["bytes_moved"], set()).add(id(state))
+    assert all(len(ids) == 1 for ids in buffers.values())
+    assert len({next(iter(ids)) for ids in buffers.values()}) == len(wanted)
     assert len({case.key for _, case in cases}) == len(cases)

@@ -308,12 +308,14 @@ def _problem(config: SweepConfig) -> Problem:
                    dtype=config.dtype)
 
 
-def _copy_case(copy_bytes: int = COPY_BYTES, ceiling: str = "d2d_copy", l2_after_flush: str | None = None):
+def _copy_case(copy_bytes: int = COPY_BYTES, ceiling: str = "d2d_copy", l2_after_flush: str | None = None,
+               buffers: dict | None = None):
     """(columns, case): a device-to-device copy of ``copy_bytes`` (it moves twice that: read +
-    write). Its buffers are allocated and filled in the check, right before it is timed;
-    ``l2_after_flush`` overrides the run's L2 state (harness.l2_state)."""
+    write). Its buffers are allocated in the first check of the cases sharing ``buffers`` and
+    filled afresh in each, right before it is timed; ``l2_after_flush`` overrides the run's L2
+    state (harness.l2_state)."""
     from numba import cuda
-    state = {}
+    state = {} if buffers is None else buffers
 
     def copy(stream):
         state["destination"].copy_to_device(state["source"], stream=stream)
@@ -343,10 +345,14 @@ def _same_bytes_copy_cases(configs: list[SweepConfig]):
     way (launch and the ramp of a short transfer included). Context only: the bar is against
     the large copy (``d2d_copy``). Each is timed twice: in the run's L2 state, and as
     ``SAME_BYTES_COPY_DIRTY_L2`` after nvbench's flush alone (harness.l2_state: what the
-    flush's dirty lines cost a transfer of that size)."""
+    flush's dirty lines cost a transfer of that size); the two share one pair of buffers."""
     kv_bytes = sorted({_problem(c).kv_bytes_read() for c in configs if c.phase.name == "decode"})
-    return [_copy_case(b // 2, name, state) for b in kv_bytes
-            for name, state in ((SAME_BYTES_COPY, None), (SAME_BYTES_COPY_DIRTY_L2, "dirty"))]
+    cases = []
+    for b in kv_bytes:
+        buffers = {}
+        cases += [_copy_case(b // 2, name, state, buffers)
+                  for name, state in ((SAME_BYTES_COPY, None), (SAME_BYTES_COPY_DIRTY_L2, "dirty"))]
+    return cases
 
 
 def _sdpa_cases(configs: list[SweepConfig]):
