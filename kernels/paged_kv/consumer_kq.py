@@ -88,7 +88,7 @@ def column_sum(l_part):
     return l_sum + cuda.shfl_xor_sync(FULL_MASK, l_sum, 16)
 
 
-def make_kq_tiles(variant, q_blocks, token_blocks, dim_blocks, q_stride=1, p_stride=1):
+def make_kq_tiles(variant, q_blocks, token_blocks, dim_blocks, q_stride=1, p_stride=1, store_acc=None):
     """The per-tile device functions of an S^T = K Q^T consumer warp that holds ``q_blocks``
     mma N blocks of 8 query columns, computes S^T over ``token_blocks`` blocks of 16 tokens
     of a K tile (the caller points ``k_tile`` at the first) and O^T over ``dim_blocks``
@@ -96,7 +96,8 @@ def make_kq_tiles(variant, q_blocks, token_blocks, dim_blocks, q_stride=1, p_str
     make_kq_consumer: one warp does all of a tile; consumer_split.py: the warps share it.
     scores_tile reads Q's fragment register i as ``qf[q_lane + i * q_stride]`` and pv_tile
     P^T's as ``pf[p_lane + i * p_stride]``: registers (kq: lane offset 0, stride 1) or a
-    lane-minor copy in shared memory (split: stride 32)."""
+    lane-minor copy in shared memory (split: stride 32). ``store_acc`` replaces
+    store_acc_column where O^T's registers hold other dims (consumer_pv.py)."""
     head_dim = variant.head_dim
     head_bytes = variant.head_bytes
     block_n = variant.block_n
@@ -272,6 +273,9 @@ def make_kq_tiles(variant, q_blocks, token_blocks, dim_blocks, q_stride=1, p_str
             i = (db * q_blocks + qb) * 4 + e
             out[out_base + (first_db + db) * 16 + first] = acc[i] * inverse
             out[out_base + (first_db + db) * 16 + second] = acc[i + 2] * inverse
+
+    if store_acc is not None:
+        store_acc_column = store_acc           # noqa: F811 (the dims of consumer_pv.py's registers)
 
     @cuda.jit(device=True, inline=True)
     def store_column(out, lse, acc, column, m_run, l_sum, row, rows_valid, group, out_row_base,

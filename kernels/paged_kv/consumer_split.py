@@ -87,7 +87,9 @@ from tma_kernels.ptx.wgmma import M as WGMMA_M
 
 from .consumer import NEG_INF, SCORE_FLOOR, ZERO, make_q_loader, make_row_limit
 from .consumer_kq import Q_ROWS_PER_BLOCK, ROW_BLOCK, column_sum, make_kq_tiles
+from .consumer_pv import make_pv_steps, p_buffer_bytes
 from .geometry import WGMMA_LAYOUTS, VariantError
+from .transpose_v import vt_bytes
 
 CONSUMER_BARRIER = 1               # bar.sync id of the warps of a tile (group g: 1 + g; 0 is __syncthreads)
 LANES = 32
@@ -98,7 +100,10 @@ def split_scratch_bytes(variant) -> int:
     """Shared-memory bytes the split consumer needs after the V ring: ``red`` (one float per
     query row and warp), ``pbuf`` (P^T of a tile: 2 bytes per token and query row) and, but
     for the wgmma layouts, ``qbuf`` (Q's B fragments: 2 bytes per element of the Q tile, fp16 /
-    bf16); one set per consumer group."""
+    bf16); one set per consumer group. kq_wgmma_pv: the V^T ring (transpose_v.py), P^T as
+    e4m3 (consumer_pv.py) and ``red``."""
+    if variant.transposes_v:           # kq_wgmma_pv: the V^T ring, P^T (e4m3), then ``red``
+        return vt_bytes(variant) + p_buffer_bytes(variant) + 4 * variant.block_m * variant.tile_warps
     q_words = 0 if variant.score_layout in WGMMA_LAYOUTS else variant.head_dim // 2
     return (4 * variant.block_m * (variant.tile_warps + variant.block_n // 2 + q_words)
             * variant.consumer_groups)
@@ -224,14 +229,19 @@ def make_split_consumer(variant):
     acc_regs = warp_dim_blocks * q_blocks * 4
     load_q = make_q_loader(variant)
     row_limit = make_row_limit(variant.causal)
+    pv_wgmma = variant.transposes_v                     # kq_wgmma_pv: P V by wgmma (consumer_pv.py)
+    pv_steps = make_pv_steps(variant) if pv_wgmma else None
     steps = make_kq_tiles(variant, q_blocks, warp_token_blocks, warp_dim_blocks, q_stride=LANES,
-                          p_stride=LANES)
+                          p_stride=LANES, store_acc=pv_steps.store_acc_column if pv_wgmma else None)
     wgmma = variant.score_layout in WGMMA_LAYOUTS
     q_regs, score_regs, p_regs_warp = steps.q_regs, steps.score_regs, steps.p_regs
     exchange = make_split_exchange(variant, 0 if wgmma else q_regs, p_regs_warp)
-    scratch = stages * kv_tile_bytes                    # from v_smem: past the V ring
+    vt_ring = stages * kv_tile_bytes                    # kq_wgmma_pv, from v_smem: the V^T ring, P^T
+    p_offset = vt_ring + (vt_bytes(variant) if pv_wgmma else 0)
+    scratch = p_offset + (p_buffer_bytes(variant) if pv_wgmma else 0)   # from v_smem: ``red`` ..
+    db_stride = 1 if pv_wgmma else warp_dim_blocks      # store_column's first_db: warp w's dims
     red_words = block_m * warps
-    p_words = exchange.p_regs * LANES
+    p_words = 0 if pv_wgmma else exchange.p_regs * LANES
     group_words = red_words + p_words + (0 if wgmma else q_regs * LANES)   # a group's scratch
     merge_acc = 32 * warps * acc_regs                   # merge: O^T, then the maxima and the sums
     load_q_fragments, scores_tile, mask_tile = steps.load_q_fragments, steps.scores_tile, steps.mask_tile
@@ -279,6 +289,34 @@ def make_split_consumer(variant):
             """The warp's tokens (first_token on) of S^T, Q's fragments read from qbuf."""
             first_token = warp * warp_token_blocks * ROW_BLOCK
             scores_tile(scores, words, q_lane, k_tile + uint32(first_token * row_bytes), lane)
+
+    if pv_wgmma:
+        store_p, p_descriptor, pv = pv_steps.store_p, pv_steps.p_descriptor, pv_steps.pv
+
+        @cuda.jit(device=True, inline=True)
+        def tile_pv(acc, corrections, scores, pf_warp, words, p_lane, v_smem, stage, full_v, phase,
+                    first_db, warp, lane, tile_barrier):
+            """P^T into shared memory as e4m3; once every warp's is in and the tile's V^T too
+            (``full_v`` is the V^T ring's barrier), O^T = O^T * correction + V^T P^T (wgmma)."""
+            p_smem = v_smem + uint32(p_offset)
+            store_p(p_smem, scores, warp, lane)
+            fence_proxy_async_shared()
+            named_barrier_sync(tile_barrier, tile_threads)
+            mbarrier_wait_parity(full_v, phase)
+            pv(acc, v_smem + uint32(vt_ring + stage * kv_tile_bytes), p_descriptor(p_smem), corrections)
+    else:
+        @cuda.jit(device=True, inline=True)
+        def tile_pv(acc, corrections, scores, pf_warp, words, p_lane, v_smem, stage, full_v, phase,
+                    first_db, warp, lane, tile_barrier):
+            """The old O^T rescaled; every warp's P^T fragments through pbuf; once the V tile
+            is in, O^T += V^T P^T over the warp's dims (mma.sync)."""
+            for i in range(acc_regs):
+                acc[i] *= corrections[2 * ((i >> 2) % q_blocks) + (i & 1)]
+            p_fragments(pf_warp, scores)
+            publish_p(words, p_lane, pf_warp, warp)
+            named_barrier_sync(tile_barrier, tile_threads)
+            mbarrier_wait_parity(full_v, phase)
+            pv_tile(acc, words, p_lane, v_smem + uint32(stage * kv_tile_bytes), first_db, lane)
 
     if groups > 1:
         @cuda.jit(device=True, inline=True)
@@ -372,7 +410,7 @@ def make_split_consumer(variant):
         group_lane = lane >> 2
         first_row = m_start + 2 * (lane & 3)
         first_token = warp * warp_token_blocks * ROW_BLOCK
-        first_db = warp * warp_dim_blocks
+        first_db = warp * db_stride
         limits = cuda.local.array(columns, int32)
         m_run = cuda.local.array(columns, float32)
         l_run = cuda.local.array(columns, float32)
@@ -389,7 +427,6 @@ def make_split_consumer(variant):
             phase = (k // stages) & 1
             barrier = uint32(stage * 8)
             k_tile = k_smem + uint32(stage * kv_tile_bytes)
-            v_tile = v_smem + uint32(stage * kv_tile_bytes)
             mbarrier_wait_parity(full_k + barrier, phase)
             tile_scores(scores, words, q_lane, q_desc, k_tile, warp, lane)
             first_key = (n_begin + k) * block_n + first_token
@@ -402,13 +439,8 @@ def make_split_consumer(variant):
             for c in range(columns):
                 m_run[c], l_run[c], corrections[c] = softmax_finish(
                     scores, c, gather_max(red, lane_red, c), m_run[c], l_run[c], scale_log2)
-            for i in range(acc_regs):
-                acc[i] *= corrections[2 * ((i >> 2) % q_blocks) + (i & 1)]
-            p_fragments(pf_warp, scores)
-            publish_p(words, p_lane, pf_warp, warp)
-            named_barrier_sync(tile_barrier, tile_threads)
-            mbarrier_wait_parity(full_v + barrier, phase)
-            pv_tile(acc, words, p_lane, v_tile, first_db, lane)
+            tile_pv(acc, corrections, scores, pf_warp, words, p_lane, v_smem, stage, full_v + barrier,
+                    phase, first_db, warp, lane, tile_barrier)
             mbarrier_arrive(empty + barrier)
         for c in range(columns):
             maxima[c] = column_sum(l_run[c])

@@ -32,12 +32,14 @@ BLOCK_NS = (16, 32, 64, 128)
 CONSUMER_WARP_COUNTS = (1, 2, 4)
 STAGE_COUNTS = (2, 3, 4)
 PRODUCER_WARP_COUNTS = (1, 2, 4)
-SCORE_LAYOUTS = ("qk", "kq", "kq_split", "kq_wgmma", "kq_wgmma_dual")
+SCORE_LAYOUTS = ("qk", "kq", "kq_split", "kq_wgmma", "kq_wgmma_dual", "kq_wgmma_pv")
 # consumer.py (S = Q K^T), consumer_kq.py (S^T = K Q^T), consumer_split.py (S^T = K Q^T, warps
 # share each tile; kq_wgmma: S^T by one wgmma a tile; kq_wgmma_dual: two warpgroups doing so,
-# taking alternate tiles)
-SPLIT_LAYOUTS = ("kq_split", "kq_wgmma", "kq_wgmma_dual")   # the consumers of consumer_split.py
-WGMMA_LAYOUTS = ("kq_wgmma", "kq_wgmma_dual")               # S^T by wgmma
+# taking alternate tiles; kq_wgmma_pv: O^T = V^T P^T by wgmma too, e4m3, V transposed by the
+# producer warps: transpose_v.py)
+SPLIT_LAYOUTS = ("kq_split", "kq_wgmma", "kq_wgmma_dual", "kq_wgmma_pv")   # consumer_split.py's
+WGMMA_LAYOUTS = ("kq_wgmma", "kq_wgmma_dual", "kq_wgmma_pv")               # S^T by wgmma
+TRANSPOSE_V_LAYOUTS = ("kq_wgmma_pv",)                                     # P V by wgmma, V^T ring
 DUAL_CONSUMER_WARPS = 8            # kq_wgmma_dual: two warpgroups
 KQ_ROWS_PER_WARP = (8, 16)         # kq: query rows per warp, one or two mma N blocks of 8
 KQ_SPLIT_ROWS_PER_WARP = (2, 4, 8)  # kq_split: query rows each warp loads; all warps use all rows
@@ -87,7 +89,10 @@ class Variant:
         S^T = K Q^T as one warpgroup ``wgmma`` a tile, K and Q read from shared memory as
         they are, e4m3 with no unpack; P V stays ``mma.sync``; 4 warps, block_n 64) or
         "kq_wgmma_dual" (two kq_wgmma warpgroups, 8 warps, taking alternate tiles and merging
-        their softmax states at the end: twice the consumer warps on the same ring).
+        their softmax states at the end: twice the consumer warps on the same ring) or
+        "kq_wgmma_pv" (kq_wgmma with O^T = V^T P^T as a wgmma too, e4m3 only: the producer
+        warps transpose each V tile into a V^T ring, transpose_v.py, and P^T goes through
+        shared memory as e4m3; no operand is unpacked to fp16).
     rows_per_warp: query rows per consumer warp: 16 for qk; 8 or 16 for kq; 2, 4 or 8 for
         the split layouts (each warp of a tile loads that many of the block_m = rows_per_warp x
         tile_warps rows, a multiple of 8, and every warp computes with all of them).
@@ -138,6 +143,11 @@ class Variant:
         if self.score_layout in SPLIT_LAYOUTS:
             from .consumer_split import check_split
             check_split(self)
+        if self.transposes_v:
+            from .transpose_v import transpose_error
+            error = transpose_error(self)
+            if error:
+                raise VariantError(error)
         if self.dynamic_shared_bytes > MAX_DYNAMIC_SHARED_BYTES:
             raise VariantError(f"{self}: needs {self.dynamic_shared_bytes} B of shared memory, more "
                                f"than the {MAX_DYNAMIC_SHARED_BYTES} B a block may have")
@@ -167,6 +177,11 @@ class Variant:
     @property
     def tma_swizzle(self) -> str:
         return SWIZZLE_MODE[self.row_bytes]
+
+    @property
+    def transposes_v(self) -> bool:
+        """Whether the producer warps copy each V tile into a transposed V^T ring (kq_wgmma_pv)."""
+        return self.score_layout in TRANSPOSE_V_LAYOUTS
 
     @property
     def consumer_groups(self) -> int:
@@ -233,7 +248,8 @@ class Variant:
                 + (f"_m{self.min_ctas_per_sm}" if self.min_ctas_per_sm > 1 else "")
                 + {"kq": f"_kq{self.rows_per_warp}", "kq_split": f"_kqs{self.rows_per_warp}",
                    "kq_wgmma": f"_kqw{self.rows_per_warp}",
-                   "kq_wgmma_dual": f"_kqwd{self.rows_per_warp}"}.get(
+                   "kq_wgmma_dual": f"_kqwd{self.rows_per_warp}",
+                   "kq_wgmma_pv": f"_kqwp{self.rows_per_warp}"}.get(
                     self.score_layout, ""))
 
 

@@ -52,6 +52,7 @@ from .consumer_kq import make_kq_consumer
 from .consumer_split import make_split_consumer
 from .geometry import TILE_ALIGN_BYTES, Variant
 from .producers import make_producer
+from .transpose_v import make_transposer
 
 MAX_STAGES = 4
 MBARRIER_BYTES = 8
@@ -66,7 +67,8 @@ SIGNATURE = ("void(uint64, uint64, uint64, uint64, uint64, int32[:, ::1], int32[
 def make_attention_kernel(variant: Variant):
     """The Python kernel function of ``variant`` (compile it with :data:`SIGNATURE`)."""
     make = {"qk": make_consumer, "kq": make_kq_consumer, "kq_split": make_split_consumer,
-            "kq_wgmma": make_split_consumer, "kq_wgmma_dual": make_split_consumer}
+            "kq_wgmma": make_split_consumer, "kq_wgmma_dual": make_split_consumer,
+            "kq_wgmma_pv": make_split_consumer}
     consume = make[variant.score_layout](variant).consume
     producer = make_producer(variant)
     produce, look_up, page_entries = producer.produce, producer.look_up, producer.page_entries
@@ -81,6 +83,26 @@ def make_attention_kernel(variant: Variant):
     q_tile_bytes = variant.q_tile_bytes
     kv_tile_bytes = variant.kv_tile_bytes
     ring_bytes = stages * kv_tile_bytes
+    producer_threads = variant.producer_threads
+    # kq_wgmma_pv: the producer warps transpose each V tile into the V^T ring (after the V
+    # ring) and arrive on its barriers, full_v[MAX_STAGES ..]; the consumers wait on those
+    transposes = variant.transposes_v
+    v_barriers = MAX_STAGES * (2 if transposes else 1)
+    consumer_v_barriers = MAX_STAGES * MBARRIER_BYTES if transposes else 0
+    if transposes:
+        transpose = make_transposer(variant).transpose
+    else:
+        @cuda.jit(device=True, inline=True)
+        def transpose(vt_tile, v_tile, full_v, phase, vt_full, rank):
+            pass
+
+    @cuda.jit(device=True, inline=True)
+    def transpose_stage(v_smem, full_v_smem, k, rank):
+        """Tile k's V (its stage of the V ring) into its stage of the V^T ring."""
+        offset = uint32((k % stages) * kv_tile_bytes)
+        barrier = uint32((k % stages) * MBARRIER_BYTES)
+        transpose(v_smem + uint32(ring_bytes) + offset, v_smem + offset, full_v_smem + barrier,
+                  (k // stages) & 1, full_v_smem + uint32(MAX_STAGES * MBARRIER_BYTES) + barrier, rank)
 
     def paged_attention(q_address,  # uint64: Q (batch, seqlen_q, q_heads, head_dim)
                         k_pool,  # uint64: K pages (num_pages, page_size, kv_heads, head_dim)
@@ -100,7 +122,7 @@ def make_attention_kernel(variant: Variant):
                         scale_log2):  # float32: softmax_scale * log2(e)
         dynamic = cuda.shared.array(0, uint8)
         full_k = cuda.shared.array(MAX_STAGES, uint64)
-        full_v = cuda.shared.array(MAX_STAGES, uint64)
+        full_v = cuda.shared.array(v_barriers, uint64)
         empty = cuda.shared.array(MAX_STAGES, uint64)
         tid = cuda.threadIdx.x
         base = (smem_u32(dynamic) + uint32(TILE_ALIGN_BYTES - 1)) & ~uint32(TILE_ALIGN_BYTES - 1)
@@ -143,6 +165,8 @@ def make_attention_kernel(variant: Variant):
                 mbarrier_init(full_k_smem + uint32(s * MBARRIER_BYTES), fill_arrivals)
                 mbarrier_init(full_v_smem + uint32(s * MBARRIER_BYTES), fill_arrivals)
                 mbarrier_init(empty_smem + uint32(s * MBARRIER_BYTES), tile_threads)
+                if transposes:
+                    mbarrier_init(full_v_smem + uint32((MAX_STAGES + s) * MBARRIER_BYTES), producer_threads)
             fence_mbarrier_init_cluster()
         cuda.syncthreads()
 
@@ -172,11 +196,15 @@ def make_attention_kernel(variant: Variant):
                         batch, kv_head, first_row, kv_len, log2_page_size, kv_heads, rank)
                 for entry in range(page_entries):
                     pages[entry] = next_pages[entry]
+                if transposes and k > 0:            # tile k - 1's V, while tile k's loads fly
+                    transpose_stage(v_smem, full_v_smem, k - 1, rank)
+            if transposes and tiles > 0:
+                transpose_stage(v_smem, full_v_smem, tiles - 1, rank)
         else:
             out_row_base = (split * page_table.shape[0] + batch) * seqlen_q * q_heads
-            consume(q_smem, k_smem, v_smem, full_k_smem, full_v_smem, empty_smem, q_address, out,
-                    lse, tid >> 5, tid & 31, m_start, rows_valid, group, batch, kv_head, seqlen_q,
-                    q_heads, kv_len, n_begin, tiles, scale_log2, out_row_base)
+            consume(q_smem, k_smem, v_smem, full_k_smem, full_v_smem + uint32(consumer_v_barriers),
+                    empty_smem, q_address, out, lse, tid >> 5, tid & 31, m_start, rows_valid, group,
+                    batch, kv_head, seqlen_q, q_heads, kv_len, n_begin, tiles, scale_log2, out_row_base)
 
     paged_attention.__name__ = paged_attention.__qualname__ = variant.name
     paged_attention.launch_bounds = variant.launch_bounds   # read by compile_for_sm90a

@@ -53,37 +53,45 @@ def k_major_descriptor(address, row_bytes):
             | (uint64(ATOM_ROWS * row_bytes >> 4) << uint64(32)) | (layout << uint64(62)))
 
 
-def make_wgmma_ss(dtype: str, n: int, steps):
-    """An intrinsic ``wgmma(desc_a, desc_b) -> n // 2 float32`` running one whole
-    ``D = A B`` over ``len(steps)`` k-steps: ``wgmma.fence``, then for each step
+def make_wgmma_ss(dtype: str, n: int, steps, a_blocks=(0,)):
+    """An intrinsic ``wgmma(desc_a, desc_b) -> len(a_blocks) * n // 2 float32`` running, for
+    each entry of ``a_blocks`` (a byte offset of A: one 64-row block of a taller A), one whole
+    ``D = A B`` over ``len(steps)`` k-steps: ``wgmma.fence``, then for each block and step
     ``(a_bytes, b_bytes)`` one ``wgmma.mma_async...m64n{n}k*`` on the descriptors advanced by
-    those byte offsets (the first with scale-d false: D starts at zero), then
-    ``commit_group`` and ``wait_group 0``, so the results are ready when it returns and the
-    operands' shared memory may be refilled. Offsets must be multiples of 16 bytes."""
+    the block's offset plus those byte offsets (a block's first with scale-d false: its D starts
+    at zero), then one ``commit_group`` and ``wait_group 0`` for them all, so the results are
+    ready when it returns and the operands' shared memory may be refilled. Block b's D is
+    results ``b * n // 2 ..``. Offsets must be multiples of 16 bytes."""
     if dtype not in _K:
         raise ValueError(f"dtype={dtype!r}: wgmma here takes {sorted(_K)}")
     if n not in N_VALUES:
         raise ValueError(f"n={n}: wgmma here takes N in {N_VALUES}")
     if not steps or any(a % 16 or b % 16 or a < 0 or b < 0 for a, b in steps):
         raise ValueError(f"steps={steps!r}: at least one (a_bytes, b_bytes), each a multiple of 16")
-    results = n // 2
-    d = ", ".join(f"${i}" for i in range(results))
+    if not a_blocks or any(a % 16 or a < 0 for a in a_blocks):
+        raise ValueError(f"a_blocks={a_blocks!r}: at least one A byte offset, each a multiple of 16")
+    per_block = n // 2
+    results = per_block * len(a_blocks)
     a, b = f"${results}", f"${results + 1}"
     shape = f"m{M}n{n}k{_K[dtype]}.f32.{dtype}.{dtype}"
     lines = ["{", ".reg .pred p<2>;", ".reg .b32 t;", ".reg .b64 da, db;",
              "mov.b32 t, 0;", "setp.ne.b32 p0, t, 0;", "setp.eq.b32 p1, t, 0;",
              "wgmma.fence.sync.aligned;"]
-    for i, (a_bytes, b_bytes) in enumerate(steps):
-        lines += [f"add.s64 da, {a}, {a_bytes >> 4};", f"add.s64 db, {b}, {b_bytes >> 4};",
-                  (f"wgmma.mma_async.sync.aligned.{shape} {{{d}}}, da, db, p{min(i, 1)}, 1, 1"
-                   f"{_TRANSPOSE[dtype]};")]
+    for block, block_bytes in enumerate(a_blocks):
+        d = ", ".join(f"${block * per_block + i}" for i in range(per_block))
+        for i, (a_bytes, b_bytes) in enumerate(steps):
+            lines += [f"add.s64 da, {a}, {(block_bytes + a_bytes) >> 4};",
+                      f"add.s64 db, {b}, {b_bytes >> 4};",
+                      (f"wgmma.mma_async.sync.aligned.{shape} {{{d}}}, da, db, p{min(i, 1)}, 1, 1"
+                       f"{_TRANSPOSE[dtype]};")]
     lines += ["wgmma.commit_group.sync.aligned;", "wgmma.wait_group.sync.aligned 0;", "}"]
     ptx = "\n".join(lines)
 
     def typer(typingctx, desc_a, desc_b):
         return float_asm_intrinsic(ptx, (desc_a, desc_b), (U64, U64), (F32,) * results, Effect.MEMORY)
 
-    typer.__name__ = typer.__qualname__ = f"wgmma_ss_{dtype}_n{n}_k{len(steps)}"
+    blocks = f"_a{len(a_blocks)}" if len(a_blocks) > 1 else ""
+    typer.__name__ = typer.__qualname__ = f"wgmma_ss_{dtype}_n{n}_k{len(steps)}{blocks}"
     typer.__doc__ = f"``{ptx}``"
     wgmma = intrinsic(typer)
     wgmma.ptx = ptx

@@ -73,6 +73,11 @@ PAGED_ATTENTION_NAMES = [
     for path in ("tma", "cp_async")    # decode, two wgmma warpgroups on alternate tiles
     for dtype in ("bf16", "e4m3")
     for d, r, s in ((128, 8, 2), (128, 2, 4), (256, 2, 2), (256, 8, 2), (64, 8, 2))
+] + [
+    f"paged_attention_{path}_e4m3_d{d}_n64_w4_s{s}_p{p if path == 'tma' else 4}_causal_kqwp{r}"
+    for path in ("tma", "cp_async")    # decode, P V by wgmma too (consumer_pv.py, transpose_v.py)
+    for d, r, s, p in ((128, 8, 2, 1), (256, 8, 2, 1), (128, 4, 2, 2), (128, 2, 4, 1), (256, 2, 2, 1),
+                       (64, 2, 2, 1), (64, 8, 2, 1))
 ]
 LDMATRIX = "ldmatrix.sync.aligned.m8n8.x4.shared.b16"
 WGMMA_PTX = "wgmma.mma_async.sync.aligned.m64n"
@@ -97,6 +102,10 @@ def paged_attention_ptx(name):
     """PTX a paged attention variant must hold: its load path's and its dtype's instructions."""
     path = "tma" if name.startswith("paged_attention_tma_") else "cp"
     dtype = "e4m3" if "_e4m3_" in name else "bf16"
+    if "_kqwp" in name:     # both products by wgmma: no mma.sync, no unpack, no ldmatrix; P^T as e4m3
+        return ([f for f in PAGED_ATTENTION_COMMON if not f.startswith("ldmatrix")] + PAGED_ATTENTION_PTX[path]
+                + ["cvt.rn.satfinite.e4m3x2.f32", "st.shared.u16", "prmt.b32", "bar.sync", WGMMA_PTX,
+                   WGMMA_TYPES[dtype], "wgmma.commit_group.sync.aligned", "fence.proxy.async.shared::cta"])
     kq = ["movmatrix.sync.aligned.m8n8.trans.b16"] if "_kq" in name else []
     split = ["bar.sync"] if "_kqs" in name or "_kqw" in name else []    # the consumer warps' named barriers
     wgmma = ([WGMMA_PTX, WGMMA_TYPES[dtype], "wgmma.commit_group.sync.aligned", "fence.proxy.async.shared::cta"]

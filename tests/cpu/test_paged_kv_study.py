@@ -148,6 +148,22 @@ def test_every_decode_consumer_can_be_swept(study_config):
     assert len({c.key for c in configs}) == len(configs)
 
 
+def test_the_consumer_with_pv_on_wgmma_runs_at_e4m3_only(study_config):
+    """kq_wgmma_pv (e4m3 V to the tensor cores as it is) is skipped in bf16 cells, and sits
+    beside every e4m3 kq_wgmma configuration with its rows and tiles."""
+    study_config["decode_consumers"] = ["kq", "kq_wgmma", "kq_wgmma_pv"]
+    configs = sweep_configs(study_config)
+    pv = [c for c in configs if c.score_layout == "kq_wgmma_pv"]
+    e4m3_wgmma = {c.key.removesuffix("/kq_wgmma"): c for c in configs
+                  if c.score_layout == "kq_wgmma" and c.dtype == "e4m3"}
+    assert pv and all(c.dtype == "e4m3" for c in pv)
+    assert {c.key.removesuffix("/kq_wgmma_pv") for c in pv} == set(e4m3_wgmma)
+    for c in pv:
+        twin = e4m3_wgmma[c.key.removesuffix("/kq_wgmma_pv")]
+        assert (c.rows_per_warp, c.block_n, c.ctas_per_split) == (twin.rows_per_warp, twin.block_n, twin.ctas_per_split)
+        assert c.variant().transposes_v
+
+
 def test_the_sweep_and_the_kernel_name_the_same_consumers():
     """The analysis side (grid.py, no numba needed) lists the kernel's consumers by name: the
     lists must agree with tma_kernels.paged_kv.geometry's and with the config schema's enum."""

@@ -131,6 +131,24 @@ def test_wgmma_is_one_instruction_per_k_step(kernel, opcode):
     assert sum(n for op, n in counts.items() if op.startswith(opcode)) == len(WGMMA_STEPS)
 
 
+WGMMA_BLOCKS = make_wgmma_ss("e4m3", 16, ((0, 0), (32, 32)), a_blocks=(0, 4096))   # two 64-row blocks of A
+
+
+def wgmma_two_blocks(words, floats):
+    tile = smem_u32(cuda.shared.array(WGMMA_TILE_BYTES, numba.uint8))
+    d = WGMMA_BLOCKS(k_major_descriptor(tile, 64), k_major_descriptor(tile + numba.uint32(8192), 64))
+    for i in range(16):
+        floats[i] = d[i]
+
+
+def test_wgmma_over_a_blocks_is_one_instruction_per_block_and_k_step():
+    """a_blocks: each block's k-steps into its own results, one wait for all (consumer_pv.py)."""
+    counts = compiled(wgmma_two_blocks).opcode_counts()
+    assert sum(n for op, n in counts.items() if op.startswith("QGMMA")) == 2 * 2
+    assert counts.get("WARPGROUP.ARRIVE", 0) == 1
+    assert WGMMA_BLOCKS.ptx.count("wgmma.wait_group") == 1 and WGMMA_BLOCKS.ptx.count("add.s64 da, $16, 256;") == 1
+
+
 def test_wgmma_factory_rejects_what_it_cannot_build():
     with pytest.raises(ValueError, match="dtype"):
         make_wgmma_ss("fp16", 16, WGMMA_STEPS)
@@ -138,6 +156,8 @@ def test_wgmma_factory_rejects_what_it_cannot_build():
         make_wgmma_ss("e4m3", 12, WGMMA_STEPS)
     with pytest.raises(ValueError, match="multiple of 16"):
         make_wgmma_ss("e4m3", 16, ((0, 8),))
+    with pytest.raises(ValueError, match="a_blocks"):
+        make_wgmma_ss("e4m3", 16, WGMMA_STEPS, a_blocks=(8,))
 
 
 def test_k_major_descriptor_fields():

@@ -9,7 +9,8 @@ block_n 64 (decode: 128 for e4m3 at head dim 64, 32 at head dim 256, see ``Sweep
 decode: each of config ``decode_consumers``: "kq", S^T = K Q^T, 8 rows per warp, as many
 warps as its query heads x tokens need, "kq_split", 4 warps sharing each tile, or
 "kq_wgmma", kq_split with S^T as one warpgroup wgmma a tile of 64 tokens, or "kq_wgmma_dual",
-two kq_wgmma warpgroups taking alternate tiles),
+two kq_wgmma warpgroups taking alternate tiles, or "kq_wgmma_pv", e4m3 only: kq_wgmma with P V as a
+wgmma too, over V tiles the producer warps transpose),
 each of the phase kind's ``stages`` counts that fits in shared memory, one producer warp for
 TMA and each of the phase kind's ``cp_async_producer_warps`` counts for cp.async (the tuning
 knobs: a path is compared at its best combination; the analysis keeps the fastest per path)
@@ -42,9 +43,12 @@ DECODE_SPLIT_WARPS = 4      # split consumers: warps sharing each tile
 DECODE_SPLIT_MAX_ROWS = 32  # split consumers: query rows of a CTA at most (4 warps x 8)
 DECODE_WGMMA_BLOCK_N = 64   # wgmma consumers: the tile is the wgmma's M (tma_kernels.ptx.wgmma.M)
 DECODE_DUAL_WARPS = 8       # kq_wgmma_dual: two warpgroups
-DECODE_CONSUMERS = ("kq", "kq_split", "kq_wgmma", "kq_wgmma_dual")   # config decode_consumers may list
-SPLIT_CONSUMERS = ("kq_split", "kq_wgmma", "kq_wgmma_dual")          # the consumers of consumer_split.py
-WGMMA_CONSUMERS = ("kq_wgmma", "kq_wgmma_dual")                      # S^T by wgmma
+DECODE_CONSUMERS = ("kq", "kq_split", "kq_wgmma", "kq_wgmma_dual", "kq_wgmma_pv")   # decode_consumers may list
+SPLIT_CONSUMERS = ("kq_split", "kq_wgmma", "kq_wgmma_dual", "kq_wgmma_pv")  # the consumers of consumer_split.py
+WGMMA_CONSUMERS = ("kq_wgmma", "kq_wgmma_dual", "kq_wgmma_pv")              # S^T by wgmma
+# consumers built for some dtypes only: kq_wgmma_pv exists to take e4m3 V to the tensor cores as it
+# is (bf16 reaches mma.sync with no unpack); the sweep runs the others at every dtype
+CONSUMER_DTYPES = {"kq_wgmma_pv": ("e4m3",)}
 
 
 class GridError(ValueError):
@@ -123,7 +127,9 @@ class SweepConfig:
         rows still spread over 4 warps; or "kq_wgmma": kq_split with S^T = K Q^T as one
         warpgroup ``wgmma`` a tile (Hopper's own tensor-core instruction, which takes e4m3 as it
         is, where ``mma.sync`` needs each element unpacked to fp16); or "kq_wgmma_dual": two
-        kq_wgmma warpgroups in the CTA taking alternate tiles of the same ring."""
+        kq_wgmma warpgroups in the CTA taking alternate tiles of the same ring; or
+        "kq_wgmma_pv" (e4m3): kq_wgmma with O^T = V^T P^T as a wgmma too, so no e4m3 operand is
+        unpacked (the producer warps transpose each V tile in shared memory, as FA3 does)."""
         if self.phase.name == "prefill":
             return "qk"
         return self.decode_consumer
@@ -285,6 +291,7 @@ def sweep_configs(study: dict) -> list[SweepConfig]:
             continue
         producer_warps = study["cp_async_producer_warps"][phase.name] if path == "cp_async" else [1]
         phase_consumers = consumers if phase.name == "decode" else ["kq"]   # prefill: "qk" regardless
+        phase_consumers = [c for c in phase_consumers if dtype in CONSUMER_DTYPES.get(c, (dtype,))]
         for page, stages, warps, consumer in itertools.product(pages[path], study["stages"][phase.name],
                                                                producer_warps, phase_consumers):
             config = SweepConfig(shape, dtype, phase, page, path, stages, warps, study["decode_min_kv_tile_bytes"],
