@@ -36,7 +36,7 @@ SCORE_LAYOUTS = ("qk", "kq", "kq_split", "kq_wgmma", "kq_wgmma_dual", "kq_wgmma_
 # consumer.py (S = Q K^T), consumer_kq.py (S^T = K Q^T), consumer_split.py (S^T = K Q^T, warps
 # share each tile; kq_wgmma: S^T by one wgmma a tile; kq_wgmma_dual: two warpgroups doing so,
 # taking alternate tiles; kq_wgmma_pv: O^T = V^T P^T by wgmma too, e4m3, V transposed by the
-# producer warps: transpose_v.py)
+# transpose warp of its own: transpose_v.py)
 SPLIT_LAYOUTS = ("kq_split", "kq_wgmma", "kq_wgmma_dual", "kq_wgmma_pv")   # consumer_split.py's
 WGMMA_LAYOUTS = ("kq_wgmma", "kq_wgmma_dual", "kq_wgmma_pv")               # S^T by wgmma
 TRANSPOSE_V_LAYOUTS = ("kq_wgmma_pv",)                                     # P V by wgmma, V^T ring
@@ -90,9 +90,9 @@ class Variant:
         they are, e4m3 with no unpack; P V stays ``mma.sync``; 4 warps, block_n 64) or
         "kq_wgmma_dual" (two kq_wgmma warpgroups, 8 warps, taking alternate tiles and merging
         their softmax states at the end: twice the consumer warps on the same ring) or
-        "kq_wgmma_pv" (kq_wgmma with O^T = V^T P^T as a wgmma too, e4m3 only: the producer
-        warps transpose each V tile into a V^T ring, transpose_v.py, and P^T goes through
-        shared memory as e4m3; no operand is unpacked to fp16).
+        "kq_wgmma_pv" (kq_wgmma with O^T = V^T P^T as a wgmma too, e4m3 only: a warp of its
+        own after the producers transposes each V tile into a V^T ring, transpose_v.py, and
+        P^T goes through shared memory as e4m3; no operand is unpacked to fp16).
     rows_per_warp: query rows per consumer warp: 16 for qk; 8 or 16 for kq; 2, 4 or 8 for
         the split layouts (each warp of a tile loads that many of the block_m = rows_per_warp x
         tile_warps rows, a multiple of 8, and every warp computes with all of them).
@@ -180,7 +180,7 @@ class Variant:
 
     @property
     def transposes_v(self) -> bool:
-        """Whether the producer warps copy each V tile into a transposed V^T ring (kq_wgmma_pv)."""
+        """Whether a transpose warp copies each V tile into a transposed V^T ring (kq_wgmma_pv)."""
         return self.score_layout in TRANSPOSE_V_LAYOUTS
 
     @property
@@ -206,8 +206,14 @@ class Variant:
         return 32 * self.producer_warps
 
     @property
+    def transpose_threads(self) -> int:
+        """kq_wgmma_pv: the warp that transposes each V tile (transpose_v.py), after the producers."""
+        from .transpose_v import TRANSPOSE_WARPS
+        return 32 * TRANSPOSE_WARPS if self.transposes_v else 0
+
+    @property
     def threads(self) -> int:
-        return self.consumer_threads + self.producer_threads
+        return self.consumer_threads + self.producer_threads + self.transpose_threads
 
     @property
     def q_tile_bytes(self) -> int:

@@ -27,6 +27,8 @@ of the sequence's KV tiles (split-KV, for decode grids too small to fill the GPU
                                           decode: S^T = K Q^T, 8 or 16 rows; consumer_split.py:
                                           all warps all rows, each a share of every tile)
     threads [.., + 32 * producer_warps)   producer: K and V tiles into the rings (producers.py)
+    threads [.., + 32)                    kq_wgmma_pv only: the transpose warp, each V tile
+                                          into the V^T ring once it lands (transpose_v.py)
 
     K tile k uses stage s = k % stages of the K ring and of the V ring.
     producer: look up tile k + 1's pages -> wait empty[s] (after the first round)
@@ -84,8 +86,10 @@ def make_attention_kernel(variant: Variant):
     kv_tile_bytes = variant.kv_tile_bytes
     ring_bytes = stages * kv_tile_bytes
     producer_threads = variant.producer_threads
-    # kq_wgmma_pv: the producer warps transpose each V tile into the V^T ring (after the V
-    # ring) and arrive on its barriers, full_v[MAX_STAGES ..]; the consumers wait on those
+    worker_threads = consumer_threads + producer_threads      # then kq_wgmma_pv's transpose warp
+    transpose_threads = variant.transpose_threads
+    # kq_wgmma_pv: the transpose warp copies each V tile into the V^T ring (after the V ring)
+    # and arrives on its barriers, full_v[MAX_STAGES ..]; the consumers wait on those
     transposes = variant.transposes_v
     v_barriers = MAX_STAGES * (2 if transposes else 1)
     consumer_v_barriers = MAX_STAGES * MBARRIER_BYTES if transposes else 0
@@ -166,12 +170,15 @@ def make_attention_kernel(variant: Variant):
                 mbarrier_init(full_v_smem + uint32(s * MBARRIER_BYTES), fill_arrivals)
                 mbarrier_init(empty_smem + uint32(s * MBARRIER_BYTES), tile_threads)
                 if transposes:
-                    mbarrier_init(full_v_smem + uint32((MAX_STAGES + s) * MBARRIER_BYTES), producer_threads)
+                    mbarrier_init(full_v_smem + uint32((MAX_STAGES + s) * MBARRIER_BYTES), transpose_threads)
             fence_mbarrier_init_cluster()
         cuda.syncthreads()
 
         # Step 3: producer and consumers run the ring.
-        if tid >= consumer_threads:
+        if tid >= worker_threads:               # kq_wgmma_pv's transpose warp
+            for k in range(tiles):
+                transpose_stage(v_smem, full_v_smem, k, tid - worker_threads)
+        elif tid >= consumer_threads:
             rank = tid - consumer_threads
             # Page-table entries (both paths; producers.py): tile k's in `pages`; tile k + 1's
             # loaded into `next_pages` before the wait on `empty`, and first read after tile
@@ -196,10 +203,6 @@ def make_attention_kernel(variant: Variant):
                         batch, kv_head, first_row, kv_len, log2_page_size, kv_heads, rank)
                 for entry in range(page_entries):
                     pages[entry] = next_pages[entry]
-                if transposes and k > 0:            # tile k - 1's V, while tile k's loads fly
-                    transpose_stage(v_smem, full_v_smem, k - 1, rank)
-            if transposes and tiles > 0:
-                transpose_stage(v_smem, full_v_smem, tiles - 1, rank)
         else:
             out_row_base = (split * page_table.shape[0] + batch) * seqlen_q * q_heads
             consume(q_smem, k_smem, v_smem, full_k_smem, full_v_smem + uint32(consumer_v_barriers),

@@ -5,11 +5,20 @@ Why a transpose. A ``wgmma`` with e4m3 operands takes both from shared memory *K
 (tma_kernels.ptx.wgmma): for O^T = V^T P^T, K is the tile's tokens, so A = V^T needs each
 head dim's tokens contiguous and B = P^T each query row's tokens contiguous. A V tile lands
 (TMA or cp.async) token-major, as the pool holds it; only 16-bit types may be transposed by
-the instruction. So the producer warps, idle between their loads, copy each V tile into a
-transposed tile of the *V^T ring* (FlashAttention-3 does the same for fp8:
-hopper/mainloop_fwd_sm90_tma_gmma_ws.hpp, ``transpose_V``, run by its producer warpgroup),
-and the consumers write P^T, rounded to e4m3 as FA3 and the other consumers do, into a
-K-major buffer of their own.
+the instruction. So a *transpose warp* (the CTA's last warp, after the producers) copies each V
+tile, once it has landed, into a transposed tile of the *V^T ring* (FlashAttention-3 does the
+same for fp8: hopper/mainloop_fwd_sm90_tma_gmma_ws.hpp, ``transpose_V``, run by its producer
+warpgroup), and the consumers write P^T, rounded to e4m3 as FA3 and the other consumers do,
+into a K-major buffer of their own.
+
+Why a warp of its own. First built into the producer's loop (transpose tile k - 1 after
+issuing tile k's loads), the producer waited on every V tile's arrival before it could issue
+the next tile: a tile of loads in flight, whatever the ring's depth. On the H200 (a probe
+outside results/, config/probes/paged_kv_pv_consumer.yaml, e4m3 decode at batch 32 and 8K
+tokens) that took 1.1 to 2.5 times kq_wgmma's time, 4 stages slower than 2. The transpose
+warp waits on ``full_v`` of tile k, transposes it and arrives on the V^T ring's barrier; it
+never waits on ``empty``: tile k's V landed after the producer waited on ``empty`` of tile
+k - stages, which the consumers arrive on once done with that tile's V^T stage.
 
 Token order. The sum over K does not depend on the order of the tokens in it, only on A and
 B agreeing on it. Both use *position* ``pos(t) = 16 w + 2 g + h`` for token ``t = 16 w + 8 h + g``
@@ -23,7 +32,7 @@ dense block at ``geometry.swizzle(o, 3)``):
   M block of head dims ``64 m ..`` is the 4096 bytes from ``64 m * 64``;
 - P^T: row ``r`` (query row of the CTA, 0 .. block_m - 1) of 64 positions.
 
-The transpose: a producer *unit* is 4 head dims x 4 positions. For step ``s`` of a tile a
+The transpose: a *unit* is 4 head dims x 4 positions. For step ``s`` of a tile a
 warp's lane ``(ql = lane & 3, dgl = lane >> 2)`` takes position group ``q = 4 (s & 3) + ql``
 and dim group ``dg = 8 (s >> 2) + dgl``: four 32-bit loads (dims ``4 dg ..`` of the 4 tokens
 at positions ``4 q ..``), a byte rotation by ``rot = dgl >> 1`` (``prmt``), a 4 x 4 byte
@@ -43,6 +52,7 @@ from tma_kernels.ptx.convert import prmt
 from .geometry import swizzle, tile_offset
 
 ROW_BYTES = 64                      # a V^T or P^T row: block_n e4m3 positions
+TRANSPOSE_WARPS = 1                 # warps of a CTA that transpose V (after the producer warps)
 SWIZZLE_64B_MASK = 3
 TOKENS = 64                         # the tile (kq_wgmma's block_n, S^T's wgmma M)
 UNIT = 4                            # a unit: 4 dims x 4 positions
@@ -101,10 +111,6 @@ def transpose_error(variant) -> str | None:
         return f"dtype={variant.dtype!r}: score_layout 'kq_wgmma_pv' is e4m3 only (bf16 V^T needs no transpose)"
     if variant.block_n != TOKENS:
         return f"block_n={variant.block_n}: score_layout 'kq_wgmma_pv' transposes tiles of {TOKENS} tokens"
-    steps = transpose_steps(variant)
-    if steps % variant.producer_warps:
-        return (f"producer_warps={variant.producer_warps}: the {steps} transpose steps of a V tile do not "
-                "divide among them")
     return None
 
 
@@ -153,13 +159,15 @@ def transpose_steps(variant) -> int:
 def make_transposer(variant):
     """``transpose(vt_tile, v_tile, full_v, phase, vt_full, rank)``: wait for the V tile's
     ``full_v`` barrier, write its transpose into ``vt_tile``, fence it to the async proxy
-    and arrive on ``vt_full`` (which expects every producer thread). Producer warp ``p``
-    takes steps ``p, p + producer_warps, ...``."""
+    and arrive on ``vt_full`` (which expects every transpose thread; ``rank`` is the thread's
+    among them). Two steps an iteration, a tile's first and second half, so each lane has
+    eight independent loads in flight."""
     block_n = variant.block_n
     row_bytes = variant.row_bytes
     mask = variant.swizzle_mask
-    warps = variant.producer_warps
+    warps = TRANSPOSE_WARPS
     warp_steps = transpose_steps(variant) // warps
+    half = warp_steps // 2
 
     @cuda.jit(device=True, inline=True)
     def transpose(vt_tile, v_tile, full_v, phase, vt_full, rank):
@@ -167,9 +175,11 @@ def make_transposer(variant):
         v_word = smem_word(v_tile, words)
         vt_word = smem_word(vt_tile, words)
         mbarrier_wait_parity(full_v, phase)
-        for s in range(warp_steps):
+        for s in range(half):
             q, dg, rot = unit_of(s * warps + (rank >> 5), rank & 31)
+            q2, dg2, rot2 = unit_of((s + half) * warps + (rank >> 5), rank & 31)
             transpose_unit(words, v_word, vt_word, q, dg, rot, block_n, row_bytes, mask)
+            transpose_unit(words, v_word, vt_word, q2, dg2, rot2, block_n, row_bytes, mask)
         fence_proxy_async_shared()
         mbarrier_arrive(vt_full)
 

@@ -77,7 +77,7 @@ def _transposed(state, variant, v_bits):
     state.smem = SharedMemory(2 * variant.kv_tile_bytes)
     write_tile(state.smem, v_tile, v_bits, variant, BLOCK_N)
     transposer = transpose_v.make_transposer(variant)
-    transposer.transpose.py_func(vt_tile, v_tile, 0, 0, 0, np.arange(variant.producer_threads))
+    transposer.transpose.py_func(vt_tile, v_tile, 0, 0, 0, np.arange(variant.transpose_threads))
     return state.smem.bytes[vt_tile:].copy()
 
 
@@ -98,6 +98,7 @@ def test_positions_are_a_permutation_both_sides_share():
 
 
 @pytest.mark.parametrize("head_dim, producer_warps", [(64, 1), (128, 1), (128, 2), (256, 1), (256, 4)])
+# (the transpose warp is its own, whatever the producer warps)
 def test_transpose_writes_every_byte_of_v_transposed(emulated, head_dim, producer_warps):
     variant = _variant(head_dim, producer_warps)
     rng = np.random.default_rng(head_dim + producer_warps)

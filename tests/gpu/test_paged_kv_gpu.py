@@ -132,8 +132,8 @@ for _dtype in ("bf16", "e4m3"):
                 dtype=_dtype, head_dim=_d, load_path=_path, block_n=64, consumer_warps=8, stages=_s,
                 producer_warps=1 if _path == "tma" else 4, score_layout="kq_wgmma_dual", rows_per_warp=_r)
 
-# kq_wgmma with P V as a wgmma too (score_layout "kq_wgmma_pv", e4m3 only): the producer warps
-# transpose every V tile (transpose_v.py); 1, 2 or 4 producer warps share the transpose, and 4
+# kq_wgmma with P V as a wgmma too (score_layout "kq_wgmma_pv", e4m3 only): a warp of its own
+# transposes every V tile (transpose_v.py), beside 1, 2 or 4 producer warps, and 4
 # stages run the rings round more often than 2.
 KQWP_SHAPES = ((128, 8, 2, 1), (256, 8, 2, 1), (128, 4, 2, 2), (128, 2, 4, 1), (256, 2, 2, 1), (64, 2, 2, 1),
                (64, 8, 2, 1))

@@ -10,7 +10,7 @@ decode: each of config ``decode_consumers``: "kq", S^T = K Q^T, 8 rows per warp,
 warps as its query heads x tokens need, "kq_split", 4 warps sharing each tile, or
 "kq_wgmma", kq_split with S^T as one warpgroup wgmma a tile of 64 tokens, or "kq_wgmma_dual",
 two kq_wgmma warpgroups taking alternate tiles, or "kq_wgmma_pv", e4m3 only: kq_wgmma with P V as a
-wgmma too, over V tiles the producer warps transpose),
+wgmma too, over V tiles a warp of its own transposes),
 each of the phase kind's ``stages`` counts that fits in shared memory, one producer warp for
 TMA and each of the phase kind's ``cp_async_producer_warps`` counts for cp.async (the tuning
 knobs: a path is compared at its best combination; the analysis keeps the fastest per path)
@@ -129,7 +129,7 @@ class SweepConfig:
         is, where ``mma.sync`` needs each element unpacked to fp16); or "kq_wgmma_dual": two
         kq_wgmma warpgroups in the CTA taking alternate tiles of the same ring; or
         "kq_wgmma_pv" (e4m3): kq_wgmma with O^T = V^T P^T as a wgmma too, so no e4m3 operand is
-        unpacked (the producer warps transpose each V tile in shared memory, as FA3 does)."""
+        unpacked (a warp of its own transposes each V tile in shared memory, as FA3 does)."""
         if self.phase.name == "prefill":
             return "qk"
         return self.decode_consumer
