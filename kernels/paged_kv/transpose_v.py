@@ -40,16 +40,26 @@ transpose (8 ``prmt``) and four 32-bit stores, the store of dim ``4 dg + (j + ro
 as the j-th. With 128-byte V rows the loads of a warp hit 32 distinct banks (the tokens'
 ``t & 7`` spread the 16-byte pieces over the swizzle), and the rotation spreads the stores
 over the 32 banks of the 64-byte-swizzled V^T; at head dim 64 (64-byte V rows) the loads
-are 2-way conflicted. tests/cpu/test_paged_kv_transpose_v.py runs the index functions
-(``py_func``) over a warp and checks the transpose, the positions and the banks.
+are 2-way conflicted. Every address is a per-lane constant plus a per-step one, in 32-bit
+arithmetic (first written as array indices in numba's 64-bit integers, the transpose took
+about 150 instructions a step, mostly address arithmetic and negative-index checks).
+tests/cpu/test_paged_kv_transpose_v.py runs the transpose (``py_func``) over the warp,
+recording every load's and store's 32 addresses, and checks the transposed tile, the
+positions and the banks.
 """
 import types
 
 from numba import cuda, uint32
-from tma_kernels.ptx import fence_proxy_async_shared, mbarrier_arrive, mbarrier_wait_parity, smem_u32
+from tma_kernels.ptx import (
+    fence_proxy_async_shared,
+    ld_shared_u32,
+    mbarrier_arrive,
+    mbarrier_wait_parity,
+    st_shared_u32,
+)
 from tma_kernels.ptx.convert import prmt
 
-from .geometry import swizzle, tile_offset
+from .geometry import swizzle
 
 ROW_BYTES = 64                      # a V^T or P^T row: block_n e4m3 positions
 TRANSPOSE_WARPS = 1                 # warps of a CTA that transpose V (after the producer warps)
@@ -82,15 +92,9 @@ def kmajor_offset(row, position):
 
 
 @cuda.jit(device=True, inline=True)
-def unit_of(step, lane):
-    """(position group q, dim group dg, byte rotation) of a lane's unit in warp step ``step``."""
-    return ((step & 3) << 2) | (lane & 3), ((step >> 2) << 3) | (lane >> 2), (lane >> 3) & 3
-
-
-@cuda.jit(device=True, inline=True)
 def rotation_selector(rot):
     """``prmt`` selector of the byte rotation: result byte j = byte (j + rot) & 3."""
-    return (uint32(0x32103210) >> uint32(4 * rot)) & uint32(0xFFFF)
+    return (uint32(0x32103210) >> (uint32(4) * rot)) & uint32(0xFFFF)
 
 
 @cuda.jit(device=True, inline=True)
@@ -103,6 +107,34 @@ def transpose_4x4(a0, a1, a2, a3):
     t3 = prmt(a2, a3, HIGH_PAIRS)
     return (prmt(t0, t2, LOW_HALVES), prmt(t0, t2, HIGH_HALVES),
             prmt(t1, t3, LOW_HALVES), prmt(t1, t3, HIGH_HALVES))
+
+
+@cuda.jit(device=True, inline=True)
+def load_row(v_tile, ql, i, row_bytes):
+    """Shared address of the row (in chunk 0, warp step w = 0) of the token a lane's i-th load
+    reads: position 4 ql + i of position group ql, token 8 (i & 1) + 2 ql + (i >> 1)."""
+    return v_tile + (uint32(8 * (i & 1) + (i >> 1)) + uint32(2) * ql) * uint32(row_bytes)
+
+
+@cuda.jit(device=True, inline=True)
+def load_column(ql, dgl, i, row_bytes, mask):
+    """The byte column of a lane's i-th load in its row, swizzled (dims 4 dgl ..; XOR it with
+    the step's column, a multiple of 32 below row_bytes, as the swizzle XORs bits 4..6)."""
+    token = uint32(8 * (i & 1) + (i >> 1)) + uint32(2) * ql
+    return (uint32(4) * dgl) ^ ((((token * uint32(row_bytes)) >> uint32(7)) & uint32(mask)) << uint32(4))
+
+
+@cuda.jit(device=True, inline=True)
+def store_row(vt_tile, ql, dgl, rot, j):
+    """Shared address of a lane's j-th store (warp step 0, unswizzled): V^T row 4 dgl +
+    (j + rot) & 3, positions 4 ql .."""
+    return vt_tile + (uint32(4) * dgl + ((uint32(j) + rot) & uint32(3))) * uint32(ROW_BYTES) + uint32(4) * ql
+
+
+@cuda.jit(device=True, inline=True)
+def store_swizzle(dgl, rot, j):
+    """The 64-byte swizzle of a lane's j-th store row, as a byte XOR of its position piece."""
+    return (((uint32(4) * dgl + ((uint32(j) + rot) & uint32(3))) >> uint32(1)) & uint32(3)) << uint32(4)
 
 
 def transpose_error(variant) -> str | None:
@@ -120,35 +152,24 @@ def vt_bytes(variant) -> int:
 
 
 @cuda.jit(device=True, inline=True)
-def smem_word(address, words):
-    """Index in the dynamic-shared uint32 view ``words`` of shared-window ``address``."""
-    return (address - smem_u32(words)) >> uint32(2)
-
-
-@cuda.jit(device=True, inline=True)
-def source_offset(position, dg, block_n, row_bytes, mask):
-    """V tile byte of dims 4 dg .. of the token at ``position`` (the V tile layout of geometry)."""
-    return tile_offset(position_token(position), UNIT * dg, block_n, row_bytes, mask)
-
-
-@cuda.jit(device=True, inline=True)
-def transpose_unit(words, v_word, vt_word, q, dg, rot, block_n, row_bytes, mask):
-    """One lane's unit: dims 4 dg .. of the tokens at positions 4 q .. of the V tile at word
-    ``v_word`` of ``words`` into rows 4 dg .. of the V^T tile at word ``vt_word``."""
-    selector = rotation_selector(rot)
-    a0 = prmt(words[v_word + uint32(source_offset(UNIT * q, dg, block_n, row_bytes, mask) >> 2)],
-              uint32(0), selector)
-    a1 = prmt(words[v_word + uint32(source_offset(UNIT * q + 1, dg, block_n, row_bytes, mask) >> 2)],
-              uint32(0), selector)
-    a2 = prmt(words[v_word + uint32(source_offset(UNIT * q + 2, dg, block_n, row_bytes, mask) >> 2)],
-              uint32(0), selector)
-    a3 = prmt(words[v_word + uint32(source_offset(UNIT * q + 3, dg, block_n, row_bytes, mask) >> 2)],
-              uint32(0), selector)
-    b0, b1, b2, b3 = transpose_4x4(a0, a1, a2, a3)      # b_j: dim 4 dg + (j + rot) & 3
-    words[vt_word + uint32(kmajor_offset(UNIT * dg + (rot & 3), UNIT * q) >> 2)] = b0
-    words[vt_word + uint32(kmajor_offset(UNIT * dg + ((rot + 1) & 3), UNIT * q) >> 2)] = b1
-    words[vt_word + uint32(kmajor_offset(UNIT * dg + ((rot + 2) & 3), UNIT * q) >> 2)] = b2
-    words[vt_word + uint32(kmajor_offset(UNIT * dg + ((rot + 3) & 3), UNIT * q) >> 2)] = b3
+def transpose_step(s, rows, columns, stores, swizzles, selector, row_bytes, chunk_bytes):
+    """Warp step ``s`` of a tile (position groups 4 (s & 3) .., dim groups 8 (s >> 2) ..) from a
+    lane's constants (load_row, load_column, store_row, store_swizzle, rotation_selector)."""
+    w = uint32(s) & uint32(3)
+    first_dim = uint32(32) * (uint32(s) >> uint32(2))          # 4 x the step's first dim group
+    load_step = (first_dim // uint32(row_bytes)) * uint32(chunk_bytes) + uint32(16) * w * uint32(row_bytes)
+    column = first_dim % uint32(row_bytes)
+    a0 = prmt(ld_shared_u32(rows[0] + load_step + (column ^ columns[0])), uint32(0), selector)
+    a1 = prmt(ld_shared_u32(rows[1] + load_step + (column ^ columns[1])), uint32(0), selector)
+    a2 = prmt(ld_shared_u32(rows[2] + load_step + (column ^ columns[2])), uint32(0), selector)
+    a3 = prmt(ld_shared_u32(rows[3] + load_step + (column ^ columns[3])), uint32(0), selector)
+    b0, b1, b2, b3 = transpose_4x4(a0, a1, a2, a3)           # b_j: dim 4 dg + (j + rot) & 3
+    store_step = first_dim * uint32(ROW_BYTES)                # the step's first V^T row
+    piece = uint32(16) * w
+    st_shared_u32(stores[0] + store_step + (swizzles[0] ^ piece), b0)
+    st_shared_u32(stores[1] + store_step + (swizzles[1] ^ piece), b1)
+    st_shared_u32(stores[2] + store_step + (swizzles[2] ^ piece), b2)
+    st_shared_u32(stores[3] + store_step + (swizzles[3] ^ piece), b3)
 
 
 def transpose_steps(variant) -> int:
@@ -160,27 +181,35 @@ def make_transposer(variant):
     """``transpose(vt_tile, v_tile, full_v, phase, vt_full, rank)``: wait for the V tile's
     ``full_v`` barrier, write its transpose into ``vt_tile``, fence it to the async proxy
     and arrive on ``vt_full`` (which expects every transpose thread; ``rank`` is the thread's
-    among them). Two steps an iteration, a tile's first and second half, so each lane has
-    eight independent loads in flight."""
-    block_n = variant.block_n
+    among them). Every address is a per-lane constant (load_row .. store_swizzle) plus a
+    per-step one, in 32-bit arithmetic. Two steps an iteration, from a tile's first and second
+    half, so each lane has eight independent loads in flight."""
     row_bytes = variant.row_bytes
     mask = variant.swizzle_mask
-    warps = TRANSPOSE_WARPS
-    warp_steps = transpose_steps(variant) // warps
-    half = warp_steps // 2
+    chunk_bytes = variant.block_n * row_bytes
+    steps = transpose_steps(variant)
+    half = steps // 2
 
     @cuda.jit(device=True, inline=True)
     def transpose(vt_tile, v_tile, full_v, phase, vt_full, rank):
-        words = cuda.shared.array(0, uint32)
-        v_word = smem_word(v_tile, words)
-        vt_word = smem_word(vt_tile, words)
+        lane = uint32(rank) & uint32(31)
+        ql = lane & uint32(3)
+        dgl = lane >> uint32(2)
+        rot = dgl >> uint32(1)
+        selector = rotation_selector(rot)
+        rows = (load_row(v_tile, ql, 0, row_bytes), load_row(v_tile, ql, 1, row_bytes),
+                load_row(v_tile, ql, 2, row_bytes), load_row(v_tile, ql, 3, row_bytes))
+        columns = (load_column(ql, dgl, 0, row_bytes, mask), load_column(ql, dgl, 1, row_bytes, mask),
+                   load_column(ql, dgl, 2, row_bytes, mask), load_column(ql, dgl, 3, row_bytes, mask))
+        stores = (store_row(vt_tile, ql, dgl, rot, 0), store_row(vt_tile, ql, dgl, rot, 1),
+                  store_row(vt_tile, ql, dgl, rot, 2), store_row(vt_tile, ql, dgl, rot, 3))
+        swizzles = (store_swizzle(dgl, rot, 0), store_swizzle(dgl, rot, 1),
+                    store_swizzle(dgl, rot, 2), store_swizzle(dgl, rot, 3))
         mbarrier_wait_parity(full_v, phase)
         for s in range(half):
-            q, dg, rot = unit_of(s * warps + (rank >> 5), rank & 31)
-            q2, dg2, rot2 = unit_of((s + half) * warps + (rank >> 5), rank & 31)
-            transpose_unit(words, v_word, vt_word, q, dg, rot, block_n, row_bytes, mask)
-            transpose_unit(words, v_word, vt_word, q2, dg2, rot2, block_n, row_bytes, mask)
+            transpose_step(s, rows, columns, stores, swizzles, selector, row_bytes, chunk_bytes)
+            transpose_step(s + half, rows, columns, stores, swizzles, selector, row_bytes, chunk_bytes)
         fence_proxy_async_shared()
         mbarrier_arrive(vt_full)
 
-    return types.SimpleNamespace(transpose=transpose, warp_steps=warp_steps)
+    return types.SimpleNamespace(transpose=transpose, steps=steps)

@@ -80,8 +80,10 @@ from .tma import (
 from .vector import (
     ld_global_nc_v4_u32,
     ld_global_v4_u32,
+    ld_shared_u32,
     ld_shared_v4_u32,
     st_global_v4_u32,
+    st_shared_u32,
     st_shared_v4_u32,
 )
 
@@ -108,6 +110,6 @@ __all__ = [
     "tma_load_2d_multicast", "tma_load_3d", "tma_load_3d_multicast", "tma_load_4d",
     "tma_load_4d_multicast", "tma_load_5d", "tma_load_5d_multicast",
     "tma_prefetch_descriptor", "tma_store_1d", "tma_store_2d",
-    "ld_global_nc_v4_u32", "ld_global_v4_u32", "ld_shared_v4_u32",
+    "ld_global_nc_v4_u32", "ld_global_v4_u32", "ld_shared_u32", "ld_shared_v4_u32", "st_shared_u32",
     "st_global_v4_u32", "st_shared_v4_u32",
 ]

@@ -1,4 +1,6 @@
-"""16-byte vector loads and stores (``.v4.u32``), the widest plain access.
+"""16-byte vector loads and stores (``.v4.u32``), the widest plain access, and the 4-byte
+shared-memory ones (``ld_shared_u32`` / ``st_shared_u32``: by address, with none of an
+array index's 64-bit arithmetic or negative-index wraparound).
 
 Operands: global addresses are uint64 generic addresses (``addr_of``), shared
 ones uint32 shared-window addresses (``smem_u32``); all 16-byte aligned. Loads
@@ -51,3 +53,15 @@ def st_shared_v4_u32(typingctx, addr, a, b, c, d):
         "st.shared::cta.v4.u32 [$0], {$1, $2, $3, $4};",
         (addr, a, b, c, d), (U32, U32, U32, U32, U32),
     )
+
+
+@intrinsic
+def ld_shared_u32(typingctx, addr):
+    """``ld.shared::cta.u32 a, [addr];``"""
+    return asm_intrinsic("ld.shared::cta.u32 $0, [$1];", (addr,), (U32,), result=U32)
+
+
+@intrinsic
+def st_shared_u32(typingctx, addr, a):
+    """``st.shared::cta.u32 [addr], a;``"""
+    return asm_intrinsic("st.shared::cta.u32 [$0], $1;", (addr, a), (U32, U32))

@@ -20,8 +20,8 @@ from warp_emulation import GROUP, LANES, QUAD, SharedMemory, cvt_e4m3x2, write_t
 from tma_study.studies.paged_kv.numerics import e4m3_bits_to_float, round_to
 
 BLOCK_N = 64
-DEVICE_FUNCTIONS = ("position_token", "token_position", "kmajor_offset", "unit_of", "rotation_selector",
-                    "transpose_4x4", "source_offset", "transpose_unit", "smem_word")
+DEVICE_FUNCTIONS = ("position_token", "token_position", "kmajor_offset", "rotation_selector", "transpose_4x4",
+                    "load_row", "load_column", "store_row", "store_swizzle", "transpose_step")
 PY = {name: getattr(transpose_v, name).py_func for name in DEVICE_FUNCTIONS}   # callees: ``emulated``
 kmajor_offset, position_token, token_position = PY["kmajor_offset"], PY["position_token"], PY["token_position"]
 
@@ -46,24 +46,38 @@ def prmt(a, b, selector):
 
 @pytest.fixture
 def emulated(monkeypatch):
-    """transpose_v's and consumer_pv's device functions as numpy code; returns the shared
-    memory the fake ``cuda.shared.array`` views."""
-    state = types.SimpleNamespace(smem=None)
+    """transpose_v's and consumer_pv's device functions as numpy code over the 32 lanes (or a
+    warp's threads); returns the state: ``smem``, the shared memory the fake loads, stores and
+    ``cuda.shared.array`` use, and ``accesses``, each load's or store's lane addresses."""
+    state = types.SimpleNamespace(smem=None, accesses=[])
     for name in DEVICE_FUNCTIONS:
         monkeypatch.setattr(transpose_v, name, PY[name])
     swizzle = geometry.swizzle.py_func
     monkeypatch.setattr(geometry, "swizzle", swizzle)
     monkeypatch.setattr(transpose_v, "swizzle", swizzle)
-    monkeypatch.setattr(transpose_v, "tile_offset", geometry.tile_offset.py_func)
     monkeypatch.setattr(consumer_pv, "kmajor_offset", transpose_v.kmajor_offset)
-    # each module views the dynamic shared memory one way: transpose_v as words, consumer_pv as halves
-    for module, view in ((transpose_v, np.uint32), (consumer_pv, np.uint16)):
+
+    def load(address):
+        state.accesses.append(("load", np.asarray(address)))
+        return state.smem.word(np.asarray(address))
+
+    def store(address, value):
+        state.accesses.append(("store", np.asarray(address)))
+        words = state.smem.bytes.view(np.uint32)
+        address = np.asarray(address)
+        assert np.all(address % 4 == 0) and len(set(address.tolist())) == address.size, "lanes store one word each"
+        words[address // 4] = np.asarray(value) & 0xFFFFFFFF
+
+    monkeypatch.setattr(transpose_v, "ld_shared_u32", load)
+    monkeypatch.setattr(transpose_v, "st_shared_u32", store)
+    # consumer_pv views the dynamic shared memory as 16-bit halves (from address 0)
+    fake = types.SimpleNamespace(jit=cuda.jit, shared=types.SimpleNamespace(
+        array=lambda n, dtype: state.smem.bytes.view(np.uint16)))
+    monkeypatch.setattr(consumer_pv, "cuda", fake)
+    monkeypatch.setattr(consumer_pv, "smem_u32", lambda array: 0)
+    for module in (transpose_v, consumer_pv):
         monkeypatch.setattr(module, "prmt", prmt, raising=False)
         monkeypatch.setattr(module, "uint32", _as_int)
-        monkeypatch.setattr(module, "smem_u32", lambda array: 0)
-        fake = types.SimpleNamespace(jit=cuda.jit, shared=types.SimpleNamespace(
-            array=lambda n, dtype, view=view: state.smem.bytes.view(view)))
-        monkeypatch.setattr(module, "cuda", fake)
     monkeypatch.setattr(consumer_pv, "uint16", lambda x: np.asarray(x, dtype=np.int64) & 0xFFFF)
     monkeypatch.setattr(consumer_pv, "cvt_e4m3x2_f32", cvt_e4m3x2)
     for name in ("mbarrier_wait_parity", "mbarrier_arrive", "fence_proxy_async_shared"):
@@ -127,20 +141,17 @@ def _banks(addresses):
     return len(set(((np.asarray(addresses) >> 2) & 31).tolist()))
 
 
-@pytest.mark.parametrize("head_dim", [128, 256])
-def test_transpose_is_free_of_bank_conflicts(emulated, head_dim):
-    """32 lanes, 32 banks, for each of a step's 4 loads and 4 stores (128-byte V rows)."""
+@pytest.mark.parametrize("head_dim, conflict_free_loads", [(64, False), (128, True), (256, True)])
+def test_transpose_banks(emulated, head_dim, conflict_free_loads):
+    """Each of the transpose's stores, and with 128-byte V rows each of its loads, takes 32
+    distinct banks over the warp; with 64-byte rows (head dim 64) the loads are 2-way conflicted."""
     variant = _variant(head_dim)
-    unit_of, source_offset = PY["unit_of"], PY["source_offset"]
-    for step in range(transpose_v.transpose_steps(variant)):
-        units = [unit_of(step, lane) for lane in range(32)]
-        for i in range(4):
-            loads = [source_offset(4 * q + i, dg, BLOCK_N, variant.row_bytes, variant.swizzle_mask)
-                     for q, dg, _ in units]
-            assert _banks(loads) == 32, (step, i)
-        for j in range(4):
-            stores = [kmajor_offset(4 * dg + ((j + rot) & 3), 4 * q) for q, dg, rot in units]
-            assert _banks(stores) == 32, (step, j)
+    _transposed(emulated, variant, np.zeros((BLOCK_N, head_dim), np.uint8))
+    loads = [a for kind, a in emulated.accesses if kind == "load"]
+    stores = [a for kind, a in emulated.accesses if kind == "store"]
+    assert len(loads) == len(stores) == 4 * transpose_v.transpose_steps(variant)
+    assert all(_banks(a) == 32 for a in stores)
+    assert all(_banks(a) == (32 if conflict_free_loads else 16) for a in loads)
 
 
 @pytest.mark.parametrize("head_dim, rows_per_warp", [(64, 2), (128, 8), (256, 8), (256, 2)])
