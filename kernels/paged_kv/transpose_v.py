@@ -11,14 +11,20 @@ same for fp8: hopper/mainloop_fwd_sm90_tma_gmma_ws.hpp, ``transpose_V``, run by 
 warpgroup), and the consumers write P^T, rounded to e4m3 as FA3 and the other consumers do,
 into a K-major buffer of their own.
 
-Why a warp of its own. First built into the producer's loop (transpose tile k - 1 after
-issuing tile k's loads), the producer waited on every V tile's arrival before it could issue
-the next tile: a tile of loads in flight, whatever the ring's depth. On the H200 (a probe
-outside results/, config/probes/paged_kv_pv_consumer.yaml, e4m3 decode at batch 32 and 8K
-tokens) that took 1.1 to 2.5 times kq_wgmma's time, 4 stages slower than 2. The transpose
+Why a warp of its own. Built into the producer's loop instead (transpose tile k - 1 after
+issuing tile k's loads), the producer waits on every V tile's arrival before it can issue the
+next tile: about one tile of loads in flight whatever the ring's depth (in the first H200
+probe, config/probes/paged_kv_pv_consumer.yaml, 4 stages ran slower than 2). The transpose
 warp waits on ``full_v`` of tile k, transposes it and arrives on the V^T ring's barrier; it
 never waits on ``empty``: tile k's V landed after the producer waited on ``empty`` of tile
 k - stages, which the consumers arrive on once done with that tile's V^T stage.
+
+What it gained: nothing at the decode bar. In that probe (e4m3 decode, batch 32, 8K tokens,
+128-token pages, at this version) kq_wgmma_pv was slower than kq_wgmma at every point but the
+TMA points of head dim 64, where it was faster; so the sweep does not run it (config.yaml's
+``decode_consumers``). Not profiled; the transpose sits between a V tile's arrival and its
+P V, in a ring of two stages, and a deeper ring (V and V^T both in shared memory) fits fewer
+CTAs.
 
 Token order. The sum over K does not depend on the order of the tokens in it, only on A and
 B agreeing on it. Both use *position* ``pos(t) = 16 w + 2 g + h`` for token ``t = 16 w + 8 h + g``
@@ -63,6 +69,7 @@ from .geometry import swizzle
 
 ROW_BYTES = 64                      # a V^T or P^T row: block_n e4m3 positions
 TRANSPOSE_WARPS = 1                 # warps of a CTA that transpose V (after the producer warps)
+STEPS_PER_ITERATION = 4             # transpose steps unrolled in one loop iteration (make_transposer)
 SWIZZLE_64B_MASK = 3
 TOKENS = 64                         # the tile (kq_wgmma's block_n, S^T's wgmma M)
 UNIT = 4                            # a unit: 4 dims x 4 positions
@@ -182,13 +189,13 @@ def make_transposer(variant):
     ``full_v`` barrier, write its transpose into ``vt_tile``, fence it to the async proxy
     and arrive on ``vt_full`` (which expects every transpose thread; ``rank`` is the thread's
     among them). Every address is a per-lane constant (load_row .. store_swizzle) plus a
-    per-step one, in 32-bit arithmetic. Two steps an iteration, from a tile's first and second
-    half, so each lane has eight independent loads in flight."""
+    per-step one, in 32-bit arithmetic. STEPS_PER_ITERATION steps an iteration, one from each
+    quarter of the tile, so each lane has 16 independent loads in flight."""
     row_bytes = variant.row_bytes
     mask = variant.swizzle_mask
     chunk_bytes = variant.block_n * row_bytes
     steps = transpose_steps(variant)
-    half = steps // 2
+    quarter = steps // STEPS_PER_ITERATION
 
     @cuda.jit(device=True, inline=True)
     def transpose(vt_tile, v_tile, full_v, phase, vt_full, rank):
@@ -206,9 +213,11 @@ def make_transposer(variant):
         swizzles = (store_swizzle(dgl, rot, 0), store_swizzle(dgl, rot, 1),
                     store_swizzle(dgl, rot, 2), store_swizzle(dgl, rot, 3))
         mbarrier_wait_parity(full_v, phase)
-        for s in range(half):
+        for s in range(quarter):
             transpose_step(s, rows, columns, stores, swizzles, selector, row_bytes, chunk_bytes)
-            transpose_step(s + half, rows, columns, stores, swizzles, selector, row_bytes, chunk_bytes)
+            transpose_step(s + quarter, rows, columns, stores, swizzles, selector, row_bytes, chunk_bytes)
+            transpose_step(s + 2 * quarter, rows, columns, stores, swizzles, selector, row_bytes, chunk_bytes)
+            transpose_step(s + 3 * quarter, rows, columns, stores, swizzles, selector, row_bytes, chunk_bytes)
         fence_proxy_async_shared()
         mbarrier_arrive(vt_full)
 
