@@ -21,14 +21,24 @@ import types
 
 from numba import cuda, uint16, uint32, uint64
 from tma_kernels.ptx import smem_u32
-from tma_kernels.ptx.convert import cvt_e4m3x2_f32
-from tma_kernels.ptx.wgmma import K_STEP_BYTES, k_major_descriptor, make_wgmma_ss
+from tma_kernels.ptx.convert import cvt_e4m3x2_f32, prmt
+from tma_kernels.ptx.ldmatrix import ldmatrix_x4_trans
+from tma_kernels.ptx.wgmma import K_STEP_BYTES, k_major_descriptor, make_wgmma_rs, make_wgmma_ss
 from tma_kernels.ptx.wgmma import M as WGMMA_M
 
+from .geometry import tile_offset
 from .transpose_v import ROW_BYTES, kmajor_offset
+
+# kq_wgmma_rs: the A fragment's bytes j = 0..3 from ldmatrix.trans's byte pairs x[2h], x[2h + 1]
+# (tokens 16 h + 2 c (+ 1) and 16 h + 8 + 2 c (+ 1), dims 2 g, 2 g + 1): tokens 2 c, 8 + 2 c,
+# 2 c + 1, 9 + 2 c (positions 4 c + j of transpose_v's order) of the even dim, then of the odd
+EVEN_DIM_TOKENS, ODD_DIM_TOKENS = 0x6240, 0x7351
 
 
 MAX_RESULTS = 32                    # fp32 results of one P V wgmma call (make_pv)
+# make_pv_rs: fewer a call, as its A fragments take registers too (8 a block): 32 results and
+# 16 A registers spilled 156 bytes at head dim 256, 32 rows, under two CTAs' 168 registers
+RS_MAX_RESULTS, RS_MAX_BLOCKS = 16, 2
 
 
 def p_buffer_bytes(variant) -> int:
@@ -64,12 +74,58 @@ def make_pv(variant):
     return cuda.jit(device=True, inline=True)(namespace["pv"])
 
 
+@cuda.jit(device=True, inline=True)
+def rs_v_offset(mb, ks, warp, lane, block_n, row_bytes, mask):
+    """V tile byte of the row a lane hands ``ldmatrix.x4.trans`` for M block ``mb`` and k-step
+    ``ks`` of make_pv_rs: token ``32 ks + lane``, the warp's 16 dims ``64 mb + 16 warp ..``."""
+    return tile_offset(K_STEP_BYTES * ks + lane, WGMMA_M * mb + 16 * warp, block_n, row_bytes, mask)
+
+
+def make_pv_rs(variant):
+    """kq_wgmma_rs: ``pv(acc, v_tile, p_desc, corrections, warp, lane)``, make_pv's product
+    with A = V^T from registers (make_wgmma_rs) gathered from the V tile as it landed: per M
+    block and 32-token k-step one ``ldmatrix.x4.trans`` of 32 tokens x the warp's 16 dims
+    (``16 w ..`` of the block) and four ``prmt``, the fp8 bytes kept as they are (no unpack, no
+    transpose in shared memory). The warp's A rows are dims ``2 g`` (row g) and ``2 g + 1`` (row
+    g + 8), so O^T's rows are too (store_acc_column_rs)."""
+    q_blocks = variant.block_m // 8
+    per_block = variant.block_m // 2
+    m_blocks = variant.head_dim // WGMMA_M
+    k_steps = ROW_BYTES // K_STEP_BYTES
+    blocks_per_call = max(1, min(m_blocks, RS_MAX_RESULTS // per_block, RS_MAX_BLOCKS))
+    wgmma = make_wgmma_rs(variant.block_m, tuple(k * K_STEP_BYTES for k in range(k_steps)), blocks_per_call)
+    block_n, row_bytes, mask = variant.block_n, variant.row_bytes, variant.swizzle_mask
+    lines = []
+    for first in range(0, m_blocks, blocks_per_call):
+        fragments = []
+        for mb in range(first, first + blocks_per_call):
+            for ks in range(k_steps):
+                x = f"x{mb}_{ks}"
+                lines.append(f"    {x} = ldmatrix_x4_trans(v_tile + uint32(rs_v_offset({mb}, {ks}, warp, lane, "
+                             f"{block_n}, {row_bytes}, {mask})))")
+                fragments += [f"prmt({x}[0], {x}[1], EVEN)", f"prmt({x}[0], {x}[1], ODD)",
+                              f"prmt({x}[2], {x}[3], EVEN)", f"prmt({x}[2], {x}[3], ODD)"]
+        lines.append(f"    d = wgmma(p_desc, {', '.join(fragments)})")
+        for j in range(blocks_per_call * per_block):
+            i = first * per_block + j
+            lines.append(f"    acc[{i}] = acc[{i}] * corrections[{2 * ((i >> 2) % q_blocks) + (i & 1)}] + d[{j}]")
+    namespace = {"wgmma": wgmma, "uint32": uint32, "ldmatrix_x4_trans": ldmatrix_x4_trans, "prmt": prmt,
+                 "rs_v_offset": rs_v_offset, "EVEN": EVEN_DIM_TOKENS, "ODD": ODD_DIM_TOKENS}
+    exec("def pv(acc, v_tile, p_desc, corrections, warp, lane):\n" + "\n".join(lines), namespace)  # noqa: S102
+    return cuda.jit(device=True, inline=True)(namespace["pv"])
+
+
 def make_pv_steps(variant):
-    """``store_p``, ``p_descriptor``, ``pv`` and ``store_acc_column`` of ``variant``."""
+    """``store_p``, ``p_descriptor``, ``pv`` and ``store_acc_column`` of ``variant``
+    (kq_wgmma_pv: ``pv(acc, vt_tile, ...)`` over the V^T ring; kq_wgmma_rs: ``pv(acc, v_tile,
+    ...)`` over the V ring, make_pv_rs)."""
     q_blocks = variant.block_m // 8
     m_blocks = variant.head_dim // WGMMA_M
     acc_regs = m_blocks * variant.block_m // 2
-    pv_tile = make_pv(variant)
+    from_registers = variant.score_layout == "kq_wgmma_rs"
+    pv_tile = make_pv_rs(variant) if from_registers else make_pv(variant)
+    second_row = 1 if from_registers else 8          # O^T row g + 8: dim 2 g + 1 (rs) or g + 8
+    row_scale = 2 if from_registers else 1
 
     @cuda.jit(device=True, inline=True)
     def store_p(p_smem, scores, warp, lane):
@@ -87,10 +143,16 @@ def make_pv_steps(variant):
     def p_descriptor(p_smem):
         return k_major_descriptor(p_smem, ROW_BYTES)
 
-    @cuda.jit(device=True, inline=True)
-    def pv(acc, vt_tile, p_desc, corrections):
-        """acc = acc * (its column's correction) + V^T P^T of the tile."""
-        pv_tile(acc, k_major_descriptor(vt_tile, ROW_BYTES), p_desc, corrections)
+    if from_registers:
+        @cuda.jit(device=True, inline=True)
+        def pv(acc, v_tile, p_desc, corrections, warp, lane):
+            """acc = acc * (its column's correction) + V^T P^T of the tile (V tile as it landed)."""
+            pv_tile(acc, v_tile, p_desc, corrections, warp, lane)
+    else:
+        @cuda.jit(device=True, inline=True)
+        def pv(acc, vt_tile, p_desc, corrections, warp, lane):
+            """acc = acc * (its column's correction) + V^T P^T of the tile (the V^T ring's)."""
+            pv_tile(acc, k_major_descriptor(vt_tile, ROW_BYTES), p_desc, corrections)
 
     @cuda.jit(device=True, inline=True)
     def store_acc_column(out, out_base, acc, column, inverse, group_lane, warp):
@@ -99,9 +161,9 @@ def make_pv_steps(variant):
         e = column & 1
         for mb in range(m_blocks):
             i = 4 * q_blocks * mb + 4 * qb + e
-            dim = WGMMA_M * mb + 16 * warp + group_lane
+            dim = WGMMA_M * mb + 16 * warp + row_scale * group_lane
             out[out_base + dim] = acc[i] * inverse
-            out[out_base + dim + 8] = acc[i + 2] * inverse
+            out[out_base + dim + second_row] = acc[i + 2] * inverse
 
     return types.SimpleNamespace(store_p=store_p, p_descriptor=p_descriptor, pv=pv,
                                  store_acc_column=store_acc_column, acc_regs=acc_regs)

@@ -88,7 +88,7 @@ from tma_kernels.ptx.wgmma import M as WGMMA_M
 from .consumer import NEG_INF, SCORE_FLOOR, ZERO, make_q_loader, make_row_limit
 from .consumer_kq import Q_ROWS_PER_BLOCK, ROW_BLOCK, column_sum, make_kq_tiles
 from .consumer_pv import make_pv_steps, p_buffer_bytes
-from .geometry import WGMMA_LAYOUTS, VariantError
+from .geometry import PV_WGMMA_LAYOUTS, WGMMA_LAYOUTS, VariantError
 from .transpose_v import vt_bytes
 
 CONSUMER_BARRIER = 1               # bar.sync id of the warps of a tile (group g: 1 + g; 0 is __syncthreads)
@@ -102,8 +102,9 @@ def split_scratch_bytes(variant) -> int:
     for the wgmma layouts, ``qbuf`` (Q's B fragments: 2 bytes per element of the Q tile, fp16 /
     bf16); one set per consumer group. kq_wgmma_pv: the V^T ring (transpose_v.py), P^T as
     e4m3 (consumer_pv.py) and ``red``."""
-    if variant.transposes_v:           # kq_wgmma_pv: the V^T ring, P^T (e4m3), then ``red``
-        return vt_bytes(variant) + p_buffer_bytes(variant) + 4 * variant.block_m * variant.tile_warps
+    if variant.score_layout in PV_WGMMA_LAYOUTS:   # (kq_wgmma_pv: the V^T ring), P^T (e4m3), ``red``
+        return ((vt_bytes(variant) if variant.transposes_v else 0) + p_buffer_bytes(variant)
+                + 4 * variant.block_m * variant.tile_warps)
     q_words = 0 if variant.score_layout in WGMMA_LAYOUTS else variant.head_dim // 2
     return (4 * variant.block_m * (variant.tile_warps + variant.block_n // 2 + q_words)
             * variant.consumer_groups)
@@ -229,7 +230,7 @@ def make_split_consumer(variant):
     acc_regs = warp_dim_blocks * q_blocks * 4
     load_q = make_q_loader(variant)
     row_limit = make_row_limit(variant.causal)
-    pv_wgmma = variant.transposes_v                     # kq_wgmma_pv: P V by wgmma (consumer_pv.py)
+    pv_wgmma = variant.score_layout in PV_WGMMA_LAYOUTS  # P V by wgmma (consumer_pv.py)
     pv_steps = make_pv_steps(variant) if pv_wgmma else None
     steps = make_kq_tiles(variant, q_blocks, warp_token_blocks, warp_dim_blocks, q_stride=LANES,
                           p_stride=LANES, store_acc=pv_steps.store_acc_column if pv_wgmma else None)
@@ -237,7 +238,8 @@ def make_split_consumer(variant):
     q_regs, score_regs, p_regs_warp = steps.q_regs, steps.score_regs, steps.p_regs
     exchange = make_split_exchange(variant, 0 if wgmma else q_regs, p_regs_warp)
     vt_ring = stages * kv_tile_bytes                    # kq_wgmma_pv, from v_smem: the V^T ring, P^T
-    p_offset = vt_ring + (vt_bytes(variant) if pv_wgmma else 0)
+    p_offset = vt_ring + (vt_bytes(variant) if variant.transposes_v else 0)
+    pv_ring = vt_ring if variant.transposes_v else 0    # the ring P V reads: V^T (kq_wgmma_pv) or V
     scratch = p_offset + (p_buffer_bytes(variant) if pv_wgmma else 0)   # from v_smem: ``red`` ..
     db_stride = 1 if pv_wgmma else warp_dim_blocks      # store_column's first_db: warp w's dims
     red_words = block_m * warps
@@ -296,14 +298,16 @@ def make_split_consumer(variant):
         @cuda.jit(device=True, inline=True)
         def tile_pv(acc, corrections, scores, pf_warp, words, p_lane, v_smem, stage, full_v, phase,
                     first_db, warp, lane, tile_barrier):
-            """P^T into shared memory as e4m3; once every warp's is in and the tile's V^T too
-            (``full_v`` is the V^T ring's barrier), O^T = O^T * correction + V^T P^T (wgmma)."""
+            """P^T into shared memory as e4m3; once every warp's is in and the tile's V^T
+            (kq_wgmma_pv: ``full_v`` is the V^T ring's barrier) or V (kq_wgmma_rs) too,
+            O^T = O^T * correction + V^T P^T (wgmma)."""
             p_smem = v_smem + uint32(p_offset)
             store_p(p_smem, scores, warp, lane)
             fence_proxy_async_shared()
             named_barrier_sync(tile_barrier, tile_threads)
             mbarrier_wait_parity(full_v, phase)
-            pv(acc, v_smem + uint32(vt_ring + stage * kv_tile_bytes), p_descriptor(p_smem), corrections)
+            pv(acc, v_smem + uint32(pv_ring + stage * kv_tile_bytes), p_descriptor(p_smem), corrections,
+               warp, lane)
     else:
         @cuda.jit(device=True, inline=True)
         def tile_pv(acc, corrections, scores, pf_warp, words, p_lane, v_smem, stage, full_v, phase,

@@ -32,14 +32,15 @@ BLOCK_NS = (16, 32, 64, 128)
 CONSUMER_WARP_COUNTS = (1, 2, 4)
 STAGE_COUNTS = (2, 3, 4)
 PRODUCER_WARP_COUNTS = (1, 2, 4)
-SCORE_LAYOUTS = ("qk", "kq", "kq_split", "kq_wgmma", "kq_wgmma_dual", "kq_wgmma_pv")
+SCORE_LAYOUTS = ("qk", "kq", "kq_split", "kq_wgmma", "kq_wgmma_dual", "kq_wgmma_pv", "kq_wgmma_rs")
 # consumer.py (S = Q K^T), consumer_kq.py (S^T = K Q^T), consumer_split.py (S^T = K Q^T, warps
 # share each tile; kq_wgmma: S^T by one wgmma a tile; kq_wgmma_dual: two warpgroups doing so,
 # taking alternate tiles; kq_wgmma_pv: O^T = V^T P^T by wgmma too, e4m3, V transposed by the
 # transpose warp of its own: transpose_v.py)
-SPLIT_LAYOUTS = ("kq_split", "kq_wgmma", "kq_wgmma_dual", "kq_wgmma_pv")   # consumer_split.py's
-WGMMA_LAYOUTS = ("kq_wgmma", "kq_wgmma_dual", "kq_wgmma_pv")               # S^T by wgmma
-TRANSPOSE_V_LAYOUTS = ("kq_wgmma_pv",)                                     # P V by wgmma, V^T ring
+SPLIT_LAYOUTS = ("kq_split", "kq_wgmma", "kq_wgmma_dual", "kq_wgmma_pv", "kq_wgmma_rs")  # consumer_split.py's
+WGMMA_LAYOUTS = ("kq_wgmma", "kq_wgmma_dual", "kq_wgmma_pv", "kq_wgmma_rs")               # S^T by wgmma
+PV_WGMMA_LAYOUTS = ("kq_wgmma_pv", "kq_wgmma_rs")     # P V by wgmma too (consumer_pv.py), e4m3 only
+TRANSPOSE_V_LAYOUTS = ("kq_wgmma_pv",)                # .. over a V^T ring (kq_wgmma_rs: A in registers)
 DUAL_CONSUMER_WARPS = 8            # kq_wgmma_dual: two warpgroups
 KQ_ROWS_PER_WARP = (8, 16)         # kq: query rows per warp, one or two mma N blocks of 8
 KQ_SPLIT_ROWS_PER_WARP = (2, 4, 8)  # kq_split: query rows each warp loads; all warps use all rows
@@ -92,7 +93,9 @@ class Variant:
         their softmax states at the end: twice the consumer warps on the same ring) or
         "kq_wgmma_pv" (kq_wgmma with O^T = V^T P^T as a wgmma too, e4m3 only: a warp of its
         own after the producers transposes each V tile into a V^T ring, transpose_v.py, and
-        P^T goes through shared memory as e4m3; no operand is unpacked to fp16).
+        P^T goes through shared memory as e4m3; no operand is unpacked to fp16) or
+        "kq_wgmma_rs" (the same product with V^T as the wgmma's A from registers, gathered
+        from the V tile by ldmatrix.trans and byte permutes: no transpose warp, no unpack).
     rows_per_warp: query rows per consumer warp: 16 for qk; 8 or 16 for kq; 2, 4 or 8 for
         the split layouts (each warp of a tile loads that many of the block_m = rows_per_warp x
         tile_warps rows, a multiple of 8, and every warp computes with all of them).
@@ -143,6 +146,9 @@ class Variant:
         if self.score_layout in SPLIT_LAYOUTS:
             from .consumer_split import check_split
             check_split(self)
+        if self.score_layout in PV_WGMMA_LAYOUTS and self.dtype != E4M3:
+            raise VariantError(f"dtype={self.dtype!r}: score_layout '{self.score_layout}' is e4m3 only "
+                               "(bf16 V reaches mma.sync with no unpack)")
         if self.transposes_v:
             from .transpose_v import transpose_error
             error = transpose_error(self)
@@ -255,7 +261,8 @@ class Variant:
                 + {"kq": f"_kq{self.rows_per_warp}", "kq_split": f"_kqs{self.rows_per_warp}",
                    "kq_wgmma": f"_kqw{self.rows_per_warp}",
                    "kq_wgmma_dual": f"_kqwd{self.rows_per_warp}",
-                   "kq_wgmma_pv": f"_kqwp{self.rows_per_warp}"}.get(
+                   "kq_wgmma_pv": f"_kqwp{self.rows_per_warp}",
+                   "kq_wgmma_rs": f"_kqwr{self.rows_per_warp}"}.get(
                     self.score_layout, ""))
 
 

@@ -146,8 +146,6 @@ def store_swizzle(dgl, rot, j):
 
 def transpose_error(variant) -> str | None:
     """Why this transpose cannot serve ``variant`` (geometry.Variant raises it), or None."""
-    if variant.dtype != "e4m3":
-        return f"dtype={variant.dtype!r}: score_layout 'kq_wgmma_pv' is e4m3 only (bf16 V^T needs no transpose)"
     if variant.block_n != TOKENS:
         return f"block_n={variant.block_n}: score_layout 'kq_wgmma_pv' transposes tiles of {TOKENS} tokens"
     return None

@@ -33,7 +33,7 @@ row ``+ 8`` for r = 2, 3: per 8-column block, the C fragment of ``mma.sync.m16n8
 from numba import cuda, uint32, uint64
 from numba.cuda.extending import intrinsic
 
-from ._asm import U64, Effect
+from ._asm import U32, U64, Effect
 from ._float_asm import F32, float_asm_intrinsic
 
 M = 64                                  # rows of A (and of D) per wgmma
@@ -92,6 +92,52 @@ def make_wgmma_ss(dtype: str, n: int, steps, a_blocks=(0,)):
 
     blocks = f"_a{len(a_blocks)}" if len(a_blocks) > 1 else ""
     typer.__name__ = typer.__qualname__ = f"wgmma_ss_{dtype}_n{n}_k{len(steps)}{blocks}"
+    typer.__doc__ = f"``{ptx}``"
+    wgmma = intrinsic(typer)
+    wgmma.ptx = ptx
+    return wgmma
+
+
+def make_wgmma_rs(n: int, steps, a_blocks=1):
+    """An e4m3 intrinsic ``wgmma(desc_b, a_0, ..., a_{4 s - 1}) -> a_blocks * n // 2 float32``
+    with A from *registers*: for each of ``a_blocks`` 64-row blocks of A, ``len(steps)``
+    k-steps of ``wgmma.mma_async...m64n{n}k32.f32.e4m3.e4m3`` (``s = a_blocks * len(steps)``
+    A fragments of 4 registers, block-major), B's descriptor advanced by each step's byte
+    offset; the block's first step with scale-d false; one ``commit_group`` and ``wait_group
+    0`` for them all. A fragment (CUTLASS ``GMMA::ALayout_64x32``): warp w's lane with g =
+    lane >> 2, c = lane & 3 holds in byte j of register r row ``16 w + g + 8 (r & 1)``, k
+    ``4 c + j + 16 (r >> 1)`` of the 64 x 32 block (the A fragment of ``mma.m16n8k32``, per
+    warp). The caller writes the A registers with ordinary instructions: ``wgmma.fence``
+    first orders them before the wgmmas, as the PTX ISA requires."""
+    if n not in N_VALUES:
+        raise ValueError(f"n={n}: wgmma here takes N in {N_VALUES}")
+    if not steps or any(b % 16 or b < 0 for b in steps):
+        raise ValueError(f"steps={steps!r}: at least one B byte offset, each a multiple of 16")
+    per_block = n // 2
+    results = per_block * a_blocks
+    fragments = a_blocks * len(steps)
+    b = f"${results}"
+    lines = ["{", ".reg .pred p<2>;", ".reg .b32 t;", ".reg .b64 db;",
+             "mov.b32 t, 0;", "setp.ne.b32 p0, t, 0;", "setp.eq.b32 p1, t, 0;",
+             "wgmma.fence.sync.aligned;"]
+    for block in range(a_blocks):
+        d = ", ".join(f"${block * per_block + i}" for i in range(per_block))
+        for i, b_bytes in enumerate(steps):
+            first = results + 1 + 4 * (block * len(steps) + i)
+            a = ", ".join(f"${first + r}" for r in range(4))
+            lines += [f"add.s64 db, {b}, {b_bytes >> 4};",
+                      f"wgmma.mma_async.sync.aligned.m{M}n{n}k32.f32.e4m3.e4m3 {{{d}}}, {{{a}}}, db, "
+                      f"p{min(i, 1)}, 1, 1;"]
+    lines += ["wgmma.commit_group.sync.aligned;", "wgmma.wait_group.sync.aligned 0;", "}"]
+    ptx = "\n".join(lines)
+    names = ", ".join(f"a{i}" for i in range(4 * fragments))
+    namespace = {"float_asm_intrinsic": float_asm_intrinsic, "ptx": ptx, "U64": U64, "U32": U32,
+                 "F32": F32, "Effect": Effect}
+    exec(f"def typer(typingctx, desc_b, {names}):\n"                   # noqa: S102 (the A count)
+         f"    return float_asm_intrinsic(ptx, (desc_b, {names}), (U64,) + (U32,) * {4 * fragments}, "
+         f"(F32,) * {results}, Effect.MEMORY)", namespace)
+    typer = namespace["typer"]
+    typer.__name__ = typer.__qualname__ = f"wgmma_rs_e4m3_n{n}_k{len(steps)}_a{a_blocks}"
     typer.__doc__ = f"``{ptx}``"
     wgmma = intrinsic(typer)
     wgmma.ptx = ptx

@@ -79,6 +79,11 @@ PAGED_ATTENTION_NAMES = [
     for d, r, s, p in ((128, 8, 2, 1), (256, 8, 2, 1), (128, 4, 2, 2), (128, 2, 4, 1), (256, 2, 2, 1),
                        (64, 2, 2, 1), (64, 8, 2, 1))
 ]
+PAGED_ATTENTION_NAMES += [
+    f"paged_attention_{path}_e4m3_d{d}_n64_w4_s2_p{1 if path == 'tma' else 4}_causal_kqwr{r}"
+    for path in ("tma", "cp_async")    # decode, P V by wgmma with V^T from registers (consumer_pv.py)
+    for d, r in ((128, 8), (256, 8), (128, 4), (128, 2), (256, 2), (64, 2), (64, 8))
+]
 LDMATRIX = "ldmatrix.sync.aligned.m8n8.x4.shared.b16"
 WGMMA_PTX = "wgmma.mma_async.sync.aligned.m64n"
 WGMMA_TYPES = {"bf16": "k16.f32.bf16.bf16", "e4m3": "k32.f32.e4m3.e4m3"}
@@ -102,10 +107,13 @@ def paged_attention_ptx(name):
     """PTX a paged attention variant must hold: its load path's and its dtype's instructions."""
     path = "tma" if name.startswith("paged_attention_tma_") else "cp"
     dtype = "e4m3" if "_e4m3_" in name else "bf16"
-    if "_kqwp" in name:     # both products by wgmma: no mma.sync, no unpack, no ldmatrix; P^T as e4m3
+    if "_kqwp" in name or "_kqwr" in name:   # both products by wgmma: no mma.sync, no unpack; P^T as e4m3
+        gather = (["ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16"] if "_kqwr" in name   # V^T into registers
+                  else ["st.shared::cta.u32"])                                            # the transpose warp
         return ([f for f in PAGED_ATTENTION_COMMON if not f.startswith("ldmatrix")] + PAGED_ATTENTION_PTX[path]
                 + ["cvt.rn.satfinite.e4m3x2.f32", "st.shared.u16", "prmt.b32", "bar.sync", WGMMA_PTX,
-                   WGMMA_TYPES[dtype], "wgmma.commit_group.sync.aligned", "fence.proxy.async.shared::cta"])
+                   WGMMA_TYPES[dtype], "wgmma.commit_group.sync.aligned", "fence.proxy.async.shared::cta"]
+                + gather)
     kq = ["movmatrix.sync.aligned.m8n8.trans.b16"] if "_kq" in name else []
     split = ["bar.sync"] if "_kqs" in name or "_kqw" in name else []    # the consumer warps' named barriers
     wgmma = ([WGMMA_PTX, WGMMA_TYPES[dtype], "wgmma.commit_group.sync.aligned", "fence.proxy.async.shared::cta"]

@@ -195,3 +195,45 @@ def test_the_v_transposed_ring_is_in_the_shared_memory_budget():
                                      + 4 * variant.block_m * variant.tile_warps)
     assert variant.dynamic_shared_bytes == (variant.q_tile_bytes + ring + variant.scratch_bytes
                                             + geometry.TILE_ALIGN_BYTES)
+
+
+def _a_fragment_matrix(registers):
+    """The 64 x 32 A block a warpgroup's wgmma reads from registers: ``registers[w][r]`` (32
+    lanes each) of warp w, register r, laid out as CUTLASS GMMA::ALayout_64x32 (byte j of
+    register r of lane (g, c): row 16 w + g + 8 (r & 1), k 4 c + j + 16 (r >> 1))."""
+    a = np.zeros((64, 32), np.int64)
+    for w in range(4):
+        for r in range(4):
+            for j in range(4):
+                a[16 * w + GROUP + 8 * (r & 1), 4 * QUAD + j + 16 * (r >> 1)] = (registers[w][r] >> (8 * j)) & 0xFF
+    return a
+
+
+@pytest.mark.parametrize("head_dim", [64, 128, 256])
+def test_register_fragments_of_v_transposed(monkeypatch, head_dim):
+    """kq_wgmma_rs: one ldmatrix.x4.trans at rs_v_offset and the EVEN / ODD byte permutes give,
+    per M block and k-step, the A fragment of V^T whose rows are dims 64 mb + 16 w + 2 g (+ 1)
+    and whose k is transpose_v's position order: the order store_p writes P^T in. So a K-major
+    P^T times these A blocks is O^T with those rows (store_acc_column's dims)."""
+    from warp_emulation import ldmatrix_emulations
+    variant = Variant(dtype="e4m3", head_dim=head_dim, block_n=BLOCK_N, consumer_warps=4,
+                      score_layout="kq_wgmma_rs", rows_per_warp=8)
+    monkeypatch.setattr(geometry, "swizzle", geometry.swizzle.py_func)
+    monkeypatch.setattr(consumer_pv, "tile_offset", geometry.tile_offset.py_func)
+    v_bits = np.random.default_rng(head_dim).integers(0, 256, (BLOCK_N, head_dim), dtype=np.uint8)
+    smem = SharedMemory(variant.kv_tile_bytes)
+    write_tile(smem, 0, v_bits, variant, BLOCK_N)
+    ldmatrix_x4_trans = ldmatrix_emulations(smem)[1]
+    offset = consumer_pv.rs_v_offset.py_func
+    for mb in range(head_dim // 64):
+        for ks in range(BLOCK_N // 32):
+            registers = []
+            for w in range(4):
+                x = ldmatrix_x4_trans(np.array([offset(mb, ks, w, lane, BLOCK_N, variant.row_bytes,
+                                                       variant.swizzle_mask) for lane in range(32)]))
+                registers.append([prmt(x[0], x[1], consumer_pv.EVEN_DIM_TOKENS), prmt(x[0], x[1], consumer_pv.ODD_DIM_TOKENS),
+                                  prmt(x[2], x[3], consumer_pv.EVEN_DIM_TOKENS), prmt(x[2], x[3], consumer_pv.ODD_DIM_TOKENS)])
+            a = _a_fragment_matrix(registers)
+            rows = [64 * mb + 16 * (m // 16) + 2 * (m % 8) + (m % 16) // 8 for m in range(64)]
+            tokens = [position_token(32 * ks + k) for k in range(32)]
+            assert np.array_equal(a, v_bits[np.ix_(tokens, rows)].T), (mb, ks)

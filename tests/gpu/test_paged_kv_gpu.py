@@ -143,6 +143,14 @@ for _path in ("tma", "cp_async"):
             dtype="e4m3", head_dim=_d, load_path=_path, block_n=64, consumer_warps=4, stages=_s,
             producer_warps=_p if _path == "tma" else 4, score_layout="kq_wgmma_pv", rows_per_warp=_r)
 
+# The same product with V^T as the wgmma's A from registers (score_layout "kq_wgmma_rs", e4m3
+# only): no transpose warp, V read from its ring by ldmatrix.trans (consumer_pv.make_pv_rs).
+for _path in ("tma", "cp_async"):
+    for _d, _r in KQW_SHAPES:
+        VARIANTS[f"e4m3_d{_d}_{_path}_kqwr{_r}"] = Variant(
+            dtype="e4m3", head_dim=_d, load_path=_path, block_n=64, consumer_warps=4, stages=2,
+            producer_warps=1 if _path == "tma" else 4, score_layout="kq_wgmma_rs", rows_per_warp=_r)
+
 # the combine alone (test_combine_matches_numpy) at split counts the sweep takes, and 128: FA3's
 # cap, where the unrolled loads no longer fit in registers (a local-memory array)
 COMBINE_SPLITS = (2, 3, 8, 43, 128)
@@ -259,6 +267,19 @@ def _cases():
         cases.append((kqwp[128, 8], _problem("e4m3", 128, (32, 8), 4, (96, 4000), 16), 2))
         cases.append((kqwp[64, 2], _problem("e4m3", 64, (16, 16), 1, (190, 131, 2000), 64), 2))
         cases.append((kqwp[64, 8], _problem("e4m3", 64, (16, 16), 4, (190, 131), 32), 1))
+    for path in ("tma", "cp_async"):
+        kqwr = {(d, r): f"e4m3_d{d}_{path}_kqwr{r}" for d, r in KQW_SHAPES}
+        cases.append((kqwr[128, 4], _problem("e4m3", 128, (32, 8), 4, (700, 129), 64), 1))
+        cases.append((kqwr[128, 4], _problem("e4m3", 128, (16, 8), 1, (1000, 37, 515), 16), 3))
+        cases.append((kqwr[128, 2], _problem("e4m3", 128, (32, 8), 1, (1000, 37, 515), 64), 2))
+        cases.append((kqwr[128, 2], _problem("e4m3", 128, (32, 32), 4, (257, 64, 1100), 32), 1))
+        cases.append((kqwr[256, 2], _problem("e4m3", 256, (8, 1), 1, (77, 300, 1000), 16), 3))
+        cases.append((kqwr[256, 8], _problem("e4m3", 256, (8, 1), 4, (600, 1025), 128), 1))
+        cases.append((kqwr[256, 8], _problem("e4m3", 256, (8, 1), 4, (77, 300, 1000), 16), 3))
+        cases.append((kqwr[128, 8], _problem("e4m3", 128, (64, 8), 4, (1000, 37, 515), 64), 3))
+        cases.append((kqwr[128, 8], _problem("e4m3", 128, (32, 8), 4, (96, 4000), 16), 2))
+        cases.append((kqwr[64, 2], _problem("e4m3", 64, (16, 16), 1, (190, 131, 2000), 64), 2))
+        cases.append((kqwr[64, 8], _problem("e4m3", 64, (16, 16), 4, (190, 131), 32), 1))
     cases.append(("bf16_d128_tma_w4_noncausal",
                   _problem("bf16", 128, (32, 8), 150, (333, 150), 64, causal=False), 1))
     return cases

@@ -10,7 +10,8 @@ decode: each of config ``decode_consumers``: "kq", S^T = K Q^T, 8 rows per warp,
 warps as its query heads x tokens need, "kq_split", 4 warps sharing each tile, or
 "kq_wgmma", kq_split with S^T as one warpgroup wgmma a tile of 64 tokens, or "kq_wgmma_dual",
 two kq_wgmma warpgroups taking alternate tiles, or "kq_wgmma_pv", e4m3 only: kq_wgmma with P V as a
-wgmma too, over V tiles a warp of its own transposes),
+wgmma too, over V tiles a warp of its own transposes, or "kq_wgmma_rs", e4m3 only: that product
+with V^T from registers, gathered from the V tile as it landed),
 each of the phase kind's ``stages`` counts that fits in shared memory, one producer warp for
 TMA and each of the phase kind's ``cp_async_producer_warps`` counts for cp.async (the tuning
 knobs: a path is compared at its best combination; the analysis keeps the fastest per path)
@@ -43,12 +44,12 @@ DECODE_SPLIT_WARPS = 4      # split consumers: warps sharing each tile
 DECODE_SPLIT_MAX_ROWS = 32  # split consumers: query rows of a CTA at most (4 warps x 8)
 DECODE_WGMMA_BLOCK_N = 64   # wgmma consumers: the tile is the wgmma's M (tma_kernels.ptx.wgmma.M)
 DECODE_DUAL_WARPS = 8       # kq_wgmma_dual: two warpgroups
-DECODE_CONSUMERS = ("kq", "kq_split", "kq_wgmma", "kq_wgmma_dual", "kq_wgmma_pv")   # decode_consumers may list
-SPLIT_CONSUMERS = ("kq_split", "kq_wgmma", "kq_wgmma_dual", "kq_wgmma_pv")  # the consumers of consumer_split.py
-WGMMA_CONSUMERS = ("kq_wgmma", "kq_wgmma_dual", "kq_wgmma_pv")              # S^T by wgmma
+DECODE_CONSUMERS = ("kq", "kq_split", "kq_wgmma", "kq_wgmma_dual", "kq_wgmma_pv", "kq_wgmma_rs")   # may list
+SPLIT_CONSUMERS = ("kq_split", "kq_wgmma", "kq_wgmma_dual", "kq_wgmma_pv", "kq_wgmma_rs")  # consumer_split.py's
+WGMMA_CONSUMERS = ("kq_wgmma", "kq_wgmma_dual", "kq_wgmma_pv", "kq_wgmma_rs")              # S^T by wgmma
 # consumers built for some dtypes only: kq_wgmma_pv exists to take e4m3 V to the tensor cores as it
 # is (bf16 reaches mma.sync with no unpack); the sweep runs the others at every dtype
-CONSUMER_DTYPES = {"kq_wgmma_pv": ("e4m3",)}
+CONSUMER_DTYPES = {"kq_wgmma_pv": ("e4m3",), "kq_wgmma_rs": ("e4m3",)}
 
 
 class GridError(ValueError):

@@ -169,7 +169,9 @@ CONSUMER_TEXT = {"kq": "give each warp its own query rows over whole tiles (kq)"
                  "kq_wgmma": "share each K/V tile among 4 warps, S^T as one warpgroup wgmma (kq_wgmma)",
                  "kq_wgmma_dual": "run two kq_wgmma warpgroups on alternate K/V tiles (kq_wgmma_dual)",
                  "kq_wgmma_pv": ("share each K/V tile among 4 warps, S^T and P V as warpgroup wgmmas, V "
-                                 "transposed in shared memory by a warp of its own (kq_wgmma_pv)")}
+                                 "transposed in shared memory by a warp of its own (kq_wgmma_pv)"),
+                 "kq_wgmma_rs": ("share each K/V tile among 4 warps, S^T and P V as warpgroup wgmmas, V^T "
+                                 "gathered into registers (kq_wgmma_rs)")}
 
 
 def _consumer_row(tuning: pd.DataFrame) -> dict | None:
