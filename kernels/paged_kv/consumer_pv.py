@@ -1,6 +1,8 @@
-"""The P V step of ``score_layout="kq_wgmma_pv"`` (consumer_split.py's kq_wgmma otherwise):
-O^T += V^T P^T as one warpgroup ``wgmma`` a tile, both operands e4m3 from shared memory
-(transpose_v.py: the V^T ring the transpose warp fills, the P^T buffer, the token order).
+"""The P V step of ``score_layout="kq_wgmma_pv"`` and ``"kq_wgmma_rs"`` (consumer_split.py's
+kq_wgmma otherwise): O^T += V^T P^T as warpgroup ``wgmma``s, e4m3 operands as they are. P^T is
+e4m3 in shared memory (transpose_v.py: the P^T buffer, the token order); V^T is, for
+kq_wgmma_pv, the V^T ring the transpose warp fills (transpose_v.py), and for kq_wgmma_rs the
+wgmma's A operand in registers, gathered from the V tile as it landed (make_pv_rs).
 
 Per tile, after the softmax has turned S^T's registers into P (fp32):
 - ``store_p``: each lane rounds its P to e4m3 (``cvt.rn.satfinite.e4m3x2``, as FA3 rounds

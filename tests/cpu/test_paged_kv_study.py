@@ -148,20 +148,21 @@ def test_every_decode_consumer_can_be_swept(study_config):
     assert len({c.key for c in configs}) == len(configs)
 
 
-def test_the_consumer_with_pv_on_wgmma_runs_at_e4m3_only(study_config):
-    """kq_wgmma_pv (e4m3 V to the tensor cores as it is) is skipped in bf16 cells, and sits
-    beside every e4m3 kq_wgmma configuration with its rows and tiles."""
-    study_config["decode_consumers"] = ["kq", "kq_wgmma", "kq_wgmma_pv"]
+@pytest.mark.parametrize("layout", ["kq_wgmma_pv", "kq_wgmma_rs"])
+def test_the_consumers_with_pv_on_wgmma_run_at_e4m3_only(study_config, layout):
+    """kq_wgmma_pv and kq_wgmma_rs (e4m3 V to the tensor cores as it is) are skipped in bf16
+    cells, and sit beside every e4m3 kq_wgmma configuration with its rows and tiles."""
+    study_config["decode_consumers"] = ["kq", "kq_wgmma", layout]
     configs = sweep_configs(study_config)
-    pv = [c for c in configs if c.score_layout == "kq_wgmma_pv"]
+    pv = [c for c in configs if c.score_layout == layout]
     e4m3_wgmma = {c.key.removesuffix("/kq_wgmma"): c for c in configs
                   if c.score_layout == "kq_wgmma" and c.dtype == "e4m3"}
     assert pv and all(c.dtype == "e4m3" for c in pv)
-    assert {c.key.removesuffix("/kq_wgmma_pv") for c in pv} == set(e4m3_wgmma)
+    assert {c.key.removesuffix(f"/{layout}") for c in pv} == set(e4m3_wgmma)
     for c in pv:
-        twin = e4m3_wgmma[c.key.removesuffix("/kq_wgmma_pv")]
+        twin = e4m3_wgmma[c.key.removesuffix(f"/{layout}")]
         assert (c.rows_per_warp, c.block_n, c.ctas_per_split) == (twin.rows_per_warp, twin.block_n, twin.ctas_per_split)
-        assert c.variant().transposes_v
+        assert c.variant().transposes_v == (layout == "kq_wgmma_pv")
 
 
 def test_the_sweep_and_the_kernel_name_the_same_consumers():

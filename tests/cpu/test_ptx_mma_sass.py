@@ -22,7 +22,7 @@ from tma_kernels.ptx.mma import (
     mma_e4m3_m16n8k32,
     mma_e4m3_m16n8k32_via_f16,
 )
-from tma_kernels.ptx.wgmma import k_major_descriptor, make_wgmma_ss
+from tma_kernels.ptx.wgmma import k_major_descriptor, make_wgmma_rs, make_wgmma_ss
 
 SIGNATURE = "void(uint32[::1], float32[::1])"
 TILE_BYTES = 512
@@ -147,6 +147,26 @@ def test_wgmma_over_a_blocks_is_one_instruction_per_block_and_k_step():
     assert sum(n for op, n in counts.items() if op.startswith("QGMMA")) == 2 * 2
     assert counts.get("WARPGROUP.ARRIVE", 0) == 1
     assert WGMMA_BLOCKS.ptx.count("wgmma.wait_group") == 1 and WGMMA_BLOCKS.ptx.count("add.s64 da, $16, 256;") == 1
+
+
+WGMMA_RS = make_wgmma_rs(16, (0, 32), a_blocks=2)     # A from registers: 2 blocks x 2 k-steps
+
+
+def wgmma_registers(words, floats):
+    tile = smem_u32(cuda.shared.array(WGMMA_TILE_BYTES, numba.uint8))
+    w = words
+    d = WGMMA_RS(k_major_descriptor(tile, 64), w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7],
+                 w[8], w[9], w[10], w[11], w[12], w[13], w[14], w[15])
+    for i in range(16):
+        floats[i] = d[i]
+
+
+def test_wgmma_with_a_from_registers():
+    """make_wgmma_rs: one QGMMA per block and k-step, A from registers (consumer_pv.make_pv_rs)."""
+    counts = compiled(wgmma_registers).opcode_counts()
+    assert sum(n for op, n in counts.items() if op.startswith("QGMMA")) == 2 * 2
+    assert counts.get("WARPGROUP.ARRIVE", 0) == 1 and "F2FP" not in " ".join(counts)
+    assert WGMMA_RS.ptx.count("{$17, $18, $19, $20}") == 1      # block 0, step 0: A after D and B
 
 
 def test_wgmma_factory_rejects_what_it_cannot_build():
