@@ -67,6 +67,14 @@ spills; so the sweep does not run it.) At the end group 1's state (O^T, maxima, 
 through the idle K/V ring and group 0 merges it (``merge_groups``) and writes the rows. Q is
 loaded by group 0 and read by both (barrier id 1 + 2 over all 8 warps).
 
+``score_layout="kq_wgmma_pv"`` and ``"kq_wgmma_rs"`` (e4m3 only): kq_wgmma with P V as
+warpgroup wgmmas too (consumer_pv.py's ``tile_pv`` steps replace the P^T exchange and the
+``mma.sync`` P V): P^T goes through shared memory as e4m3 and V^T is either a V^T ring a
+transpose warp fills (kq_wgmma_pv, transpose_v.py) or gathered into the wgmma's A registers
+from the V tile (kq_wgmma_rs). Both are built and tested, and probed on the H200 outside the
+reference data (config/probes/paged_kv_pv_consumer.yaml, paged_kv_rs_consumer.yaml); neither is
+in the sweep (config.yaml's ``decode_consumers`` comment says what the probes found).
+
 The steps are consumer_kq.make_kq_tiles' (checked on the CPU by
 tests/cpu/test_paged_kv_fragments_kq.py) plus the exchanges below, which
 tests/cpu/test_paged_kv_split.py runs warp by warp between emulated barriers.

@@ -255,31 +255,19 @@ def _cases():
             cases.append((kqwd[256, 8], _problem(dtype, 256, (8, 1), 4, (600, 1025), 128), 1))
             cases.append((kqwd[64, 8], _problem(dtype, 64, (16, 16), 4, (190, 131), 32), 1))
     for path in ("tma", "cp_async"):
-        kqwp = {(d, r): f"e4m3_d{d}_{path}_kqwp{r}" for d, r, _, _ in KQWP_SHAPES}
-        cases.append((kqwp[128, 4], _problem("e4m3", 128, (32, 8), 4, (700, 129), 64), 1))
-        cases.append((kqwp[128, 4], _problem("e4m3", 128, (16, 8), 1, (1000, 37, 515), 16), 3))
-        cases.append((kqwp[128, 2], _problem("e4m3", 128, (32, 8), 1, (1000, 37, 515), 64), 2))
-        cases.append((kqwp[128, 2], _problem("e4m3", 128, (32, 32), 4, (257, 64, 1100), 32), 1))
-        cases.append((kqwp[256, 2], _problem("e4m3", 256, (8, 1), 1, (77, 300, 1000), 16), 3))
-        cases.append((kqwp[256, 8], _problem("e4m3", 256, (8, 1), 4, (600, 1025), 128), 1))
-        cases.append((kqwp[256, 8], _problem("e4m3", 256, (8, 1), 4, (77, 300, 1000), 16), 3))
-        cases.append((kqwp[128, 8], _problem("e4m3", 128, (64, 8), 4, (1000, 37, 515), 64), 3))
-        cases.append((kqwp[128, 8], _problem("e4m3", 128, (32, 8), 4, (96, 4000), 16), 2))
-        cases.append((kqwp[64, 2], _problem("e4m3", 64, (16, 16), 1, (190, 131, 2000), 64), 2))
-        cases.append((kqwp[64, 8], _problem("e4m3", 64, (16, 16), 4, (190, 131), 32), 1))
-    for path in ("tma", "cp_async"):
-        kqwr = {(d, r): f"e4m3_d{d}_{path}_kqwr{r}" for d, r in KQW_SHAPES}
-        cases.append((kqwr[128, 4], _problem("e4m3", 128, (32, 8), 4, (700, 129), 64), 1))
-        cases.append((kqwr[128, 4], _problem("e4m3", 128, (16, 8), 1, (1000, 37, 515), 16), 3))
-        cases.append((kqwr[128, 2], _problem("e4m3", 128, (32, 8), 1, (1000, 37, 515), 64), 2))
-        cases.append((kqwr[128, 2], _problem("e4m3", 128, (32, 32), 4, (257, 64, 1100), 32), 1))
-        cases.append((kqwr[256, 2], _problem("e4m3", 256, (8, 1), 1, (77, 300, 1000), 16), 3))
-        cases.append((kqwr[256, 8], _problem("e4m3", 256, (8, 1), 4, (600, 1025), 128), 1))
-        cases.append((kqwr[256, 8], _problem("e4m3", 256, (8, 1), 4, (77, 300, 1000), 16), 3))
-        cases.append((kqwr[128, 8], _problem("e4m3", 128, (64, 8), 4, (1000, 37, 515), 64), 3))
-        cases.append((kqwr[128, 8], _problem("e4m3", 128, (32, 8), 4, (96, 4000), 16), 2))
-        cases.append((kqwr[64, 2], _problem("e4m3", 64, (16, 16), 1, (190, 131, 2000), 64), 2))
-        cases.append((kqwr[64, 8], _problem("e4m3", 64, (16, 16), 4, (190, 131), 32), 1))
+        for suffix in ("kqwp", "kqwr"):          # P V by wgmma: over a V^T ring, or V^T in registers
+            pv = {(d, r): f"e4m3_d{d}_{path}_{suffix}{r}" for d, r in KQW_SHAPES}
+            cases.append((pv[128, 4], _problem("e4m3", 128, (32, 8), 4, (700, 129), 64), 1))
+            cases.append((pv[128, 4], _problem("e4m3", 128, (16, 8), 1, (1000, 37, 515), 16), 3))
+            cases.append((pv[128, 2], _problem("e4m3", 128, (32, 8), 1, (1000, 37, 515), 64), 2))
+            cases.append((pv[128, 2], _problem("e4m3", 128, (32, 32), 4, (257, 64, 1100), 32), 1))
+            cases.append((pv[256, 2], _problem("e4m3", 256, (8, 1), 1, (77, 300, 1000), 16), 3))
+            cases.append((pv[256, 8], _problem("e4m3", 256, (8, 1), 4, (600, 1025), 128), 1))
+            cases.append((pv[256, 8], _problem("e4m3", 256, (8, 1), 4, (77, 300, 1000), 16), 3))
+            cases.append((pv[128, 8], _problem("e4m3", 128, (64, 8), 4, (1000, 37, 515), 64), 3))
+            cases.append((pv[128, 8], _problem("e4m3", 128, (32, 8), 4, (96, 4000), 16), 2))
+            cases.append((pv[64, 2], _problem("e4m3", 64, (16, 16), 1, (190, 131, 2000), 64), 2))
+            cases.append((pv[64, 8], _problem("e4m3", 64, (16, 16), 4, (190, 131), 32), 1))
     cases.append(("bf16_d128_tma_w4_noncausal",
                   _problem("bf16", 128, (32, 8), 150, (333, 150), 64, causal=False), 1))
     return cases
