@@ -277,6 +277,12 @@ def vectors(out_u32, out_u64, global_address):
     out_u32[0] = i + j + k + m
 
 
+def scalar_shared(out_u32, out_u64, global_address):
+    tile = ptx.smem_u32(cuda.shared.array(TILE_BYTES, numba.uint8))
+    ptx.st_shared_u32(tile, out_u32[0])
+    out_u32[1] = ptx.ld_shared_u32(tile + numba.uint32(4 * (out_u32[2] & 7)))
+
+
 def cluster_shape(out_u32, out_u64, global_address):
     out_u32[0] = ptx.cluster_ctarank()
     out_u32[1] = ptx.cluster_nctarank()
@@ -387,6 +393,8 @@ CASES = [
     ("st_global_v4_u32", vectors, [Op("STG.E.128")]),
     ("ld_shared_v4_u32", vectors, [Op("LDS.128")]),
     ("st_shared_v4_u32", vectors, [Op("STS.128")]),
+    ("ld_shared_u32", scalar_shared, [Op("LDS"), Absent("LDS.128")]),
+    ("st_shared_u32", scalar_shared, [Op("STS"), Absent("STS.128")]),
     ("cluster_ctarank", cluster_shape, [Line(r"^S2U?R \w+, SR_CgaCtaId$")]),
     ("cluster_nctarank", cluster_shape, [Line(rf"^U?LDC \w+, {CBANK_CLUSTER_NCTARANK}$")]),
     ("cluster_nctaid_x", cluster_shape, [Line(rf"^U?LDC \w+, {CBANK_CLUSTER_NCTAID_X}$")]),
