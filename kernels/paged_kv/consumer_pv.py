@@ -56,7 +56,7 @@ def make_pv(variant):
       then kept all 64 (head dim 256, 32 rows) on the stack: 288 bytes of local memory and ten
       times the kernel's time on the H200;
     - 64 fresh results beside the 64 of O^T spilled at the 168 registers that two CTAs of 5
-      warps a SM allow; two wgmmas of 32 do not."""
+      or 6 warps a SM allow; two wgmmas of 32 do not."""
     q_blocks = variant.block_m // 8
     per_block = variant.block_m // 2
     m_blocks = variant.head_dim // WGMMA_M

@@ -48,7 +48,7 @@ as the j-th. With 128-byte V rows the loads of a warp hit 32 distinct banks (the
 over the 32 banks of the 64-byte-swizzled V^T; at head dim 64 (64-byte V rows) the loads
 are 2-way conflicted. Every address is a per-lane constant plus a per-step one, in 32-bit
 arithmetic (first written as array indices in numba's 64-bit integers, the transpose took
-about 150 instructions a step, mostly address arithmetic and negative-index checks).
+well over a hundred instructions a step, mostly address arithmetic and negative-index checks).
 tests/cpu/test_paged_kv_transpose_v.py runs the transpose (``py_func``) over the warp,
 recording every load's and store's 32 addresses, and checks the transposed tile, the
 positions and the banks.
