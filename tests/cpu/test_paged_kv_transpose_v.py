@@ -231,8 +231,9 @@ def test_register_fragments_of_v_transposed(monkeypatch, head_dim):
             for w in range(4):
                 x = ldmatrix_x4_trans(np.array([offset(mb, ks, w, lane, BLOCK_N, variant.row_bytes,
                                                        variant.swizzle_mask) for lane in range(32)]))
-                registers.append([prmt(x[0], x[1], consumer_pv.EVEN_DIM_TOKENS), prmt(x[0], x[1], consumer_pv.ODD_DIM_TOKENS),
-                                  prmt(x[2], x[3], consumer_pv.EVEN_DIM_TOKENS), prmt(x[2], x[3], consumer_pv.ODD_DIM_TOKENS)])
+                even, odd = consumer_pv.EVEN_DIM_TOKENS, consumer_pv.ODD_DIM_TOKENS
+                registers.append([prmt(x[0], x[1], even), prmt(x[0], x[1], odd),
+                                  prmt(x[2], x[3], even), prmt(x[2], x[3], odd)])
             a = _a_fragment_matrix(registers)
             rows = [64 * mb + 16 * (m // 16) + 2 * (m % 8) + (m % 16) // 8 for m in range(64)]
             tokens = [position_token(32 * ks + k) for k in range(32)]
