@@ -20,8 +20,9 @@ never waits on ``empty``: tile k's V landed after the producer waited on ``empty
 k - stages, which the consumers arrive on once done with that tile's V^T stage.
 
 What it gained: nothing at the decode bar. In that probe (e4m3 decode, batch 32, 8K tokens,
-128-token pages, at this version) kq_wgmma_pv was slower than kq_wgmma at every point but the
-TMA points of head dim 64, where it was faster; so the sweep does not run it (config.yaml's
+128-token pages, two transpose steps an iteration) kq_wgmma_pv was slower than kq_wgmma at every
+point but those of head dim 64: level there on cp.async, faster on TMA; so the sweep does not
+run it (config.yaml's
 ``decode_consumers``). Not profiled; the transpose sits between a V tile's arrival and its
 P V, in a ring of two stages, and a deeper ring (V and V^T both in shared memory) fits fewer
 CTAs.
