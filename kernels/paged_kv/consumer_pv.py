@@ -48,6 +48,13 @@ def p_buffer_bytes(variant) -> int:
     return variant.block_m * ROW_BYTES
 
 
+def accumulate_lines(first: int, count: int, q_blocks: int) -> list[str]:
+    """Source lines ``acc[i] = acc[i] * corrections[column of i] + d[i - first]`` for O^T's
+    registers ``first .. first + count`` (constant indices; make_pv says why)."""
+    return [f"    acc[{i}] = acc[{i}] * corrections[{2 * ((i >> 2) % q_blocks) + (i & 1)}] + d[{i - first}]"
+            for i in range(first, first + count)]
+
+
 def make_pv(variant):
     """``pv(acc, vt_desc, p_desc, corrections)``: ``acc[i] = acc[i] * corrections[column of i]
     + (V^T P^T)[i]`` for every register, as straight-line code with constant indices, in
@@ -67,10 +74,7 @@ def make_pv(variant):
     lines = []
     for first in range(0, m_blocks, blocks_per_call):
         lines.append(f"    d = wgmma(vt_desc + uint64({first * WGMMA_M * ROW_BYTES >> 4}), p_desc)")
-        base = first * per_block
-        for j in range(blocks_per_call * per_block):
-            i = base + j
-            lines.append(f"    acc[{i}] = acc[{i}] * corrections[{2 * ((i >> 2) % q_blocks) + (i & 1)}] + d[{j}]")
+        lines += accumulate_lines(first * per_block, blocks_per_call * per_block, q_blocks)
     namespace = {"wgmma": wgmma, "uint64": uint64}
     exec("def pv(acc, vt_desc, p_desc, corrections):\n" + "\n".join(lines), namespace)   # noqa: S102
     return cuda.jit(device=True, inline=True)(namespace["pv"])
@@ -108,9 +112,7 @@ def make_pv_rs(variant):
                 fragments += [f"prmt({x}[0], {x}[1], EVEN)", f"prmt({x}[0], {x}[1], ODD)",
                               f"prmt({x}[2], {x}[3], EVEN)", f"prmt({x}[2], {x}[3], ODD)"]
         lines.append(f"    d = wgmma(p_desc, {', '.join(fragments)})")
-        for j in range(blocks_per_call * per_block):
-            i = first * per_block + j
-            lines.append(f"    acc[{i}] = acc[{i}] * corrections[{2 * ((i >> 2) % q_blocks) + (i & 1)}] + d[{j}]")
+        lines += accumulate_lines(first * per_block, blocks_per_call * per_block, q_blocks)
     namespace = {"wgmma": wgmma, "uint32": uint32, "ldmatrix_x4_trans": ldmatrix_x4_trans, "prmt": prmt,
                  "rs_v_offset": rs_v_offset, "EVEN": EVEN_DIM_TOKENS, "ODD": ODD_DIM_TOKENS}
     exec("def pv(acc, v_tile, p_desc, corrections, warp, lane):\n" + "\n".join(lines), namespace)  # noqa: S102

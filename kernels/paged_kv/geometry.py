@@ -149,11 +149,6 @@ class Variant:
         if self.score_layout in PV_WGMMA_LAYOUTS and self.dtype != E4M3:
             raise VariantError(f"dtype={self.dtype!r}: score_layout '{self.score_layout}' is e4m3 only "
                                "(bf16 V reaches mma.sync with no unpack)")
-        if self.transposes_v:
-            from .transpose_v import transpose_error
-            error = transpose_error(self)
-            if error:
-                raise VariantError(error)
         if self.dynamic_shared_bytes > MAX_DYNAMIC_SHARED_BYTES:
             raise VariantError(f"{self}: needs {self.dynamic_shared_bytes} B of shared memory, more "
                                f"than the {MAX_DYNAMIC_SHARED_BYTES} B a block may have")

@@ -145,13 +145,6 @@ def store_swizzle(dgl, rot, j):
     return (((uint32(4) * dgl + ((uint32(j) + rot) & uint32(3))) >> uint32(1)) & uint32(3)) << uint32(4)
 
 
-def transpose_error(variant) -> str | None:
-    """Why this transpose cannot serve ``variant`` (geometry.Variant raises it), or None."""
-    if variant.block_n != TOKENS:
-        return f"block_n={variant.block_n}: score_layout 'kq_wgmma_pv' transposes tiles of {TOKENS} tokens"
-    return None
-
-
 def vt_bytes(variant) -> int:
     """Bytes of the V^T ring (one transposed tile per stage)."""
     return variant.stages * variant.kv_tile_bytes
