@@ -28,7 +28,7 @@ from tma_kernels.ptx.ldmatrix import ldmatrix_x4_trans
 from tma_kernels.ptx.wgmma import K_STEP_BYTES, k_major_descriptor, make_wgmma_rs, make_wgmma_ss
 from tma_kernels.ptx.wgmma import M as WGMMA_M
 
-from .geometry import tile_offset
+from .geometry import RS_LAYOUTS, tile_offset
 from .transpose_v import ROW_BYTES, kmajor_offset
 
 # kq_wgmma_rs: the A fragment's bytes j = 0..3 from ldmatrix.trans's byte pairs x[2h], x[2h + 1]
@@ -126,7 +126,7 @@ def make_pv_steps(variant):
     q_blocks = variant.block_m // 8
     m_blocks = variant.head_dim // WGMMA_M
     acc_regs = m_blocks * variant.block_m // 2
-    from_registers = variant.score_layout == "kq_wgmma_rs"
+    from_registers = variant.score_layout in RS_LAYOUTS
     pv_tile = make_pv_rs(variant) if from_registers else make_pv(variant)
     second_row = 1 if from_registers else 8          # O^T row g + 8: dim 2 g + 1 (rs) or g + 8
     row_scale = 2 if from_registers else 1

@@ -111,8 +111,8 @@ def split_scratch_bytes(variant) -> int:
     bf16); one set per consumer group. kq_wgmma_pv: the V^T ring (transpose_v.py), P^T as
     e4m3 (consumer_pv.py) and ``red``."""
     if variant.score_layout in PV_WGMMA_LAYOUTS:   # (kq_wgmma_pv: the V^T ring), P^T (e4m3), ``red``
-        return ((vt_bytes(variant) if variant.transposes_v else 0) + p_buffer_bytes(variant)
-                + 4 * variant.block_m * variant.tile_warps)
+        return ((vt_bytes(variant) if variant.transposes_v else 0)
+                + (p_buffer_bytes(variant) + 4 * variant.block_m * variant.tile_warps) * variant.consumer_groups)
     q_words = 0 if variant.score_layout in WGMMA_LAYOUTS else variant.head_dim // 2
     return (4 * variant.block_m * (variant.tile_warps + variant.block_n // 2 + q_words)
             * variant.consumer_groups)
@@ -248,7 +248,8 @@ def make_split_consumer(variant):
     vt_ring = stages * kv_tile_bytes                    # kq_wgmma_pv, from v_smem: the V^T ring, P^T
     p_offset = vt_ring + (vt_bytes(variant) if variant.transposes_v else 0)
     pv_ring = vt_ring if variant.transposes_v else 0    # the ring P V reads: V^T (kq_wgmma_pv) or V
-    scratch = p_offset + (p_buffer_bytes(variant) if pv_wgmma else 0)   # from v_smem: ``red`` ..
+    p_bytes = p_buffer_bytes(variant) if pv_wgmma else 0   # group g's P^T at p_offset + g p_bytes
+    scratch = p_offset + groups * p_bytes               # from v_smem: ``red`` ..
     db_stride = 1 if pv_wgmma else warp_dim_blocks      # store_column's first_db: warp w's dims
     red_words = block_m * warps
     p_words = 0 if pv_wgmma else exchange.p_regs * LANES
@@ -304,12 +305,11 @@ def make_split_consumer(variant):
         store_p, p_descriptor, pv = pv_steps.store_p, pv_steps.p_descriptor, pv_steps.pv
 
         @cuda.jit(device=True, inline=True)
-        def tile_pv(acc, corrections, scores, pf_warp, words, p_lane, v_smem, stage, full_v, phase,
+        def tile_pv(acc, corrections, scores, pf_warp, words, p_lane, v_smem, p_smem, stage, full_v, phase,
                     first_db, warp, lane, tile_barrier):
-            """P^T into shared memory as e4m3; once every warp's is in and the tile's V^T
-            (kq_wgmma_pv: ``full_v`` is the V^T ring's barrier) or V (kq_wgmma_rs) too,
+            """P^T into the group's ``p_smem`` as e4m3; once every warp's is in and the tile's V^T
+            (kq_wgmma_pv: ``full_v`` is the V^T ring's barrier) or V (the rs layouts) too,
             O^T = O^T * correction + V^T P^T (wgmma)."""
-            p_smem = v_smem + uint32(p_offset)
             store_p(p_smem, scores, warp, lane)
             fence_proxy_async_shared()
             named_barrier_sync(tile_barrier, tile_threads)
@@ -318,7 +318,7 @@ def make_split_consumer(variant):
                warp, lane)
     else:
         @cuda.jit(device=True, inline=True)
-        def tile_pv(acc, corrections, scores, pf_warp, words, p_lane, v_smem, stage, full_v, phase,
+        def tile_pv(acc, corrections, scores, pf_warp, words, p_lane, v_smem, p_smem, stage, full_v, phase,
                     first_db, warp, lane, tile_barrier):
             """The old O^T rescaled; every warp's P^T fragments through pbuf; once the V tile
             is in, O^T += V^T P^T over the warp's dims (mma.sync)."""
@@ -410,6 +410,7 @@ def make_split_consumer(variant):
         lane_red = red_lane(red_base, lane)
         p_lane = red_base + uint32(red_words) + uint32(lane)
         q_lane = p_lane + uint32(p_words)
+        p_smem = v_smem + uint32(p_offset) + uint32(group_id) * uint32(p_bytes)   # the pv layouts' P^T
         if group_id == 0:
             load_q(q_smem, q_address, warp, lane, m_start, rows_valid, group, batch, kv_head,
                    seqlen_q, q_heads)
@@ -451,7 +452,7 @@ def make_split_consumer(variant):
             for c in range(columns):
                 m_run[c], l_run[c], corrections[c] = softmax_finish(
                     scores, c, gather_max(red, lane_red, c), m_run[c], l_run[c], scale_log2)
-            tile_pv(acc, corrections, scores, pf_warp, words, p_lane, v_smem, stage, full_v + barrier,
+            tile_pv(acc, corrections, scores, pf_warp, words, p_lane, v_smem, p_smem, stage, full_v + barrier,
                     phase, first_db, warp, lane, tile_barrier)
             mbarrier_arrive(empty + barrier)
         for c in range(columns):

@@ -32,16 +32,21 @@ BLOCK_NS = (16, 32, 64, 128)
 CONSUMER_WARP_COUNTS = (1, 2, 4)
 STAGE_COUNTS = (2, 3, 4)
 PRODUCER_WARP_COUNTS = (1, 2, 4)
-SCORE_LAYOUTS = ("qk", "kq", "kq_split", "kq_wgmma", "kq_wgmma_dual", "kq_wgmma_pv", "kq_wgmma_rs")
+SCORE_LAYOUTS = ("qk", "kq", "kq_split", "kq_wgmma", "kq_wgmma_dual", "kq_wgmma_pv", "kq_wgmma_rs",
+                 "kq_wgmma_rs_dual")
 # consumer.py (S = Q K^T), consumer_kq.py (S^T = K Q^T), consumer_split.py (S^T = K Q^T, warps
 # share each tile; kq_wgmma: S^T by one wgmma a tile; kq_wgmma_dual: two warpgroups doing so,
 # taking alternate tiles; kq_wgmma_pv: O^T = V^T P^T by wgmma too, e4m3, V transposed by the
-# transpose warp of its own: transpose_v.py)
-SPLIT_LAYOUTS = ("kq_split", "kq_wgmma", "kq_wgmma_dual", "kq_wgmma_pv", "kq_wgmma_rs")  # consumer_split.py's
-WGMMA_LAYOUTS = ("kq_wgmma", "kq_wgmma_dual", "kq_wgmma_pv", "kq_wgmma_rs")               # S^T by wgmma
-PV_WGMMA_LAYOUTS = ("kq_wgmma_pv", "kq_wgmma_rs")     # P V by wgmma too (consumer_pv.py), e4m3 only
-TRANSPOSE_V_LAYOUTS = ("kq_wgmma_pv",)                # .. over a V^T ring (kq_wgmma_rs: A in registers)
-DUAL_CONSUMER_WARPS = 8            # kq_wgmma_dual: two warpgroups
+# transpose warp of its own: transpose_v.py; kq_wgmma_rs: V^T from registers instead;
+# kq_wgmma_rs_dual: two kq_wgmma_rs warpgroups on alternate tiles)
+SPLIT_LAYOUTS = ("kq_split", "kq_wgmma", "kq_wgmma_dual", "kq_wgmma_pv", "kq_wgmma_rs",
+                 "kq_wgmma_rs_dual")                                   # consumer_split.py's
+WGMMA_LAYOUTS = ("kq_wgmma", "kq_wgmma_dual", "kq_wgmma_pv", "kq_wgmma_rs", "kq_wgmma_rs_dual")   # S^T by wgmma
+PV_WGMMA_LAYOUTS = ("kq_wgmma_pv", "kq_wgmma_rs", "kq_wgmma_rs_dual")   # P V by wgmma too (consumer_pv.py), e4m3
+TRANSPOSE_V_LAYOUTS = ("kq_wgmma_pv",)                # .. over a V^T ring
+RS_LAYOUTS = ("kq_wgmma_rs", "kq_wgmma_rs_dual")      # .. with V^T as the wgmma's A from registers
+DUAL_LAYOUTS = ("kq_wgmma_dual", "kq_wgmma_rs_dual")  # two warpgroups on alternate tiles
+DUAL_CONSUMER_WARPS = 8            # the dual layouts: two warpgroups
 KQ_ROWS_PER_WARP = (8, 16)         # kq: query rows per warp, one or two mma N blocks of 8
 KQ_SPLIT_ROWS_PER_WARP = (2, 4, 8)  # kq_split: query rows each warp loads; all warps use all rows
 
@@ -95,7 +100,9 @@ class Variant:
         own after the producers transposes each V tile into a V^T ring, transpose_v.py, and
         P^T goes through shared memory as e4m3; no operand is unpacked to fp16) or
         "kq_wgmma_rs" (the same product with V^T as the wgmma's A from registers, gathered
-        from the V tile by ldmatrix.trans and byte permutes: no transpose warp, no unpack).
+        from the V tile by ldmatrix.trans and byte permutes: no transpose warp, no unpack) or
+        "kq_wgmma_rs_dual" (two kq_wgmma_rs warpgroups, 8 warps, on alternate tiles, merged as
+        kq_wgmma_dual's).
     rows_per_warp: query rows per consumer warp: 16 for qk; 8 or 16 for kq; 2, 4 or 8 for
         the split layouts (each warp of a tile loads that many of the block_m = rows_per_warp x
         tile_warps rows, a multiple of 8, and every warp computes with all of them).
@@ -123,9 +130,9 @@ class Variant:
         _require("head_dim", self.head_dim, HEAD_DIMS)
         _require("load_path", self.load_path, LOAD_PATHS)
         _require("block_n", self.block_n, BLOCK_NS)
-        if self.score_layout == "kq_wgmma_dual":
+        if self.score_layout in DUAL_LAYOUTS:
             if self.consumer_warps != DUAL_CONSUMER_WARPS:
-                raise VariantError(f"consumer_warps={self.consumer_warps!r}: score_layout 'kq_wgmma_dual' runs "
+                raise VariantError(f"consumer_warps={self.consumer_warps!r}: score_layout '{self.score_layout}' runs "
                                    f"two warpgroups, {DUAL_CONSUMER_WARPS} warps")
         else:
             _require("consumer_warps", self.consumer_warps, CONSUMER_WARP_COUNTS)
@@ -186,8 +193,8 @@ class Variant:
 
     @property
     def consumer_groups(self) -> int:
-        """Groups of consumer warps that take alternate KV tiles (kq_wgmma_dual: 2), else 1."""
-        return 2 if self.score_layout == "kq_wgmma_dual" else 1
+        """Groups of consumer warps that take alternate KV tiles (the dual layouts: 2), else 1."""
+        return 2 if self.score_layout in DUAL_LAYOUTS else 1
 
     @property
     def tile_warps(self) -> int:
@@ -257,7 +264,8 @@ class Variant:
                    "kq_wgmma": f"_kqw{self.rows_per_warp}",
                    "kq_wgmma_dual": f"_kqwd{self.rows_per_warp}",
                    "kq_wgmma_pv": f"_kqwp{self.rows_per_warp}",
-                   "kq_wgmma_rs": f"_kqwr{self.rows_per_warp}"}.get(
+                   "kq_wgmma_rs": f"_kqwr{self.rows_per_warp}",
+                   "kq_wgmma_rs_dual": f"_kqwrd{self.rows_per_warp}"}.get(
                     self.score_layout, ""))
 
 

@@ -11,7 +11,8 @@ warps as its query heads x tokens need, "kq_split", 4 warps sharing each tile, o
 "kq_wgmma", kq_split with S^T as one warpgroup wgmma a tile of 64 tokens, or "kq_wgmma_dual",
 two kq_wgmma warpgroups taking alternate tiles, or "kq_wgmma_pv", e4m3 only: kq_wgmma with P V as a
 wgmma too, over V tiles a warp of its own transposes, or "kq_wgmma_rs", e4m3 only: that product
-with V^T from registers, gathered from the V tile as it landed),
+with V^T from registers, gathered from the V tile as it landed, or "kq_wgmma_rs_dual", e4m3 only:
+two kq_wgmma_rs warpgroups taking alternate tiles),
 each of the phase kind's ``stages`` counts that fits in shared memory, one producer warp for
 TMA and each of the phase kind's ``cp_async_producer_warps`` counts for cp.async (the tuning
 knobs: a path is compared at its best combination; the analysis keeps the fastest per path)
@@ -43,13 +44,15 @@ DECODE_BLOCK_N_D256 = 32
 DECODE_SPLIT_WARPS = 4      # split consumers: warps sharing each tile
 DECODE_SPLIT_MAX_ROWS = 32  # split consumers: query rows of a CTA at most (4 warps x 8)
 DECODE_WGMMA_BLOCK_N = 64   # wgmma consumers: the tile is the wgmma's M (tma_kernels.ptx.wgmma.M)
-DECODE_DUAL_WARPS = 8       # kq_wgmma_dual: two warpgroups
-DECODE_CONSUMERS = ("kq", "kq_split", "kq_wgmma", "kq_wgmma_dual", "kq_wgmma_pv", "kq_wgmma_rs")   # may list
-SPLIT_CONSUMERS = ("kq_split", "kq_wgmma", "kq_wgmma_dual", "kq_wgmma_pv", "kq_wgmma_rs")  # consumer_split.py's
-WGMMA_CONSUMERS = ("kq_wgmma", "kq_wgmma_dual", "kq_wgmma_pv", "kq_wgmma_rs")              # S^T by wgmma
-# consumers built for some dtypes only: kq_wgmma_pv exists to take e4m3 V to the tensor cores as it
-# is (bf16 reaches mma.sync with no unpack); the sweep runs the others at every dtype
-CONSUMER_DTYPES = {"kq_wgmma_pv": ("e4m3",), "kq_wgmma_rs": ("e4m3",)}
+DECODE_DUAL_WARPS = 8       # the dual consumers: two warpgroups
+DUAL_CONSUMERS = ("kq_wgmma_dual", "kq_wgmma_rs_dual")
+DECODE_CONSUMERS = ("kq", "kq_split", "kq_wgmma", "kq_wgmma_dual", "kq_wgmma_pv", "kq_wgmma_rs",
+                    "kq_wgmma_rs_dual")                                  # config decode_consumers may list
+SPLIT_CONSUMERS = DECODE_CONSUMERS[1:]                                   # consumer_split.py's
+WGMMA_CONSUMERS = DECODE_CONSUMERS[2:]                                   # S^T by wgmma
+# consumers built for some dtypes only: the P V wgmma consumers exist to take e4m3 V to the tensor
+# cores as it is (bf16 reaches mma.sync with no unpack); the sweep runs the others at every dtype
+CONSUMER_DTYPES = {"kq_wgmma_pv": ("e4m3",), "kq_wgmma_rs": ("e4m3",), "kq_wgmma_rs_dual": ("e4m3",)}
 
 
 class GridError(ValueError):
@@ -152,7 +155,7 @@ class SweepConfig:
     def consumer_warps(self) -> int:
         if self.phase.name == "prefill":
             return PREFILL_WARPS
-        if self.score_layout == "kq_wgmma_dual":
+        if self.score_layout in DUAL_CONSUMERS:
             return DECODE_DUAL_WARPS
         if self.score_layout in SPLIT_CONSUMERS:
             return DECODE_SPLIT_WARPS

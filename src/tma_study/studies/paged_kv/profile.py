@@ -121,7 +121,8 @@ def kernel_durations(ncu_csv: str) -> list[tuple[str, float, float]]:
     raw CSV page."""
     names, units, values = raw_page(ncu_csv, (*DURATION_METRICS, "Kernel Name"))
     name, duration, clock = (names.index(m) for m in ("Kernel Name", *DURATION_METRICS))
-    scale = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3}.get(units[duration])
+    # ncu spells the unit "nsecond" or, with --print-units base (as asked here), "ns" (ncu of CUDA 13)
+    scale = {"nsecond": 1e-3, "ns": 1e-3, "usecond": 1.0, "us": 1.0, "msecond": 1e3, "ms": 1e3}.get(units[duration])
     if scale is None:
         raise ValueError(f"ncu gave {DURATION_METRIC} in {units[duration]!r}, not a time unit; it is asked for "
                          "nanoseconds (--print-units base)")

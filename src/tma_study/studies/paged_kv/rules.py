@@ -171,7 +171,8 @@ CONSUMER_TEXT = {"kq": "give each warp its own query rows over whole tiles (kq)"
                  "kq_wgmma_pv": ("share each K/V tile among 4 warps, S^T and P V as warpgroup wgmmas, V "
                                  "transposed in shared memory by a warp of its own (kq_wgmma_pv)"),
                  "kq_wgmma_rs": ("share each K/V tile among 4 warps, S^T and P V as warpgroup wgmmas, V^T "
-                                 "gathered into registers (kq_wgmma_rs)")}
+                                 "gathered into registers (kq_wgmma_rs)"),
+                 "kq_wgmma_rs_dual": "run two kq_wgmma_rs warpgroups on alternate K/V tiles (kq_wgmma_rs_dual)"}
 
 
 def _consumer_row(tuning: pd.DataFrame) -> dict | None:
