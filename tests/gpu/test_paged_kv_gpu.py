@@ -151,6 +151,15 @@ for _path in ("tma", "cp_async"):
             dtype="e4m3", head_dim=_d, load_path=_path, block_n=64, consumer_warps=4, stages=2,
             producer_warps=1 if _path == "tma" else 4, score_layout="kq_wgmma_rs", rows_per_warp=_r)
 
+# Two such warpgroups on alternate tiles (score_layout "kq_wgmma_rs_dual", e4m3 only): 8 warps,
+# 2 or 4 stages, merged at the end as kq_wgmma_dual's.
+KQWRD_SHAPES = ((128, 8, 2), (256, 8, 4), (256, 2, 2), (128, 2, 4), (64, 8, 2))
+for _path in ("tma", "cp_async"):
+    for _d, _r, _s in KQWRD_SHAPES:
+        VARIANTS[f"e4m3_d{_d}_{_path}_kqwrd{_r}"] = Variant(
+            dtype="e4m3", head_dim=_d, load_path=_path, block_n=64, consumer_warps=8, stages=_s,
+            producer_warps=1 if _path == "tma" else 4, score_layout="kq_wgmma_rs_dual", rows_per_warp=_r)
+
 # the combine alone (test_combine_matches_numpy) at split counts the sweep takes, and 128: FA3's
 # cap, where the unrolled loads no longer fit in registers (a local-memory array)
 COMBINE_SPLITS = (2, 3, 8, 43, 128)
@@ -268,6 +277,14 @@ def _cases():
             cases.append((pv[128, 8], _problem("e4m3", 128, (32, 8), 4, (96, 4000), 16), 2))
             cases.append((pv[64, 2], _problem("e4m3", 64, (16, 16), 1, (190, 131, 2000), 64), 2))
             cases.append((pv[64, 8], _problem("e4m3", 64, (16, 16), 4, (190, 131), 32), 1))
+        rd = {(d, r): f"e4m3_d{d}_{path}_kqwrd{r}" for d, r, _ in KQWRD_SHAPES}   # the rs groups' merge
+        cases.append((rd[128, 8], _problem("e4m3", 128, (64, 8), 4, (1000, 37, 515), 64), 3))
+        cases.append((rd[128, 8], _problem("e4m3", 128, (32, 8), 4, (96, 4000), 16), 2))
+        cases.append((rd[128, 2], _problem("e4m3", 128, (32, 8), 1, (1000, 37, 515), 64), 2))
+        cases.append((rd[256, 2], _problem("e4m3", 256, (8, 1), 1, (77, 300, 1000), 16), 3))
+        cases.append((rd[256, 8], _problem("e4m3", 256, (8, 1), 4, (600, 1025), 128), 1))
+        cases.append((rd[256, 8], _problem("e4m3", 256, (8, 1), 4, (77, 300, 1000), 16), 3))
+        cases.append((rd[64, 8], _problem("e4m3", 64, (16, 16), 4, (190, 131), 32), 1))
     cases.append(("bf16_d128_tma_w4_noncausal",
                   _problem("bf16", 128, (32, 8), 150, (333, 150), 64, causal=False), 1))
     return cases
