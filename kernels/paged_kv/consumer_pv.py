@@ -28,7 +28,7 @@ from tma_kernels.ptx.ldmatrix import ldmatrix_x4_trans
 from tma_kernels.ptx.wgmma import K_STEP_BYTES, k_major_descriptor, make_wgmma_rs, make_wgmma_ss
 from tma_kernels.ptx.wgmma import M as WGMMA_M
 
-from .geometry import RS_LAYOUTS, tile_offset
+from .geometry import RS_LAYOUTS, register_budget, tile_offset
 from .transpose_v import ROW_BYTES, kmajor_offset
 
 # kq_wgmma_rs: the A fragment's bytes j = 0..3 from ldmatrix.trans's byte pairs x[2h], x[2h + 1]
@@ -38,9 +38,12 @@ EVEN_DIM_TOKENS, ODD_DIM_TOKENS = 0x6240, 0x7351
 
 
 MAX_RESULTS = 32                    # fp32 results of one P V wgmma call (make_pv)
-# make_pv_rs: fewer a call, as its A fragments take registers too (8 a block): 32 results and
-# 16 A registers spilled 156 bytes at head dim 256, 32 rows, under two CTAs' 168 registers
+# make_pv_rs: fewer a call where registers are short, as its A fragments take registers too (8 a
+# block): 32 results and 16 A registers spilled 156 bytes at head dim 256, 32 rows, under two
+# CTAs' 168 registers. Where a thread may take RS_WIDE_REGISTERS or more (one CTA of 5 warps an
+# SM: 255), RS_WIDE_RESULTS a call: half the calls, so half the waits for a wgmma's results.
 RS_MAX_RESULTS, RS_MAX_BLOCKS = 16, 2
+RS_WIDE_RESULTS, RS_WIDE_REGISTERS = 32, 224
 
 
 def p_buffer_bytes(variant) -> int:
@@ -87,6 +90,13 @@ def rs_v_offset(mb, ks, warp, lane, block_n, row_bytes, mask):
     return tile_offset(K_STEP_BYTES * ks + lane, WGMMA_M * mb + 16 * warp, block_n, row_bytes, mask)
 
 
+def rs_max_results(variant) -> int:
+    """make_pv_rs's results a wgmma call for ``variant``'s register budget (its threads, and the
+    CTAs an SM its launch bounds ask for)."""
+    wide = register_budget(variant.threads, variant.min_ctas_per_sm) >= RS_WIDE_REGISTERS
+    return RS_WIDE_RESULTS if wide else RS_MAX_RESULTS
+
+
 def make_pv_rs(variant):
     """kq_wgmma_rs: ``pv(acc, v_tile, p_desc, corrections, warp, lane)``, make_pv's product
     with A = V^T from registers (make_wgmma_rs) gathered from the V tile as it landed: per M
@@ -98,7 +108,7 @@ def make_pv_rs(variant):
     per_block = variant.block_m // 2
     m_blocks = variant.head_dim // WGMMA_M
     k_steps = ROW_BYTES // K_STEP_BYTES
-    blocks_per_call = max(1, min(m_blocks, RS_MAX_RESULTS // per_block, RS_MAX_BLOCKS))
+    blocks_per_call = max(1, min(m_blocks, rs_max_results(variant) // per_block, RS_MAX_BLOCKS))
     wgmma = make_wgmma_rs(variant.block_m, tuple(k * K_STEP_BYTES for k in range(k_steps)), blocks_per_call)
     block_n, row_bytes, mask = variant.block_n, variant.row_bytes, variant.swizzle_mask
     lines = []

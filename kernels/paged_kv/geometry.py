@@ -286,6 +286,16 @@ def resident_ctas_per_sm(registers: int, threads: int, shared_bytes: int) -> int
     return min(by_registers, by_shared, SM90_MAX_WARPS_PER_SM // warps, SM90_MAX_CTAS_PER_SM)
 
 
+def register_budget(threads: int, ctas_per_sm: int) -> int:
+    """The most registers a thread may take (ptxas's cap, at most 255) for ``ctas_per_sm`` CTAs of
+    ``threads`` to reside on one SM by resident_ctas_per_sm's rule: 255 for one CTA of 5 warps,
+    168 for two (or for one of 9 warps)."""
+    for registers in range(255, 0, -1):
+        if resident_ctas_per_sm(registers, threads, 0) >= ctas_per_sm:
+            return registers
+    raise VariantError(f"{ctas_per_sm} CTAs of {threads} threads do not fit on one SM")
+
+
 def _require(field: str, value, allowed) -> None:
     if value not in allowed:
         raise VariantError(f"{field}={value!r} is not one of {allowed}")
