@@ -138,6 +138,11 @@ def check_split(variant) -> None:
         raise VariantError(f"consumer_warps={variant.consumer_warps}, block_n={variant.block_n}: score_layout "
                            f"'{variant.score_layout}' runs one warpgroup ({WARPGROUP} warps) over a tile of "
                            f"{WGMMA_M} tokens (the wgmma's M)")
+    if variant.stages % variant.consumer_groups:
+        raise VariantError(f"stages={variant.stages}: score_layout '{variant.score_layout}' gives each of its "
+                           f"{variant.consumer_groups} groups stages of its own (a multiple of "
+                           f"{variant.consumer_groups}); shared, a group could wait on a stage's full barrier "
+                           "two phases ahead, where the parity wait cannot tell the phases apart")
     if variant.consumer_groups > 1 and merge_words(variant) * 4 > 2 * variant.stages * variant.kv_tile_bytes:
         raise VariantError(f"{variant.name}: the groups' merge ({merge_words(variant) * 4} B) does not fit "
                            f"in the K and V rings ({2 * variant.stages * variant.kv_tile_bytes} B)")
