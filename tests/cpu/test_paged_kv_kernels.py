@@ -143,6 +143,14 @@ def test_kq_token_blocks_step_by_an_immediate(variant):
     ({"score_layout": "kq_wgmma_dual", "rows_per_warp": 8}, "consumer_warps=4: score_layout 'kq_wgmma_dual' runs two warpgroups, 8 warps"),
     ({"score_layout": "kq_wgmma_dual", "consumer_warps": 8, "rows_per_warp": 8, "block_n": 128},
      "runs one warpgroup"),
+    ({"score_layout": "kq_wgmma_rs_dual", "dtype": "e4m3", "rows_per_warp": 8},
+     "consumer_warps=4: score_layout 'kq_wgmma_rs_dual' runs two warpgroups, 8 warps"),
+    ({"score_layout": "kq_wgmma_rs_dual", "dtype": "e4m3", "consumer_warps": 8, "rows_per_warp": 8,
+      "stages": 3}, r"stages=3: score_layout 'kq_wgmma_rs_dual' gives each of its 2 groups stages of its own"),
+    ({"score_layout": "kq_wgmma_dual", "consumer_warps": 8, "rows_per_warp": 8, "stages": 3},
+     "stages=3: score_layout 'kq_wgmma_dual'"),
+    ({"score_layout": "kq_wgmma_rs_dual", "consumer_warps": 8, "rows_per_warp": 8},
+     "dtype='bf16': score_layout 'kq_wgmma_rs_dual' is e4m3 only"),
 ])
 def test_variant_rejects(fields, message):
     with pytest.raises(VariantError, match=message):
@@ -201,3 +209,29 @@ def test_wgmma_consumer_unpacks_only_v(path):
     assert 2 * unpacks["kq_wgmma"] < unpacks["kq_split"], unpacks
     qgmma = sum(n for op, n in compiled(wgmma).opcode_counts().items() if op.startswith("QGMMA"))
     assert qgmma == 128 // 32        # one wgmma per 32-byte k-step of a 128-byte e4m3 row
+
+
+@pytest.mark.parametrize("threads, ctas, registers", [
+    (160, 1, 255),      # one CTA of 5 warps: 2 warps on one sub-partition
+    (160, 2, 168),      # two: 3 warps on some sub-partitions
+    (288, 1, 168),      # one of 9 warps (the dual consumers with a producer warp)
+    (128, 4, 128),
+])
+def test_register_budget(threads, ctas, registers):
+    """geometry.register_budget: the largest count at which resident_ctas_per_sm fits ``ctas``."""
+    from tma_kernels.paged_kv.geometry import register_budget, resident_ctas_per_sm
+    assert register_budget(threads, ctas) == registers
+    assert resident_ctas_per_sm(registers, threads, 0) >= ctas
+    if registers < 255:
+        assert resident_ctas_per_sm(registers + 1, threads, 0) < ctas
+
+
+def test_rs_takes_wide_pv_calls_only_where_registers_allow():
+    """kq_wgmma_rs: 32 results a P V wgmma call at one CTA of 5 warps an SM, 16 under two CTAs'
+    launch bounds or at the dual layout's 9 warps."""
+    from tma_kernels.paged_kv.consumer_pv import RS_MAX_RESULTS, RS_WIDE_RESULTS, rs_max_results
+    common = dict(dtype="e4m3", head_dim=256, block_n=64, rows_per_warp=8, stages=4)
+    assert rs_max_results(Variant(**common, consumer_warps=4, score_layout="kq_wgmma_rs")) == RS_WIDE_RESULTS
+    assert rs_max_results(Variant(**common, consumer_warps=4, score_layout="kq_wgmma_rs",
+                                  min_ctas_per_sm=2)) == RS_MAX_RESULTS
+    assert rs_max_results(Variant(**common, consumer_warps=8, score_layout="kq_wgmma_rs_dual")) == RS_MAX_RESULTS

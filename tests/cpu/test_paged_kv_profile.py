@@ -130,8 +130,9 @@ SPLIT_LAUNCHES = [("paged_attention_cp_async_e4m3_d256", "36,380", "1,980,000,00
                   ("combine_splits", "3,840", "1,755,000,000")] * 3
 
 
-def test_kernel_durations_read_each_kernel_in_microseconds_and_gigahertz():
-    durations = profile.kernel_durations(_durations_page(SPLIT_LAUNCHES))
+@pytest.mark.parametrize("unit", ["nsecond", "ns"])     # ns: ncu of CUDA 13 with --print-units base (H200)
+def test_kernel_durations_read_each_kernel_in_microseconds_and_gigahertz(unit):
+    durations = profile.kernel_durations(_durations_page(SPLIT_LAUNCHES, unit=unit))
     assert len(durations) == 6
     assert durations[0] == ("paged_attention_cp_async_e4m3_d256", pytest.approx(36.38), pytest.approx(1.98))
     assert durations[-1] == ("combine_splits", pytest.approx(3.84), pytest.approx(1.755))
