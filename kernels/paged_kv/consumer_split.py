@@ -74,12 +74,13 @@ transpose warp fills (kq_wgmma_pv, transpose_v.py) or gathered into the wgmma's 
 from the V tile (kq_wgmma_rs). Both are built and tested, and probed on the H200 outside the
 reference data (config/probes/paged_kv_pv_consumer.yaml, paged_kv_rs_consumer.yaml); neither is
 in the sweep (config.yaml's ``decode_consumers`` comment says what the probes found).
-``"kq_wgmma_rs_dual"``: two kq_wgmma_rs groups as kq_wgmma_dual's, each with its own P^T
+
+``score_layout="kq_wgmma_rs_dual"``: two kq_wgmma_rs groups as kq_wgmma_dual's, each with its own P^T
 buffer and ``red``. At 9 warps a thread may take 168 registers (geometry.register_budget), where
 kq_wgmma_rs at one CTA of 5 warps takes 225; probed outside the reference data
 (config/probes/paged_kv_ring_depth.yaml), not swept.
 
-The dual layouts need a stage count that is a multiple of 2 (check_split): group g then owns
+The dual layouts need a stage count that is a multiple of their 2 groups (check_split): group g then owns
 stages g, g + 2, ..., and a stage's successive fills are its own successive tiles. With 3 stages
 the groups would share stages, and a group could reach a stage's full barrier two phases ahead of
 its fill, where the parity wait passes at once (the probe's first run, at 3 stages, failed its
