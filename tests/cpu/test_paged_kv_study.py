@@ -172,18 +172,31 @@ def test_the_sweep_and_the_kernel_name_the_same_consumers():
 
     from tma_study.studies.paged_kv import grid
     schema = yaml.safe_load((config_mod.REPO_ROOT / "workflow/schemas/studies/paged_kv.schema.yaml").read_text())
-    assert schema["properties"]["decode_consumers"]["items"]["enum"] == list(grid.DECODE_CONSUMERS)
+    assert schema["$defs"]["decode_consumer_list"]["items"]["enum"] == list(grid.DECODE_CONSUMERS)
     assert set(grid.DECODE_CONSUMERS) <= set(geometry.SCORE_LAYOUTS)
     assert grid.SPLIT_CONSUMERS == geometry.SPLIT_LAYOUTS
     assert grid.WGMMA_CONSUMERS == geometry.WGMMA_LAYOUTS
     assert grid.DECODE_DUAL_WARPS == geometry.DUAL_CONSUMER_WARPS
 
 
-@pytest.mark.parametrize("consumers", [[], ["kq", "kq"], ["qk"]])
+@pytest.mark.parametrize("consumers", [[], ["kq", "kq"], ["qk"], {"bf16": ["kq"], "e4m3": ["qk"]},
+                                       {"bf16": ["kq"], "fp16": ["kq"]}, {}])
 def test_decode_consumers_are_checked_naming_the_key(study_config, consumers):
     study_config["decode_consumers"] = consumers
     assert "studies.paged_kv.decode_consumers" in rejection(study_config)
     with pytest.raises(GridError, match="studies.paged_kv.decode_consumers"):
+        sweep_configs(study_config)
+
+
+def test_decode_consumers_may_differ_by_dtype(study_config):
+    """A mapping from dtype to consumers sweeps each dtype's own; a dtype it leaves out is an error
+    naming the key, before any GPU work."""
+    study_config["decode_consumers"] = {"bf16": ["kq", "kq_wgmma"], "e4m3": ["kq", "kq_wgmma_rs"]}
+    decode = [c for c in sweep_configs(study_config) if c.phase.name == "decode"]
+    assert {c.score_layout for c in decode if c.dtype == "bf16"} == {"kq", "kq_wgmma"}
+    assert {c.score_layout for c in decode if c.dtype == "e4m3"} == {"kq", "kq_wgmma_rs"}
+    study_config["decode_consumers"] = {"bf16": ["kq"]}
+    with pytest.raises(GridError, match=r"decode_consumers': no list for dtype\(s\) \['e4m3'\]"):
         sweep_configs(study_config)
 
 

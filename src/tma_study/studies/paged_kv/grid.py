@@ -272,14 +272,25 @@ def _phase_plans(study: dict) -> list[tuple[Phase, list[Shape], dict[str, list[i
     return plans
 
 
-def decode_consumers(study: dict) -> list[str]:
-    """Config ``decode_consumers``: the decode consumers to sweep, each of DECODE_CONSUMERS."""
-    consumers = study["decode_consumers"]
-    stray = [c for c in consumers if c not in DECODE_CONSUMERS]
-    if not consumers or stray or len(set(consumers)) != len(consumers):
-        raise GridError(f"config key 'studies.paged_kv.decode_consumers': {consumers} must list distinct "
-                        f"consumers among {list(DECODE_CONSUMERS)}, at least one")
-    return list(consumers)
+def decode_consumers(study: dict) -> dict[str, list[str]]:
+    """Config ``decode_consumers``, per dtype of config ``dtypes``: the decode consumers to sweep,
+    each of DECODE_CONSUMERS; one list for every dtype, or a mapping from each dtype to its own."""
+    key = "studies.paged_kv.decode_consumers"
+    given = study["decode_consumers"]
+    if isinstance(given, dict):
+        missing = [d for d in study["dtypes"] if d not in given]
+        if missing:
+            raise GridError(f"config key '{key}': no list for dtype(s) {missing}; give one list per dtype of "
+                            f"studies.paged_kv.dtypes ({study['dtypes']}), or one list for all")
+        lists = {d: (f"{key}.{d}", given[d]) for d in study["dtypes"]}
+    else:
+        lists = {d: (key, given) for d in study["dtypes"]}
+    for name, consumers in lists.values():
+        stray = [c for c in consumers if c not in DECODE_CONSUMERS]
+        if not consumers or stray or len(set(consumers)) != len(consumers):
+            raise GridError(f"config key '{name}': {consumers} must list distinct consumers among "
+                            f"{list(DECODE_CONSUMERS)}, at least one")
+    return {d: list(consumers) for d, (_, consumers) in lists.items()}
 
 
 def sweep_configs(study: dict) -> list[SweepConfig]:
@@ -294,7 +305,7 @@ def sweep_configs(study: dict) -> list[SweepConfig]:
         if shape not in phase_shapes:
             continue
         producer_warps = study["cp_async_producer_warps"][phase.name] if path == "cp_async" else [1]
-        phase_consumers = consumers if phase.name == "decode" else ["kq"]   # prefill: "qk" regardless
+        phase_consumers = consumers[dtype] if phase.name == "decode" else ["kq"]   # prefill: "qk" regardless
         phase_consumers = [c for c in phase_consumers if dtype in CONSUMER_DTYPES.get(c, (dtype,))]
         for page, stages, warps, consumer in itertools.product(pages[path], study["stages"][phase.name],
                                                                producer_warps, phase_consumers):
