@@ -81,6 +81,12 @@ ROW_BLOCK = 16              # tokens per mma M block
 
 
 @cuda.jit(device=True, inline=True)
+def select(flag, a, b):
+    """``a`` where ``flag``, else ``b`` (a lane's own choice: the CPU emulation runs it as np.where)."""
+    return a if flag else b
+
+
+@cuda.jit(device=True, inline=True)
 def column_sum(l_part):
     """The softmax denominator of a column: the partial sums of the lanes of equal q."""
     l_sum = l_part + cuda.shfl_xor_sync(FULL_MASK, l_part, 4)
@@ -88,7 +94,8 @@ def column_sum(l_part):
     return l_sum + cuda.shfl_xor_sync(FULL_MASK, l_sum, 16)
 
 
-def make_kq_tiles(variant, q_blocks, token_blocks, dim_blocks, q_stride=1, p_stride=1, store_acc=None):
+def make_kq_tiles(variant, q_blocks, token_blocks, dim_blocks, q_stride=1, p_stride=1, store_acc=None,
+                  lazy_rescale_log2=None):
     """The per-tile device functions of an S^T = K Q^T consumer warp that holds ``q_blocks``
     mma N blocks of 8 query columns, computes S^T over ``token_blocks`` blocks of 16 tokens
     of a K tile (the caller points ``k_tile`` at the first) and O^T over ``dim_blocks``
@@ -97,9 +104,14 @@ def make_kq_tiles(variant, q_blocks, token_blocks, dim_blocks, q_stride=1, p_str
     scores_tile reads Q's fragment register i as ``qf[q_lane + i * q_stride]`` and pv_tile
     P^T's as ``pf[p_lane + i * p_stride]``: registers (kq: lane offset 0, stride 1) or a
     lane-minor copy in shared memory (split: stride 32). ``store_acc`` replaces
-    store_acc_column where O^T's registers hold other dims (consumer_pv.py)."""
+    store_acc_column where O^T's registers hold other dims (consumer_pv.py). With
+    ``lazy_rescale_log2`` (kq_wgmma_rs_lazy), softmax_finish keeps a column's running max until
+    the tile's exceeds it by more than that (log2 units), as FlashAttention-4 does: the
+    correction is then exactly 1 and P at most 2 ** lazy_rescale_log2."""
     head_dim = variant.head_dim
     head_bytes = variant.head_bytes
+    lazy = lazy_rescale_log2 is not None
+    lazy_log2 = float32(lazy_rescale_log2 if lazy else 0.0)
     block_n = variant.block_n
     block_m = variant.block_m
     row_bytes = variant.row_bytes
@@ -201,6 +213,8 @@ def make_kq_tiles(variant, q_blocks, token_blocks, dim_blocks, q_stride=1, p_str
         qb = column >> 1
         e = column & 1
         m_new = max(m_old, mx * scale_log2)
+        if lazy:        # beyond the threshold (or the first max: m_old = -inf), else the old max
+            m_new = select(m_new - m_old > lazy_log2, m_new, m_old)
         m_use = max(m_new, SCORE_FLOOR)
         correction = ex2_approx(m_old - m_use)
         col_sum = ZERO

@@ -28,7 +28,7 @@ from tma_kernels.ptx.ldmatrix import ldmatrix_x4_trans
 from tma_kernels.ptx.wgmma import K_STEP_BYTES, k_major_descriptor, make_wgmma_rs, make_wgmma_ss
 from tma_kernels.ptx.wgmma import M as WGMMA_M
 
-from .geometry import RS_LAYOUTS, register_budget, tile_offset
+from .geometry import LAZY_LAYOUTS, RS_LAYOUTS, register_budget, tile_offset
 from .transpose_v import ROW_BYTES, kmajor_offset
 
 # kq_wgmma_rs: the A fragment's bytes j = 0..3 from ldmatrix.trans's byte pairs x[2h], x[2h + 1]
@@ -97,21 +97,39 @@ def rs_max_results(variant) -> int:
     return RS_WIDE_RESULTS if wide else RS_MAX_RESULTS
 
 
+def rescale_lines(count: int, q_blocks: int) -> list[str]:
+    """Source lines ``acc[i] *= corrections[column of i]`` for O^T's ``count`` registers, under
+    ``if rescale:`` (make_pv_rs's in-place form)."""
+    return ["    if rescale:"] + [f"        acc[{i}] *= corrections[{2 * ((i >> 2) % q_blocks) + (i & 1)}]"
+                                  for i in range(count)]
+
+
 def make_pv_rs(variant):
     """kq_wgmma_rs: ``pv(acc, v_tile, p_desc, corrections, warp, lane)``, make_pv's product
     with A = V^T from registers (make_wgmma_rs) gathered from the V tile as it landed: per M
     block and 32-token k-step one ``ldmatrix.x4.trans`` of 32 tokens x the warp's 16 dims
     (``16 w ..`` of the block) and four ``prmt``, the fp8 bytes kept as they are (no unpack, no
     transpose in shared memory). The warp's A rows are dims ``2 g`` (row g) and ``2 g + 1`` (row
-    g + 8), so O^T's rows are too (store_acc_column_rs)."""
+    g + 8), so O^T's rows are too (store_acc_column_rs).
+
+    kq_wgmma_rs_lazy: ``pv(acc, v_tile, p_desc, corrections, warp, lane, rescale)``, O^T rescaled
+    only where ``rescale`` (some column's running max moved: the lazy softmax, consumer_kq), then
+    the wgmmas accumulate into O^T's registers in place (make_wgmma_rs ``accumulate``): no fresh
+    results, no adds, and at a wide register budget every M block in one call, one wait a tile."""
     q_blocks = variant.block_m // 8
     per_block = variant.block_m // 2
     m_blocks = variant.head_dim // WGMMA_M
     k_steps = ROW_BYTES // K_STEP_BYTES
-    blocks_per_call = max(1, min(m_blocks, rs_max_results(variant) // per_block, RS_MAX_BLOCKS))
-    wgmma = make_wgmma_rs(variant.block_m, tuple(k * K_STEP_BYTES for k in range(k_steps)), blocks_per_call)
+    in_place = variant.score_layout in LAZY_LAYOUTS
+    if in_place:     # no fresh results: the A fragments (8 registers a block) bound a call
+        wide = rs_max_results(variant) == RS_WIDE_RESULTS
+        blocks_per_call = m_blocks if wide else max(1, min(m_blocks, RS_MAX_BLOCKS))
+    else:
+        blocks_per_call = max(1, min(m_blocks, rs_max_results(variant) // per_block, RS_MAX_BLOCKS))
+    wgmma = make_wgmma_rs(variant.block_m, tuple(k * K_STEP_BYTES for k in range(k_steps)), blocks_per_call,
+                          accumulate=in_place)
     block_n, row_bytes, mask = variant.block_n, variant.row_bytes, variant.swizzle_mask
-    lines = []
+    lines = rescale_lines(m_blocks * per_block, q_blocks) if in_place else []
     for first in range(0, m_blocks, blocks_per_call):
         fragments = []
         for mb in range(first, first + blocks_per_call):
@@ -121,11 +139,17 @@ def make_pv_rs(variant):
                              f"{block_n}, {row_bytes}, {mask})))")
                 fragments += [f"prmt({x}[0], {x}[1], EVEN)", f"prmt({x}[0], {x}[1], ODD)",
                               f"prmt({x}[2], {x}[3], EVEN)", f"prmt({x}[2], {x}[3], ODD)"]
-        lines.append(f"    d = wgmma(p_desc, {', '.join(fragments)})")
-        lines += accumulate_lines(first * per_block, blocks_per_call * per_block, q_blocks)
+        first_acc, count = first * per_block, blocks_per_call * per_block
+        if in_place:
+            accumulators = ", ".join(f"acc[{i}]" for i in range(first_acc, first_acc + count))
+            lines.append(f"    d = wgmma(p_desc, {', '.join(fragments)}, {accumulators})")
+            lines += [f"    acc[{first_acc + k}] = d[{k}]" for k in range(count)]
+        else:
+            lines.append(f"    d = wgmma(p_desc, {', '.join(fragments)})")
+            lines += accumulate_lines(first_acc, count, q_blocks)
     namespace = {"wgmma": wgmma, "uint32": uint32, "ldmatrix_x4_trans": ldmatrix_x4_trans, "prmt": prmt,
                  "rs_v_offset": rs_v_offset, "EVEN": EVEN_DIM_TOKENS, "ODD": ODD_DIM_TOKENS}
-    exec("def pv(acc, v_tile, p_desc, corrections, warp, lane):\n" + "\n".join(lines), namespace)  # noqa: S102
+    exec("def pv(acc, v_tile, p_desc, corrections, warp, lane, rescale):\n" + "\n".join(lines), namespace)  # noqa: S102
     return cuda.jit(device=True, inline=True)(namespace["pv"])
 
 
@@ -159,12 +183,13 @@ def make_pv_steps(variant):
 
     if from_registers:
         @cuda.jit(device=True, inline=True)
-        def pv(acc, v_tile, p_desc, corrections, warp, lane):
-            """acc = acc * (its column's correction) + V^T P^T of the tile (V tile as it landed)."""
-            pv_tile(acc, v_tile, p_desc, corrections, warp, lane)
+        def pv(acc, v_tile, p_desc, corrections, warp, lane, rescale):
+            """acc = acc * (its column's correction) + V^T P^T of the tile (V tile as it landed;
+            kq_wgmma_rs_lazy: the rescale only where ``rescale``)."""
+            pv_tile(acc, v_tile, p_desc, corrections, warp, lane, rescale)
     else:
         @cuda.jit(device=True, inline=True)
-        def pv(acc, vt_tile, p_desc, corrections, warp, lane):
+        def pv(acc, vt_tile, p_desc, corrections, warp, lane, rescale):
             """acc = acc * (its column's correction) + V^T P^T of the tile (the V^T ring's)."""
             pv_tile(acc, k_major_descriptor(vt_tile, ROW_BYTES), p_desc, corrections)
 

@@ -80,6 +80,14 @@ buffer and ``red``. At 9 warps a thread may take 168 registers (geometry.registe
 kq_wgmma_rs at one CTA of 5 warps takes 225; probed outside the reference data
 (config/probes/paged_kv_ring_depth.yaml), not swept.
 
+``score_layout="kq_wgmma_rs_lazy"``: kq_wgmma_rs with two changes that cut its per-tile
+instructions (the H200 profile of kq_wgmma_rs: issue-bound at one CTA an SM, 593 instructions a
+warp a tile, 88 of them FFMA): P V accumulates into O^T's registers in place (make_wgmma_rs
+``accumulate``; no fresh results and no adds, and at one CTA of 5 warps an SM one wgmma call
+and one wait a tile), and a running max moves only when a tile's exceeds it by more than
+LAZY_RESCALE_LOG2, so most tiles skip O^T's rescale (a warp vote on the corrections).
+Built and compiled; not yet run on a GPU.
+
 The dual layouts need a stage count that is a multiple of their 2 groups (check_split): group g then owns
 stages g, g + 2, ..., and a stage's successive fills are its own successive tiles. With 3 stages
 the groups would share stages, and a group could reach a stage's full barrier two phases ahead of
@@ -104,12 +112,16 @@ from tma_kernels.ptx.convert import ex2_approx
 from tma_kernels.ptx.wgmma import K_STEP_BYTES, k_major_descriptor, make_wgmma_ss
 from tma_kernels.ptx.wgmma import M as WGMMA_M
 
-from .consumer import NEG_INF, SCORE_FLOOR, ZERO, make_q_loader, make_row_limit
+from .consumer import FULL_MASK, NEG_INF, ONE, SCORE_FLOOR, ZERO, make_q_loader, make_row_limit
 from .consumer_kq import Q_ROWS_PER_BLOCK, ROW_BLOCK, column_sum, make_kq_tiles
 from .consumer_pv import make_pv_steps, p_buffer_bytes
-from .geometry import PV_WGMMA_LAYOUTS, WGMMA_LAYOUTS, VariantError
+from .geometry import LAZY_LAYOUTS, PV_WGMMA_LAYOUTS, WGMMA_LAYOUTS, VariantError
 from .transpose_v import vt_bytes
 
+# kq_wgmma_rs_lazy: a column's running max stays until a tile's exceeds it by this much (log2
+# units), so P stays at most 2 ** 8 = 256, under e4m3's largest finite 448 (FlashAttention-4's
+# threshold: the same 8)
+LAZY_RESCALE_LOG2 = 8.0
 CONSUMER_BARRIER = 1               # bar.sync id of the warps of a tile (group g: 1 + g; 0 is __syncthreads)
 LANES = 32
 WARPGROUP = 4
@@ -256,8 +268,10 @@ def make_split_consumer(variant):
     row_limit = make_row_limit(variant.causal)
     pv_wgmma = variant.score_layout in PV_WGMMA_LAYOUTS  # P V by wgmma (consumer_pv.py)
     pv_steps = make_pv_steps(variant) if pv_wgmma else None
+    lazy = variant.score_layout in LAZY_LAYOUTS
     steps = make_kq_tiles(variant, q_blocks, warp_token_blocks, warp_dim_blocks, q_stride=LANES,
-                          p_stride=LANES, store_acc=pv_steps.store_acc_column if pv_wgmma else None)
+                          p_stride=LANES, store_acc=pv_steps.store_acc_column if pv_wgmma else None,
+                          lazy_rescale_log2=LAZY_RESCALE_LOG2 if lazy else None)
     wgmma = variant.score_layout in WGMMA_LAYOUTS
     q_regs, score_regs, p_regs_warp = steps.q_regs, steps.score_regs, steps.p_regs
     exchange = make_split_exchange(variant, 0 if wgmma else q_regs, p_regs_warp)
@@ -328,10 +342,16 @@ def make_split_consumer(variant):
             O^T = O^T * correction + V^T P^T (wgmma)."""
             store_p(p_smem, scores, warp, lane)
             fence_proxy_async_shared()
+            rescale = True
+            if lazy:        # every warp holds every column, with the same corrections: a uniform branch
+                moved = False
+                for c in range(columns):
+                    moved = moved or corrections[c] != ONE
+                rescale = cuda.any_sync(FULL_MASK, moved)
             named_barrier_sync(tile_barrier, tile_threads)
             mbarrier_wait_parity(full_v, phase)
             pv(acc, v_smem + uint32(pv_ring + stage * kv_tile_bytes), p_descriptor(p_smem), corrections,
-               warp, lane)
+               warp, lane, rescale)
     else:
         @cuda.jit(device=True, inline=True)
         def tile_pv(acc, corrections, scores, pf_warp, words, p_lane, v_smem, p_smem, stage, full_v, phase,

@@ -33,18 +33,19 @@ CONSUMER_WARP_COUNTS = (1, 2, 4)
 STAGE_COUNTS = (2, 3, 4)
 PRODUCER_WARP_COUNTS = (1, 2, 4)
 SCORE_LAYOUTS = ("qk", "kq", "kq_split", "kq_wgmma", "kq_wgmma_dual", "kq_wgmma_pv", "kq_wgmma_rs",
-                 "kq_wgmma_rs_dual")
+                 "kq_wgmma_rs_dual", "kq_wgmma_rs_lazy")
 # consumer.py (S = Q K^T), consumer_kq.py (S^T = K Q^T), consumer_split.py (S^T = K Q^T, warps
 # share each tile; kq_wgmma: S^T by one wgmma a tile; kq_wgmma_dual: two warpgroups doing so,
 # taking alternate tiles; kq_wgmma_pv: O^T = V^T P^T by wgmma too, e4m3, V transposed by the
 # transpose warp of its own: transpose_v.py; kq_wgmma_rs: V^T from registers instead;
-# kq_wgmma_rs_dual: two kq_wgmma_rs warpgroups on alternate tiles)
-SPLIT_LAYOUTS = ("kq_split", "kq_wgmma", "kq_wgmma_dual", "kq_wgmma_pv", "kq_wgmma_rs",
-                 "kq_wgmma_rs_dual")                                   # consumer_split.py's
-WGMMA_LAYOUTS = ("kq_wgmma", "kq_wgmma_dual", "kq_wgmma_pv", "kq_wgmma_rs", "kq_wgmma_rs_dual")   # S^T by wgmma
-PV_WGMMA_LAYOUTS = ("kq_wgmma_pv", "kq_wgmma_rs", "kq_wgmma_rs_dual")   # P V by wgmma too (consumer_pv.py), e4m3
+# kq_wgmma_rs_dual: two kq_wgmma_rs warpgroups on alternate tiles; kq_wgmma_rs_lazy: kq_wgmma_rs
+# with P V accumulating in place and O rescaled only when a running max moves far enough)
+SPLIT_LAYOUTS = SCORE_LAYOUTS[2:]                     # consumer_split.py's
+WGMMA_LAYOUTS = SCORE_LAYOUTS[3:]                     # S^T by wgmma
+PV_WGMMA_LAYOUTS = SCORE_LAYOUTS[5:]                  # P V by wgmma too (consumer_pv.py), e4m3
 TRANSPOSE_V_LAYOUTS = ("kq_wgmma_pv",)                # .. over a V^T ring
-RS_LAYOUTS = ("kq_wgmma_rs", "kq_wgmma_rs_dual")      # .. with V^T as the wgmma's A from registers
+RS_LAYOUTS = SCORE_LAYOUTS[6:]                        # .. with V^T as the wgmma's A from registers
+LAZY_LAYOUTS = ("kq_wgmma_rs_lazy",)                  # .. accumulating in place, lazy rescale
 DUAL_LAYOUTS = ("kq_wgmma_dual", "kq_wgmma_rs_dual")  # two warpgroups on alternate tiles
 DUAL_CONSUMER_WARPS = 8            # the dual layouts: two warpgroups
 KQ_ROWS_PER_WARP = (8, 16)         # kq: query rows per warp, one or two mma N blocks of 8
@@ -102,7 +103,9 @@ class Variant:
         "kq_wgmma_rs" (the same product with V^T as the wgmma's A from registers, gathered
         from the V tile by ldmatrix.trans and byte permutes: no transpose warp, no unpack) or
         "kq_wgmma_rs_dual" (two kq_wgmma_rs warpgroups, 8 warps, on alternate tiles, merged as
-        kq_wgmma_dual's).
+        kq_wgmma_dual's) or "kq_wgmma_rs_lazy" (kq_wgmma_rs with P V accumulating into O^T's
+        registers in place and O^T rescaled only when a running max moves by more than
+        consumer_split.LAZY_RESCALE_LOG2, as FlashAttention-4 does).
     rows_per_warp: query rows per consumer warp: 16 for qk; 8 or 16 for kq; 2, 4 or 8 for
         the split layouts (each warp of a tile loads that many of the block_m = rows_per_warp x
         tile_warps rows, a multiple of 8, and every warp computes with all of them).
@@ -265,7 +268,8 @@ class Variant:
                    "kq_wgmma_dual": f"_kqwd{self.rows_per_warp}",
                    "kq_wgmma_pv": f"_kqwp{self.rows_per_warp}",
                    "kq_wgmma_rs": f"_kqwr{self.rows_per_warp}",
-                   "kq_wgmma_rs_dual": f"_kqwrd{self.rows_per_warp}"}.get(
+                   "kq_wgmma_rs_dual": f"_kqwrd{self.rows_per_warp}",
+                   "kq_wgmma_rs_lazy": f"_kqwrl{self.rows_per_warp}"}.get(
                     self.score_layout, ""))
 
 

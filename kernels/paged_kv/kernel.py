@@ -71,7 +71,7 @@ def make_attention_kernel(variant: Variant):
     make = {"qk": make_consumer, "kq": make_kq_consumer, "kq_split": make_split_consumer,
             "kq_wgmma": make_split_consumer, "kq_wgmma_dual": make_split_consumer,
             "kq_wgmma_pv": make_split_consumer, "kq_wgmma_rs": make_split_consumer,
-            "kq_wgmma_rs_dual": make_split_consumer}
+            "kq_wgmma_rs_dual": make_split_consumer, "kq_wgmma_rs_lazy": make_split_consumer}
     consume = make[variant.score_layout](variant).consume
     producer = make_producer(variant)
     produce, look_up, page_entries = producer.produce, producer.look_up, producer.page_entries

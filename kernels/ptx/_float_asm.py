@@ -30,9 +30,12 @@ def _constraint(numba_type):
     return {16: "h", 32: "r", 64: "l"}[numba_type.bitwidth]
 
 
-def float_asm_intrinsic(ptx, args, operand_types, result_types, effect=Effect.PURE):
+def float_asm_intrinsic(ptx, args, operand_types, result_types, effect=Effect.PURE, tied=0):
     """Typing result ``(signature, codegen)``: ``ptx`` with ``operand_types`` in,
-    ``result_types`` (a tuple; one entry gives a scalar result) out.
+    ``result_types`` (a tuple; one entry gives a scalar result) out. ``tied``: the last
+    ``tied`` operands are the results' initial values (LLVM matching constraints: operand
+    ``len(operand_types) - tied + i`` lives in result ``i``'s register), so the PTX reads and
+    writes them as ``$i``, as an accumulating ``wgmma`` does.
 
     Returns None (a numba typing error) when the argument count differs or an
     argument is neither an integer nor a float.
@@ -48,8 +51,12 @@ def float_asm_intrinsic(ptx, args, operand_types, result_types, effect=Effect.PU
     else:
         result = types.Tuple(result_types)
         llvm_result = ir.LiteralStructType([_llvm_type(t) for t in result_types])
+    if not 0 <= tied <= min(len(result_types), len(operand_types)):
+        raise ValueError(f"tied={tied}: at most one tied operand per result")
+    free = len(operand_types) - tied
     constraints = ",".join(
-        ["=" + _constraint(t) for t in result_types] + [_constraint(t) for t in operand_types]
+        ["=" + _constraint(t) for t in result_types] + [_constraint(t) for t in operand_types[:free]]
+        + [str(i) for i in range(tied)]
     )
 
     def codegen(context, builder, sig, llvm_args):

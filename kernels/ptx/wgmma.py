@@ -98,7 +98,7 @@ def make_wgmma_ss(dtype: str, n: int, steps, a_blocks=(0,)):
     return wgmma
 
 
-def make_wgmma_rs(n: int, steps, a_blocks=1):
+def make_wgmma_rs(n: int, steps, a_blocks=1, accumulate=False):
     """An e4m3 intrinsic ``wgmma(desc_b, a_0, ..., a_{4 s - 1}) -> a_blocks * n // 2 float32``
     with A from *registers*: for each of ``a_blocks`` 64-row blocks of A, ``len(steps)``
     k-steps of ``wgmma.mma_async...m64n{n}k32.f32.e4m3.e4m3`` (``s = a_blocks * len(steps)``
@@ -108,7 +108,12 @@ def make_wgmma_rs(n: int, steps, a_blocks=1):
     lane >> 2, c = lane & 3 holds in byte j of register r row ``16 w + g + 8 (r & 1)``, k
     ``4 c + j + 16 (r >> 1)`` of the 64 x 32 block (the A fragment of ``mma.m16n8k32``, per
     warp). The caller writes the A registers with ordinary instructions: ``wgmma.fence``
-    first orders them before the wgmmas, as the PTX ISA requires."""
+    first orders them before the wgmmas, as the PTX ISA requires.
+
+    ``accumulate``: ``wgmma(desc_b, a_0, ..., c_0, ..., c_{results - 1})``, D = C + A B in place:
+    the accumulators are passed in after the A registers (tied to the results' registers,
+    float_asm_intrinsic's ``tied``) and every step has scale-d true, so no fresh result
+    registers live beside them."""
     if n not in N_VALUES:
         raise ValueError(f"n={n}: wgmma here takes N in {N_VALUES}")
     if not steps or any(b % 16 or b < 0 for b in steps):
@@ -127,17 +132,19 @@ def make_wgmma_rs(n: int, steps, a_blocks=1):
             a = ", ".join(f"${first + r}" for r in range(4))
             lines += [f"add.s64 db, {b}, {b_bytes >> 4};",
                       f"wgmma.mma_async.sync.aligned.m{M}n{n}k32.f32.e4m3.e4m3 {{{d}}}, {{{a}}}, db, "
-                      f"p{min(i, 1)}, 1, 1;"]
+                      f"p{1 if accumulate else min(i, 1)}, 1, 1;"]
     lines += ["wgmma.commit_group.sync.aligned;", "wgmma.wait_group.sync.aligned 0;", "}"]
     ptx = "\n".join(lines)
-    names = ", ".join(f"a{i}" for i in range(4 * fragments))
+    names = ", ".join([f"a{i}" for i in range(4 * fragments)] + [f"c{i}" for i in range(results if accumulate else 0)])
+    c_types = f" + (F32,) * {results}" if accumulate else ""
     namespace = {"float_asm_intrinsic": float_asm_intrinsic, "ptx": ptx, "U64": U64, "U32": U32,
                  "F32": F32, "Effect": Effect}
     exec(f"def typer(typingctx, desc_b, {names}):\n"                   # noqa: S102 (the A count)
-         f"    return float_asm_intrinsic(ptx, (desc_b, {names}), (U64,) + (U32,) * {4 * fragments}, "
-         f"(F32,) * {results}, Effect.MEMORY)", namespace)
+         f"    return float_asm_intrinsic(ptx, (desc_b, {names}), (U64,) + (U32,) * {4 * fragments}{c_types}, "
+         f"(F32,) * {results}, Effect.MEMORY, tied={results if accumulate else 0})", namespace)
     typer = namespace["typer"]
-    typer.__name__ = typer.__qualname__ = f"wgmma_rs_e4m3_n{n}_k{len(steps)}_a{a_blocks}"
+    typer.__name__ = typer.__qualname__ = (f"wgmma_rs_e4m3_n{n}_k{len(steps)}_a{a_blocks}"
+                                           + ("_acc" if accumulate else ""))
     typer.__doc__ = f"``{ptx}``"
     wgmma = intrinsic(typer)
     wgmma.ptx = ptx

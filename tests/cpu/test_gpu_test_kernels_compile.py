@@ -80,8 +80,9 @@ PAGED_ATTENTION_NAMES = [
                        (64, 2, 2, 1), (64, 8, 2, 1))
 ]
 PAGED_ATTENTION_NAMES += [
-    f"paged_attention_{path}_e4m3_d{d}_n64_w4_s2_p{1 if path == 'tma' else 4}_causal_kqwr{r}"
+    f"paged_attention_{path}_e4m3_d{d}_n64_w4_s2_p{1 if path == 'tma' else 4}_causal_{suffix}{r}"
     for path in ("tma", "cp_async")    # decode, P V by wgmma with V^T from registers (consumer_pv.py)
+    for suffix in ("kqwr", "kqwrl")    # .. and accumulating in place, with the lazy rescale
     for d, r in ((128, 8), (256, 8), (128, 4), (128, 2), (256, 2), (64, 2), (64, 8))
 ] + [
     f"paged_attention_{path}_e4m3_d{d}_n64_w8_s{s}_p{1 if path == 'tma' else 4}_causal_kqwrd{r}"

@@ -83,3 +83,34 @@ def test_a_wrong_gather_is_caught(emulated, monkeypatch, dtype, name, value):
     monkeypatch.setattr(consumer_kq, name, value)
     with pytest.raises(AssertionError, match="max .error"):
         test_emulated_kq_warp_matches_float64_attention(emulated, dtype, 64, 32, 8)
+
+
+@pytest.mark.parametrize("dtype, head_dim, block_n, rows", [c for c in CASES if c[0] == "e4m3"])
+def test_the_lazy_rescale_matches_float64_attention(emulated, monkeypatch, dtype, head_dim, block_n, rows):
+    """kq_wgmma_rs_lazy's softmax (make_kq_tiles ``lazy_rescale_log2``): a running max kept until a
+    tile's exceeds it by more than the threshold gives the same attention within the same
+    tolerance (P then runs up to 2 ** threshold, rounded to e4m3 as before)."""
+    from tma_kernels.paged_kv.consumer_split import LAZY_RESCALE_LOG2
+    monkeypatch.setattr(consumer_kq, "select", np.where)      # a lane's choice, over the 32 lanes at once
+    exact = consumer_kq.make_kq_tiles
+    monkeypatch.setattr(consumer_kq, "make_kq_tiles",
+                        lambda *args, **kwargs: exact(*args, **kwargs, lazy_rescale_log2=LAZY_RESCALE_LOG2))
+    test_emulated_kq_warp_matches_float64_attention(emulated, dtype, head_dim, block_n, rows)
+
+
+def test_the_lazy_rescale_keeps_a_max_within_the_threshold(emulated, monkeypatch):
+    """softmax_finish with the threshold: a tile max within it leaves the running max and gives a
+    correction of exactly 1 (the kernel then skips O's rescale); beyond it, the max moves."""
+    monkeypatch.setattr(consumer_kq, "select", np.where)
+    variant = Variant(dtype="e4m3", head_dim=128, block_n=64, consumer_warps=1, load_path="cp_async",
+                      producer_warps=1, score_layout="kq", rows_per_warp=8)
+    steps = consumer_kq.make_kq_tiles(variant, 1, 4, 8, lazy_rescale_log2=8.0)
+    one = np.float32(1.0)
+    for tile_max, moves in ((5.0, False), (8.0, False), (9.0, True)):
+        scores = np.zeros((16, 32), np.float32)
+        m, _, correction = steps.softmax_finish.py_func(scores, 0, np.float32(tile_max), np.float32(0.0),
+                                                         np.float32(1.0), one)
+        assert (m == tile_max if moves else m == 0.0) and (correction < 1.0 if moves else correction == 1.0)
+    m, _, _ = steps.softmax_finish.py_func(np.zeros((16, 32), np.float32), 0, np.float32(-3.0),
+                                           np.float32(-np.inf), np.float32(0.0), one)
+    assert m == -3.0                                                 # the first tile always sets it

@@ -148,7 +148,7 @@ def test_every_decode_consumer_can_be_swept(study_config):
     assert len({c.key for c in configs}) == len(configs)
 
 
-@pytest.mark.parametrize("layout", ["kq_wgmma_pv", "kq_wgmma_rs", "kq_wgmma_rs_dual"])
+@pytest.mark.parametrize("layout", ["kq_wgmma_pv", "kq_wgmma_rs", "kq_wgmma_rs_dual", "kq_wgmma_rs_lazy"])
 def test_the_consumers_with_pv_on_wgmma_run_at_e4m3_only(study_config, layout):
     """kq_wgmma_pv, kq_wgmma_rs and kq_wgmma_rs_dual (e4m3 V to the tensor cores as it is) are
     skipped in bf16 cells, and sit beside every e4m3 kq_wgmma configuration with its rows and tiles."""

@@ -169,6 +169,31 @@ def test_wgmma_with_a_from_registers():
     assert WGMMA_RS.ptx.count("{$17, $18, $19, $20}") == 1      # block 0, step 0: A after D and B
 
 
+WGMMA_RS_ACC = make_wgmma_rs(16, (0, 32), a_blocks=2, accumulate=True)   # D += A B in place
+
+
+def wgmma_registers_accumulate(words, floats):
+    tile = smem_u32(cuda.shared.array(WGMMA_TILE_BYTES, numba.uint8))
+    w, f = words, floats
+    d = WGMMA_RS_ACC(k_major_descriptor(tile, 64), w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7],
+                     w[8], w[9], w[10], w[11], w[12], w[13], w[14], w[15],
+                     f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7], f[8], f[9], f[10], f[11], f[12], f[13],
+                     f[14], f[15])
+    for i in range(16):
+        floats[i] = d[i]
+
+
+def test_wgmma_with_a_from_registers_accumulates_in_place():
+    """make_wgmma_rs(accumulate=True) (consumer_pv's kq_wgmma_rs_lazy): the accumulators go in
+    tied to the results, and every step adds to them (scale-d true), none starts from zero."""
+    counts = compiled(wgmma_registers_accumulate).opcode_counts()
+    assert sum(n for op, n in counts.items() if op.startswith("QGMMA")) == 2 * 2
+    assert counts.get("WARPGROUP.ARRIVE", 0) == 1
+    steps = [line for line in WGMMA_RS_ACC.ptx.splitlines() if line.startswith("wgmma.mma_async")]
+    assert len(steps) == 4 and all(line.endswith("p1, 1, 1;") for line in steps)
+    assert WGMMA_RS_ACC.ptx.count("{$17, $18, $19, $20}") == 1      # the A operands' numbering is unchanged
+
+
 def test_wgmma_factory_rejects_what_it_cannot_build():
     with pytest.raises(ValueError, match="dtype"):
         make_wgmma_ss("fp16", 16, WGMMA_STEPS)

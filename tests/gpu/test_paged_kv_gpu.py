@@ -145,11 +145,14 @@ for _path in ("tma", "cp_async"):
 
 # The same product with V^T as the wgmma's A from registers (score_layout "kq_wgmma_rs", e4m3
 # only): no transpose warp, V read from its ring by ldmatrix.trans (consumer_pv.make_pv_rs).
+# "kq_wgmma_rs_lazy": the same, accumulating in place, O^T rescaled only when a running max moves
+# by more than consumer_split.LAZY_RESCALE_LOG2.
 for _path in ("tma", "cp_async"):
     for _d, _r in KQW_SHAPES:
-        VARIANTS[f"e4m3_d{_d}_{_path}_kqwr{_r}"] = Variant(
-            dtype="e4m3", head_dim=_d, load_path=_path, block_n=64, consumer_warps=4, stages=2,
-            producer_warps=1 if _path == "tma" else 4, score_layout="kq_wgmma_rs", rows_per_warp=_r)
+        for _suffix, _layout in (("kqwr", "kq_wgmma_rs"), ("kqwrl", "kq_wgmma_rs_lazy")):
+            VARIANTS[f"e4m3_d{_d}_{_path}_{_suffix}{_r}"] = Variant(
+                dtype="e4m3", head_dim=_d, load_path=_path, block_n=64, consumer_warps=4, stages=2,
+                producer_warps=1 if _path == "tma" else 4, score_layout=_layout, rows_per_warp=_r)
 
 # Two such warpgroups on alternate tiles (score_layout "kq_wgmma_rs_dual", e4m3 only): 8 warps,
 # 2 or 4 stages, merged at the end as kq_wgmma_dual's.
@@ -264,7 +267,7 @@ def _cases():
             cases.append((kqwd[256, 8], _problem(dtype, 256, (8, 1), 4, (600, 1025), 128), 1))
             cases.append((kqwd[64, 8], _problem(dtype, 64, (16, 16), 4, (190, 131), 32), 1))
     for path in ("tma", "cp_async"):
-        for suffix in ("kqwp", "kqwr"):          # P V by wgmma: over a V^T ring, or V^T in registers
+        for suffix in ("kqwp", "kqwr", "kqwrl"):   # P V by wgmma: over a V^T ring, or V^T in registers
             pv = {(d, r): f"e4m3_d{d}_{path}_{suffix}{r}" for d, r in KQW_SHAPES}
             cases.append((pv[128, 4], _problem("e4m3", 128, (32, 8), 4, (700, 129), 64), 1))
             cases.append((pv[128, 4], _problem("e4m3", 128, (16, 8), 1, (1000, 37, 515), 16), 3))

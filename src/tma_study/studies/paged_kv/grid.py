@@ -12,7 +12,8 @@ warps as its query heads x tokens need, "kq_split", 4 warps sharing each tile, o
 two kq_wgmma warpgroups taking alternate tiles, or "kq_wgmma_pv", e4m3 only: kq_wgmma with P V as a
 wgmma too, over V tiles a warp of its own transposes, or "kq_wgmma_rs", e4m3 only: that product
 with V^T from registers, gathered from the V tile as it landed, or "kq_wgmma_rs_dual", e4m3 only:
-two kq_wgmma_rs warpgroups taking alternate tiles),
+two kq_wgmma_rs warpgroups taking alternate tiles, or "kq_wgmma_rs_lazy", e4m3 only: kq_wgmma_rs
+with P V accumulating in place and O rescaled only when a running max moves far enough),
 each of the phase kind's ``stages`` counts that fits in shared memory, one producer warp for
 TMA and each of the phase kind's ``cp_async_producer_warps`` counts for cp.async (the tuning
 knobs: a path is compared at its best combination; the analysis keeps the fastest per path)
@@ -47,12 +48,12 @@ DECODE_WGMMA_BLOCK_N = 64   # wgmma consumers: the tile is the wgmma's M (tma_ke
 DECODE_DUAL_WARPS = 8       # the dual consumers: two warpgroups
 DUAL_CONSUMERS = ("kq_wgmma_dual", "kq_wgmma_rs_dual")
 DECODE_CONSUMERS = ("kq", "kq_split", "kq_wgmma", "kq_wgmma_dual", "kq_wgmma_pv", "kq_wgmma_rs",
-                    "kq_wgmma_rs_dual")                                  # config decode_consumers may list
+                    "kq_wgmma_rs_dual", "kq_wgmma_rs_lazy")              # config decode_consumers may list
 SPLIT_CONSUMERS = DECODE_CONSUMERS[1:]                                   # consumer_split.py's
 WGMMA_CONSUMERS = DECODE_CONSUMERS[2:]                                   # S^T by wgmma
 # consumers built for some dtypes only: the P V wgmma consumers exist to take e4m3 V to the tensor
 # cores as it is (bf16 reaches mma.sync with no unpack); the sweep runs the others at every dtype
-CONSUMER_DTYPES = {"kq_wgmma_pv": ("e4m3",), "kq_wgmma_rs": ("e4m3",), "kq_wgmma_rs_dual": ("e4m3",)}
+CONSUMER_DTYPES = {c: ("e4m3",) for c in ("kq_wgmma_pv", "kq_wgmma_rs", "kq_wgmma_rs_dual", "kq_wgmma_rs_lazy")}
 
 
 class GridError(ValueError):

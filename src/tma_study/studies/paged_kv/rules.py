@@ -172,7 +172,9 @@ CONSUMER_TEXT = {"kq": "give each warp its own query rows over whole tiles (kq)"
                                  "transposed in shared memory by a warp of its own (kq_wgmma_pv)"),
                  "kq_wgmma_rs": ("share each K/V tile among 4 warps, S^T and P V as warpgroup wgmmas, V^T "
                                  "gathered into registers (kq_wgmma_rs)"),
-                 "kq_wgmma_rs_dual": "run two kq_wgmma_rs warpgroups on alternate K/V tiles (kq_wgmma_rs_dual)"}
+                 "kq_wgmma_rs_dual": "run two kq_wgmma_rs warpgroups on alternate K/V tiles (kq_wgmma_rs_dual)",
+                 "kq_wgmma_rs_lazy": ("accumulate P V in place and rescale O only when a running max moves far "
+                                      "(kq_wgmma_rs_lazy)")}
 
 
 def _consumer_row(tuning: pd.DataFrame) -> dict | None:
