@@ -51,10 +51,15 @@ def p_buffer_bytes(variant) -> int:
     return variant.block_m * ROW_BYTES
 
 
+def column_of(register: int, q_blocks: int) -> int:
+    """The query column (index into ``corrections``) of O^T's register ``register``."""
+    return 2 * ((register >> 2) % q_blocks) + (register & 1)
+
+
 def accumulate_lines(first: int, count: int, q_blocks: int) -> list[str]:
     """Source lines ``acc[i] = acc[i] * corrections[column of i] + d[i - first]`` for O^T's
     registers ``first .. first + count`` (constant indices; make_pv says why)."""
-    return [f"    acc[{i}] = acc[{i}] * corrections[{2 * ((i >> 2) % q_blocks) + (i & 1)}] + d[{i - first}]"
+    return [f"    acc[{i}] = acc[{i}] * corrections[{column_of(i, q_blocks)}] + d[{i - first}]"
             for i in range(first, first + count)]
 
 
@@ -100,8 +105,7 @@ def rs_max_results(variant) -> int:
 def rescale_lines(count: int, q_blocks: int) -> list[str]:
     """Source lines ``acc[i] *= corrections[column of i]`` for O^T's ``count`` registers, under
     ``if rescale:`` (make_pv_rs's in-place form)."""
-    return ["    if rescale:"] + [f"        acc[{i}] *= corrections[{2 * ((i >> 2) % q_blocks) + (i & 1)}]"
-                                  for i in range(count)]
+    return ["    if rescale:"] + [f"        acc[{i}] *= corrections[{column_of(i, q_blocks)}]" for i in range(count)]
 
 
 def make_pv_rs(variant):

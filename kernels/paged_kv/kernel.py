@@ -52,7 +52,7 @@ from tma_kernels.ptx import (
 from .consumer import make_consumer
 from .consumer_kq import make_kq_consumer
 from .consumer_split import make_split_consumer
-from .geometry import TILE_ALIGN_BYTES, Variant
+from .geometry import SPLIT_LAYOUTS, TILE_ALIGN_BYTES, Variant
 from .producers import make_producer
 from .transpose_v import make_transposer
 
@@ -68,11 +68,9 @@ SIGNATURE = ("void(uint64, uint64, uint64, uint64, uint64, int32[:, ::1], int32[
 
 def make_attention_kernel(variant: Variant):
     """The Python kernel function of ``variant`` (compile it with :data:`SIGNATURE`)."""
-    make = {"qk": make_consumer, "kq": make_kq_consumer, "kq_split": make_split_consumer,
-            "kq_wgmma": make_split_consumer, "kq_wgmma_dual": make_split_consumer,
-            "kq_wgmma_pv": make_split_consumer, "kq_wgmma_rs": make_split_consumer,
-            "kq_wgmma_rs_dual": make_split_consumer, "kq_wgmma_rs_lazy": make_split_consumer}
-    consume = make[variant.score_layout](variant).consume
+    make = (make_split_consumer if variant.score_layout in SPLIT_LAYOUTS
+            else {"qk": make_consumer, "kq": make_kq_consumer}[variant.score_layout])
+    consume = make(variant).consume
     producer = make_producer(variant)
     produce, look_up, page_entries = producer.produce, producer.look_up, producer.page_entries
     block_m = variant.block_m

@@ -266,28 +266,27 @@ def _cases():
             cases.append((kqwd[256, 2], _problem(dtype, 256, (8, 1), 1, (77, 300, 1000), 16), 3))
             cases.append((kqwd[256, 8], _problem(dtype, 256, (8, 1), 4, (600, 1025), 128), 1))
             cases.append((kqwd[64, 8], _problem(dtype, 64, (16, 16), 4, (190, 131), 32), 1))
+    # the P V wgmma consumers' cases, by (head dim, rows a warp); the dual kqwrd runs those of its shapes
+    pv_problems = [
+        ((128, 4), _problem("e4m3", 128, (32, 8), 4, (700, 129), 64), 1),
+        ((128, 4), _problem("e4m3", 128, (16, 8), 1, (1000, 37, 515), 16), 3),
+        ((128, 2), _problem("e4m3", 128, (32, 8), 1, (1000, 37, 515), 64), 2),
+        ((128, 2), _problem("e4m3", 128, (32, 32), 4, (257, 64, 1100), 32), 1),
+        ((256, 2), _problem("e4m3", 256, (8, 1), 1, (77, 300, 1000), 16), 3),
+        ((256, 8), _problem("e4m3", 256, (8, 1), 4, (600, 1025), 128), 1),
+        ((256, 8), _problem("e4m3", 256, (8, 1), 4, (77, 300, 1000), 16), 3),
+        ((128, 8), _problem("e4m3", 128, (64, 8), 4, (1000, 37, 515), 64), 3),
+        ((128, 8), _problem("e4m3", 128, (32, 8), 4, (96, 4000), 16), 2),
+        ((64, 2), _problem("e4m3", 64, (16, 16), 1, (190, 131, 2000), 64), 2),
+        ((64, 8), _problem("e4m3", 64, (16, 16), 4, (190, 131), 32), 1),
+    ]
+    dual_shapes = {(d, r) for d, r, _ in KQWRD_SHAPES}
     for path in ("tma", "cp_async"):
-        for suffix in ("kqwp", "kqwr", "kqwrl"):   # P V by wgmma: over a V^T ring, or V^T in registers
-            pv = {(d, r): f"e4m3_d{d}_{path}_{suffix}{r}" for d, r in KQW_SHAPES}
-            cases.append((pv[128, 4], _problem("e4m3", 128, (32, 8), 4, (700, 129), 64), 1))
-            cases.append((pv[128, 4], _problem("e4m3", 128, (16, 8), 1, (1000, 37, 515), 16), 3))
-            cases.append((pv[128, 2], _problem("e4m3", 128, (32, 8), 1, (1000, 37, 515), 64), 2))
-            cases.append((pv[128, 2], _problem("e4m3", 128, (32, 32), 4, (257, 64, 1100), 32), 1))
-            cases.append((pv[256, 2], _problem("e4m3", 256, (8, 1), 1, (77, 300, 1000), 16), 3))
-            cases.append((pv[256, 8], _problem("e4m3", 256, (8, 1), 4, (600, 1025), 128), 1))
-            cases.append((pv[256, 8], _problem("e4m3", 256, (8, 1), 4, (77, 300, 1000), 16), 3))
-            cases.append((pv[128, 8], _problem("e4m3", 128, (64, 8), 4, (1000, 37, 515), 64), 3))
-            cases.append((pv[128, 8], _problem("e4m3", 128, (32, 8), 4, (96, 4000), 16), 2))
-            cases.append((pv[64, 2], _problem("e4m3", 64, (16, 16), 1, (190, 131, 2000), 64), 2))
-            cases.append((pv[64, 8], _problem("e4m3", 64, (16, 16), 4, (190, 131), 32), 1))
-        rd = {(d, r): f"e4m3_d{d}_{path}_kqwrd{r}" for d, r, _ in KQWRD_SHAPES}   # the rs groups' merge
-        cases.append((rd[128, 8], _problem("e4m3", 128, (64, 8), 4, (1000, 37, 515), 64), 3))
-        cases.append((rd[128, 8], _problem("e4m3", 128, (32, 8), 4, (96, 4000), 16), 2))
-        cases.append((rd[128, 2], _problem("e4m3", 128, (32, 8), 1, (1000, 37, 515), 64), 2))
-        cases.append((rd[256, 2], _problem("e4m3", 256, (8, 1), 1, (77, 300, 1000), 16), 3))
-        cases.append((rd[256, 8], _problem("e4m3", 256, (8, 1), 4, (600, 1025), 128), 1))
-        cases.append((rd[256, 8], _problem("e4m3", 256, (8, 1), 4, (77, 300, 1000), 16), 3))
-        cases.append((rd[64, 8], _problem("e4m3", 64, (16, 16), 4, (190, 131), 32), 1))
+        # P V by wgmma: over a V^T ring, V^T in registers, that in place; two rs groups (their merge)
+        for suffix in ("kqwp", "kqwr", "kqwrl", "kqwrd"):
+            for (d, r), problem, splits in pv_problems:
+                if suffix != "kqwrd" or (d, r) in dual_shapes:
+                    cases.append((f"e4m3_d{d}_{path}_{suffix}{r}", problem, splits))
     cases.append(("bf16_d128_tma_w4_noncausal",
                   _problem("bf16", 128, (32, 8), 150, (333, 150), 64, causal=False), 1))
     return cases
