@@ -44,6 +44,7 @@ from tma_kernels.paged_kv import (
 )
 
 from tma_study.studies.paged_kv.grid import BLOCK_N
+from tma_study.studies.paged_kv.numerics import round_to
 from tma_study.studies.paged_kv.problem import (
     LSE_TOLERANCE,
     Problem,
@@ -307,15 +308,31 @@ def _runner(key):
     return AttentionRunner(VARIANTS[key])
 
 
-def _run(key, problem, splits, seed):
+def _run(key, problem, splits, seed, key_growth=0.0):
     from numba import cuda
     from tma_kernels.paged_kv.runner import DeviceProblem
     inputs = make_inputs(problem, np.random.default_rng(seed))
+    if key_growth:
+        _grow_keys(inputs, key_growth)
     device = DeviceProblem(inputs, max_splits=splits)
     device.poison_outputs()
     _runner(key).launch(device, splits)
     cuda.synchronize()
     return inputs, device.output(splits), device.split_lse(splits)
+
+
+def _grow_keys(inputs, growth):
+    """Scale key t of each sequence by 1 + growth * t / (its length) and round again: the scores'
+    spread, and so each column's running max, rises tile after tile (with growth 8 at head dim
+    128 or 256, by some 25 log2 units over a sequence: several moves past
+    consumer_split.LAZY_RESCALE_LOG2, which random inputs of one spread rarely make)."""
+    p = inputs.problem
+    for b, n in enumerate(inputs.seqlens_k):
+        tokens = np.arange(int(n))
+        pages = inputs.page_table[b, tokens // p.page_size]
+        slots = tokens % p.page_size
+        grown = inputs.k_pool[pages, slots] * (1.0 + growth * tokens / n)[:, None, None]
+        inputs.k_pool_bits[pages, slots], inputs.k_pool[pages, slots] = round_to(p.dtype, grown)
 
 
 def _where(index, shape, names):
@@ -368,6 +385,26 @@ def test_matches_float64_reference(case):
     inputs, out, split_lse = _run(key, problem, splits, seed)
     message = _diagnose(inputs, out, split_lse, seed, key, splits)
     assert not message, message
+
+
+# Scores whose running max keeps rising (_grow_keys): kq_wgmma_rs_lazy rescales O^T only on a move
+# past its threshold, so these take that branch mid-sequence, split and unsplit; kq_wgmma_rs,
+# which rescales every tile, alongside.
+RISING = [(f"e4m3_d{d}_{path}_{suffix}{r}", _problem("e4m3", d, shape, q, lens, page), splits)
+          for path in ("tma", "cp_async") for suffix in ("kqwr", "kqwrl")
+          for d, r, shape, q, lens, page, splits in ((128, 8, (32, 8), 4, (1000, 37, 515), 64, 1),
+                                                     (128, 2, (32, 8), 1, (1000, 37, 515), 64, 2),
+                                                     (256, 8, (8, 1), 4, (600, 1025), 128, 3))]
+KEY_GROWTH = 8.0
+
+
+@pytest.mark.parametrize("case", RISING, ids=[_case_id(c) for c in RISING])
+def test_rising_scores_match_float64_reference(case):
+    key, problem, splits = case
+    seed = int.from_bytes(os.urandom(4), "little")
+    inputs, out, split_lse = _run(key, problem, splits, seed, key_growth=KEY_GROWTH)
+    message = _diagnose(inputs, out, split_lse, seed, key, splits)
+    assert not message, f"keys grown by {KEY_GROWTH}: {message}"
 
 
 PAIRED = [c for c in CASES if "_tma_" in c[0] and "noncausal" not in c[0]]
