@@ -102,16 +102,19 @@ def test_grid_size_and_kernel_choices(study_config):
 
 
 def test_decode_consumer_is_a_knob_swept_per_cell(study_config):
-    assert study_config["decode_consumers"] == ["kq", "kq_wgmma"]    # the shipped config sweeps both
+    # the shipped config: kq and kq_wgmma for bf16, kq and kq_wgmma_rs_lazy for e4m3
+    assert study_config["decode_consumers"] == {"bf16": ["kq", "kq_wgmma"], "e4m3": ["kq", "kq_wgmma_rs_lazy"]}
     configs = sweep_configs(study_config)
     decode = [c for c in configs if c.phase.name == "decode"]
-    split = [c for c in decode if c.score_layout == "kq_wgmma"]
+    split = [c for c in decode if c.score_layout in ("kq_wgmma", "kq_wgmma_rs_lazy")]
     kq = [c for c in decode if c.score_layout == "kq"]
-    # kq_wgmma beside every kq configuration, except bf16 head dim 256 at 4 stages: its 64-row
-    # tiles (a 16-token block per warp) do not fit 4 stages (2 phases x (5 TMA + 7 x 2 cp.async))
+    assert {c.dtype for c in split if c.score_layout == "kq_wgmma"} == {"bf16"}
+    assert {c.dtype for c in split if c.score_layout == "kq_wgmma_rs_lazy"} == {"e4m3"}
+    # a split consumer beside every kq configuration, except bf16 head dim 256 at 4 stages: its
+    # 64-row tiles (a 16-token block per warp) do not fit 4 stages (2 phases x (5 TMA + 7 x 2 cp.async))
     assert len(kq) == 820 and len(split) == 820 - 2 * (5 + 7 * 2)
     assert not [c for c in split if (c.dtype, c.shape.head_dim, c.stages) == ("bf16", 256, 4)]
-    assert {c.key.removesuffix("/kq_wgmma") for c in split} <= {c.key.removesuffix("/kq") for c in kq}
+    assert ({c.key.rsplit("/", 1)[0] for c in split} <= {c.key.removesuffix("/kq") for c in kq})
     assert len({c.key for c in configs}) == len(configs) == 1028 + len(split)
     assert all(c.score_layout == "qk" and not c.key.endswith("qk") for c in configs if c.phase.name == "prefill")
     # 4 warps share each tile; the CTA's rows are the KV head's packed query rows as a power

@@ -46,7 +46,6 @@ from tma_kernels.paged_kv import (
 from tma_study.studies.paged_kv.grid import BLOCK_N
 from tma_study.studies.paged_kv.numerics import round_to
 from tma_study.studies.paged_kv.problem import (
-    LSE_TOLERANCE,
     Problem,
     expected,
     make_inputs,
@@ -323,9 +322,9 @@ def _run(key, problem, splits, seed, key_growth=0.0):
 
 def _grow_keys(inputs, growth):
     """Scale key t of each sequence by 1 + growth * t / (its length) and round again: the scores'
-    spread, and so each column's running max, rises tile after tile (with growth 8 at head dim
-    128 or 256, by some 25 log2 units over a sequence: several moves past
-    consumer_split.LAZY_RESCALE_LOG2, which random inputs of one spread rarely make)."""
+    spread, and so each column's running max, rises tile after tile (with growth 3, by some 10
+    log2 units over a sequence of 600 to 1025 keys: in most rows a move past
+    consumer_split.LAZY_RESCALE_LOG2 after the first tile, which inputs of one spread rarely make)."""
     p = inputs.problem
     for b, n in enumerate(inputs.seqlens_k):
         tokens = np.arange(int(n))
@@ -342,7 +341,7 @@ def _where(index, shape, names):
 def _diagnose(inputs, out, split_lse, seed, key, splits):
     """Empty string when the output matches; else what differs, where, and which stage."""
     p = inputs.problem
-    expected_out, expected_lse, allowed = expected(inputs)
+    expected_out, expected_lse, allowed, lse_allowed = expected(inputs)
     with np.errstate(invalid="ignore"):
         lse = np.logaddexp2.reduce(split_lse, axis=0)
     problems = []
@@ -353,17 +352,18 @@ def _diagnose(inputs, out, split_lse, seed, key, splits):
                         f"poison page), first at (batch, token, head) = {tuple(rows[0])}; "
                         f"lse of that row {lse[tuple(rows[0])]:.4g}")
     lse_error = np.abs(lse - expected_lse)
-    if not np.all(lse_error <= LSE_TOLERANCE):
-        i = int(np.nanargmax(np.where(np.isnan(lse_error), np.inf, lse_error)))
+    if not np.all(lse_error <= lse_allowed):
+        i = int(np.nanargmax(np.where(np.isnan(lse_error), np.inf, lse_error - lse_allowed)))
         problems.append(f"[scores] lse (log2 softmax denominator) max |error| "
-                        f"{np.nanmax(lse_error):.4g} at {_where(i, lse.shape, ('batch', 'token', 'head'))}: "
+                        f"{np.nanmax(lse_error):.4g}, at {_where(i, lse.shape, ('batch', 'token', 'head'))} "
+                        f"{lse_error.flat[i]:.4g} (allowed there {lse_allowed.flat[i]:.3g}): "
                         f"got {lse.flat[i]:.5g}, expected {expected_lse.flat[i]:.5g} "
                         f"(S = Q K^T, mask or softmax)")
     error = np.abs(out - expected_out)
     if not np.all(error <= allowed):
         i = int(np.argmax(np.where(np.isnan(error), np.inf, error)))
         where = _where(i, out.shape, ("batch", "token", "head", "dim"))
-        stage = "[pv]" if np.all(lse_error <= LSE_TOLERANCE) else "[after scores]"
+        stage = "[pv]" if np.all(lse_error <= lse_allowed) else "[after scores]"
         problems.append(f"{stage} O max |error| {np.nanmax(error):.4g} at {where}: got "
                         f"{out.flat[i]:.5g}, expected {expected_out.flat[i]:.5g} (allowed there "
                         f"{allowed.flat[i]:.3g}); rows over tolerance: "
@@ -395,7 +395,7 @@ RISING = [(f"e4m3_d{d}_{path}_{suffix}{r}", _problem("e4m3", d, shape, q, lens, 
           for d, r, shape, q, lens, page, splits in ((128, 8, (32, 8), 4, (1000, 37, 515), 64, 1),
                                                      (128, 2, (32, 8), 1, (1000, 37, 515), 64, 2),
                                                      (256, 8, (8, 1), 4, (600, 1025), 128, 3))]
-KEY_GROWTH = 8.0
+KEY_GROWTH = 3.0
 
 
 @pytest.mark.parametrize("case", RISING, ids=[_case_id(c) for c in RISING])

@@ -148,6 +148,15 @@ P_SUBNORMAL_ERROR = {"bf16": 0.0, "e4m3": 2.0 ** -10}
 # (inputs are standard normal: |O| stays below a few units).
 OTHER_OUTPUT_ERROR = 1e-2
 LSE_TOLERANCE = 1e-2                # log2 units; l adds unrounded fp32 weights
+# e4m3 scores from Hopper's fp8 wgmma (the kq_wgmma consumers' S^T = K Q^T): its accumulator keeps
+# about 14 mantissa bits (DeepSeek-V3 technical report, section 3.3.2, on the H800), so a score is
+# modelled as moving by up to SCORE_ACCUMULATION_ROUNDOFF * sum_i |q_i k_i| at each of its
+# head_dim / FP8_K_STEP k-steps (a bound: the H200's errors stayed within a quarter of it). On
+# unit-variance inputs that is under 1e-2 (log2 units); on keys grown 9-fold along a sequence
+# (scores up to some 50 log2 units) the H200's lse strayed by up to 2.3e-2, where LSE_TOLERANCE
+# alone failed kq_wgmma_rs and kq_wgmma_rs_lazy alike.
+SCORE_ACCUMULATION_ROUNDOFF = {"bf16": 0.0, "e4m3": 2.0 ** -13}
+FP8_K_STEP = 32                     # elements of one fp8 wgmma k-step (32 bytes of K and of Q)
 
 
 def _rows(inputs: HostInputs, causal: bool):
@@ -190,6 +199,20 @@ class Expected(NamedTuple):
     out: np.ndarray           # (batch, seqlen_q, q_heads, head_dim)
     lse: np.ndarray           # (batch, seqlen_q, q_heads), log2 units
     tolerance: np.ndarray     # largest |O - out| allowed per element (output_tolerance)
+    lse_tolerance: np.ndarray  # largest |lse - lse| allowed per row, log2 units
+
+
+def score_error_log2(inputs: HostInputs, b: int, h: int, keys: np.ndarray) -> np.ndarray:
+    """(seqlen_q,) the most a score of row (b, h) may move through the tensor cores' accumulation
+    (SCORE_ACCUMULATION_ROUNDOFF), in log2 units, over all of ``keys`` (a causal row's masked
+    keys included: a bound); zero for bf16."""
+    p = inputs.problem
+    roundoff = SCORE_ACCUMULATION_ROUNDOFF[p.dtype]
+    if not roundoff:
+        return np.zeros(p.seqlen_q)
+    magnitude = np.abs(inputs.q[b, :, h, :]) @ np.abs(keys[:, h // p.group, :]).T     # (seqlen_q, n)
+    k_steps = -(-p.head_dim // FP8_K_STEP)
+    return k_steps * roundoff * p.scale / math.log(2.0) * magnitude.max(axis=1)
 
 
 def expected(inputs: HostInputs) -> Expected:
@@ -200,18 +223,27 @@ def expected(inputs: HostInputs) -> Expected:
     l >= 1: the row sum relative to the row max); OTHER_OUTPUT_ERROR covers the rest. For
     e4m3 this is about 0.06 on long rows, more on rows of a few keys, where one weight's
     rounding is not averaged out (a causal prefill's first rows); a wrong page, tile or mask
-    moves O by order one."""
+    moves O by order one.
+
+    e4m3 scores may also move by up to ``score_error_log2`` (the fp8 tensor cores'
+    accumulation): lse, a smooth maximum of the scores, by as much, and each normalised weight
+    by a factor within 2 ** (+-2 of it), so O_d by (2 ** (2 s) - 1) * sum_j P_j |V_jd| more."""
     p = inputs.problem
     u, e = P_UNIT_ROUNDOFF[p.dtype], P_SUBNORMAL_ERROR[p.dtype]
     out = np.empty((p.batch, p.seqlen_q, p.q_heads, p.head_dim))
     lse = np.empty((p.batch, p.seqlen_q, p.q_heads))
     bound = np.empty_like(out)
+    lse_bound = np.empty_like(lse)
+    keys = [inputs.keys(b) for b in range(p.batch)]
     for b, h, weights, visible, top, total, values in _rows(inputs, p.causal):
         magnitude = np.abs(values)
+        score_error = score_error_log2(inputs, b, h, keys[b])
         out[b, :, h, :] = weights @ values
         lse[b, :, h] = (top[:, 0] + np.log(total[:, 0])) / math.log(2.0)
-        bound[b, :, h, :] = u * (weights @ magnitude) + e * (visible @ magnitude) / total
-    return Expected(out, lse, bound + OTHER_OUTPUT_ERROR)
+        lse_bound[b, :, h] = LSE_TOLERANCE + score_error
+        moved = np.expm1(2.0 * math.log(2.0) * score_error)[:, None]
+        bound[b, :, h, :] = (u + moved) * (weights @ magnitude) + e * (visible @ magnitude) / total
+    return Expected(out, lse, bound + OTHER_OUTPUT_ERROR, lse_bound)
 
 
 def output_tolerance(inputs: HostInputs) -> np.ndarray:
