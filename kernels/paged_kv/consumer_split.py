@@ -86,7 +86,8 @@ warp a tile, 88 of them FFMA): P V accumulates into O^T's registers in place (ma
 ``accumulate``; no fresh results and no adds, and at one CTA of 5 warps an SM one wgmma call
 and one wait a tile), and a running max moves only when a tile's exceeds it by more than
 LAZY_RESCALE_LOG2, so most tiles skip O^T's rescale (a warp vote on the corrections).
-Built and compiled; not yet run on a GPU.
+Correct in the GPU tests, also on keys grown along each sequence, which take the rescale branch
+mid-sequence; chosen for the e4m3 sweep by config/probes/paged_kv_lazy_consumer.yaml.
 
 The dual layouts need a stage count that is a multiple of their 2 groups (check_split): group g then owns
 stages g, g + 2, ..., and a stage's successive fills are its own successive tiles. With 3 stages

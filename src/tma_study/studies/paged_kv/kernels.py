@@ -5,11 +5,14 @@ tests/cpu/test_paged_kv_kernels.py checks that each count's loads unroll)."""
 from __future__ import annotations
 
 import yaml
-from tma_kernels.paged_kv.geometry import WGMMA_LAYOUTS
+from tma_kernels.paged_kv.geometry import PV_WGMMA_LAYOUTS, WGMMA_LAYOUTS
 
 from tma_study.config import REPO_ROOT
 
-MMA_SASS = {"bf16": ("HMMA.16816.F32.BF16",), "e4m3": ("F2FP.F16.E4M3.UNPACK_B", "HMMA.16816.F32")}
+#: P V (and, but in the wgmma consumers, S): mma.sync, e4m3 unpacked to fp16 first; the consumers
+#: with P V on wgmma too (e4m3 only: kq_wgmma_rs_lazy, ...) take e4m3 as it is, by QGMMA
+MMA_SASS = {"bf16": ("HMMA.16816.F32.BF16",), "e4m3": ("F2FP.F16.E4M3.UNPACK_B", "HMMA.16816.F32"),
+            "e4m3_pv_wgmma": ("QGMMA.64",)}
 PATH_SASS = {"tma": ("UTMALDG.4D",), "cp_async": ("LDGSTS.E.BYPASS.128",)}
 #: every attention kernel; PREEXIT: griddepcontrol.launch_dependents (the combine's early launch)
 CONSUMER_SASS = ("LDSM.16.MT88.4", "MUFU.EX2", "SYNCS.PHASECHK", "PREEXIT")
@@ -19,6 +22,10 @@ SCORE_SASS = {"mma_sync": ("LDSM.16.M88.4",), "bf16_wgmma": ("HGMMA.64",), "e4m3
 COMBINE_SASS = ("MUFU.EX2", "FFMA", "LDG.E", "ACQBULK")   # ACQBULK: griddepcontrol.wait
 COMBINE_SPLIT_COUNTS = (2, 8, 85)        # 85: the largest count in the H200 reference data
 CONFIG = REPO_ROOT / "config" / "config.yaml"
+
+
+def _mma_sass(variant) -> tuple[str, ...]:
+    return MMA_SASS[f"{variant.dtype}_pv_wgmma" if variant.score_layout in PV_WGMMA_LAYOUTS else variant.dtype]
 
 
 def _score_sass(variant) -> tuple[str, ...]:
@@ -38,7 +45,7 @@ def compile_list():
     study = yaml.safe_load(CONFIG.read_text())["studies"]["paged_kv"]
     variants = sorted({c.variant() for c in sweep_configs(study)}, key=lambda v: v.name)
     kernels = [(v.name, make_attention_kernel(v), SIGNATURE,
-                MMA_SASS[v.dtype] + PATH_SASS[v.load_path] + CONSUMER_SASS + _score_sass(v)) for v in variants]
+                _mma_sass(v) + PATH_SASS[v.load_path] + CONSUMER_SASS + _score_sass(v)) for v in variants]
     kernels += [(f"combine_splits_{n}", make_combine(n), COMBINE_SIGNATURE, COMBINE_SASS)
                 for n in COMBINE_SPLIT_COUNTS]
     return kernels
