@@ -232,8 +232,8 @@ def test_every_macro_the_section_uses_is_generated(run):
         assert claims_macro in {macros_mod.camel("claims of", name) for name in (*STUDY.figures, *STUDY.tables)}
     assert guarded == {"pagedKvScalingCompared", "pagedKvSdpaPoints", "pagedKvTmaLookupAfterWait",
                        "pagedKvDecodeSplitGridCtasPerSm", "pagedKvDecodeKqCells", "pagedKvDecodeMathBoundPoints",
-                       "pagedKvSameBytesCopyPoints", "pagedKvDecodeKqWgmmaFpeightQfourWon",
-                       "pagedKvDecodeBarMetWithoutKqWgmma", "pagedKvLtwoStateSizes", "pagedKvDecodeBarMissedList"}
+                       "pagedKvSameBytesCopyPoints", "pagedKvDecodeKqWgmmaRsLazyFpeightQfourWon",
+                       "pagedKvDecodeBarMetWithoutKqWgmmaRsLazy", "pagedKvLtwoStateSizes", "pagedKvDecodeBarMissedList"}
     # every decode cell of the synthetic run is a kq (S^T = K Q^T) kernel, as the grid builds them
     assert found["pagedKvDecodeKqCells"] == found["pagedKvDecodeCells"] != "0"
 
@@ -282,7 +282,7 @@ def test_compare_names_what_moved(run, tmp_path):
 
 # ---------------------------------------------------------------- the decode consumer knob
 
-OTHER = "kq_wgmma"          # the shipped config's other decode consumer
+OTHER = "kq_wgmma"          # the shipped config's other bf16 decode consumer (the synthetic run's, both dtypes)
 SPLIT_FASTER_Q1 = 0.9       # synthetic: its time over kq's at 1 query token
 SPLIT_SLOWER_Q4 = 1.1       # and at 4
 
@@ -293,6 +293,7 @@ def consumer_run(tmp_path_factory):
     one query token and 10 % slower at four."""
     root = tmp_path_factory.mktemp("paged_kv_consumer")
     config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())["studies"]["paged_kv"]
+    config["decode_consumers"] = ["kq", OTHER]      # one other consumer for both dtypes
     raw = synthetic_raw(root / "raw", copy.deepcopy(config))
     attention = pd.read_csv(raw / "attention.csv")
     split = attention.score_layout == OTHER
@@ -358,14 +359,17 @@ def test_a_run_of_one_consumer_has_no_consumer_macros(run, tmp_path):
     derived, provenance = run
     one = tmp_path / "derived"
     shutil.copytree(derived, one)
-    tuning = pd.read_csv(one / "tuning.csv").drop(columns=[f"time_us_{OTHER}"])
+    tuning = pd.read_csv(one / "tuning.csv")
+    tuning = tuning.drop(columns=[c for c in tuning.columns if c.startswith("time_us_kq_")])   # all but kq's
     tuning.to_csv(one / "tuning.csv", index=False)
     assert facts.consumer_wins(tuning, "bf16", 1, OTHER) is None and facts.compared_consumers(tuning) == []
     found = macros(one, provenance)
     # a consumer's count of cells won is defined for every consumer the sweep can list; nothing else
     assert not [name for name in found if name.startswith("pagedKvDecodeKqWgmma") and not name.endswith("Cells")]
-    assert "\\ifdefined\\pagedKvDecodeKqWgmmaFpeightQfourWon" in SECTION.read_text()
-    decode = pd.read_csv(one / "decode.csv").drop(columns=["best_score_layout", f"best_{OTHER}_gbps"])
+    assert "\\ifdefined\\pagedKvDecodeKqWgmmaRsLazyFpeightQfourWon" in SECTION.read_text()
+    decode = pd.read_csv(one / "decode.csv")
+    decode = decode.drop(columns=["best_score_layout"] + [c for c in decode.columns
+                                                          if c.startswith("best_kq_") and c.endswith("_gbps")])
     decode.to_csv(one / "decode.csv", index=False)
     assert facts.decode_bar(decode).best_by_consumer is None and facts.decode_bar(decode).met_without is None
     found = macros(one, provenance)
