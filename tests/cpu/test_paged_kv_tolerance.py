@@ -80,3 +80,15 @@ def test_expected_is_the_reference_with_its_tolerance(dtype):
     want = expected(inputs)
     assert np.array_equal(want.out, out) and np.array_equal(want.lse, lse)
     assert np.array_equal(want.tolerance, output_tolerance(inputs))
+
+
+def test_the_lse_tolerance_bounds_the_fp8_accumulation_and_grows_with_the_scores():
+    """problem.expected: bf16 lse keeps LSE_TOLERANCE; e4m3 adds score_error_log2, which scales
+    with sum |q_i k_i| (keys twice as large: the added term twice as large)."""
+    from tma_study.studies.paged_kv.problem import LSE_TOLERANCE
+    assert np.all(expected(make_inputs(_problem("bf16"), np.random.default_rng(5))).lse_tolerance == LSE_TOLERANCE)
+    inputs = make_inputs(_problem("e4m3"), np.random.default_rng(5))
+    added = expected(inputs).lse_tolerance - LSE_TOLERANCE
+    assert np.all(added > 0)
+    inputs.k_pool *= 2.0                        # exact in e4m3 (an exponent step; the poison page stays NaN)
+    assert np.allclose(expected(inputs).lse_tolerance - LSE_TOLERANCE, 2.0 * added)

@@ -160,8 +160,8 @@ FP8_K_STEP = 32                     # elements of one fp8 wgmma k-step (32 bytes
 
 
 def _rows(inputs: HostInputs, causal: bool):
-    """(b, h, softmax weights normalized (seqlen_q, n), visible mask, row max, row sum, V (n, d))
-    of every (sequence, query head), in float64."""
+    """(b, h, softmax weights normalized (seqlen_q, n), visible mask, row max, row sum, V (n, d),
+    K (n, d)) of every (sequence, query head), in float64."""
     p = inputs.problem
     for b in range(p.batch):
         keys, values = inputs.keys(b), inputs.values(b)          # (n, kv_heads, d)
@@ -176,7 +176,7 @@ def _rows(inputs: HostInputs, causal: bool):
             top = scores.max(axis=1, keepdims=True)
             weights = np.exp(scores - top)
             total = weights.sum(axis=1, keepdims=True)
-            yield b, h, weights / total, visible, top, total, values[:, kv, :]
+            yield b, h, weights / total, visible, top, total, values[:, kv, :], keys[:, kv, :]
 
 
 def reference(inputs: HostInputs, causal: bool | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -187,7 +187,7 @@ def reference(inputs: HostInputs, causal: bool | None = None) -> tuple[np.ndarra
     causal = p.causal if causal is None else causal
     out = np.empty((p.batch, p.seqlen_q, p.q_heads, p.head_dim))
     lse = np.empty((p.batch, p.seqlen_q, p.q_heads))
-    for b, h, weights, _, top, total, values in _rows(inputs, causal):
+    for b, h, weights, _, top, total, values, _ in _rows(inputs, causal):
         out[b, :, h, :] = weights @ values
         lse[b, :, h] = (top[:, 0] + np.log(total[:, 0])) / math.log(2.0)
     return out, lse
@@ -202,15 +202,14 @@ class Expected(NamedTuple):
     lse_tolerance: np.ndarray  # largest |lse - lse| allowed per row, log2 units
 
 
-def score_error_log2(inputs: HostInputs, b: int, h: int, keys: np.ndarray) -> np.ndarray:
-    """(seqlen_q,) the most a score of row (b, h) may move through the tensor cores' accumulation
-    (SCORE_ACCUMULATION_ROUNDOFF), in log2 units, over all of ``keys`` (a causal row's masked
-    keys included: a bound); zero for bf16."""
-    p = inputs.problem
+def score_error_log2(p: Problem, queries: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """(seqlen_q,) the most a score of a row's ``queries`` (seqlen_q, d) against its ``keys``
+    (n, d) may move through the tensor cores' accumulation (SCORE_ACCUMULATION_ROUNDOFF), in log2
+    units, over all of the keys (a causal row's masked ones included: a bound); zero for bf16."""
     roundoff = SCORE_ACCUMULATION_ROUNDOFF[p.dtype]
     if not roundoff:
         return np.zeros(p.seqlen_q)
-    magnitude = np.abs(inputs.q[b, :, h, :]) @ np.abs(keys[:, h // p.group, :]).T     # (seqlen_q, n)
+    magnitude = np.abs(queries) @ np.abs(keys).T                                        # (seqlen_q, n)
     k_steps = -(-p.head_dim // FP8_K_STEP)
     return k_steps * roundoff * p.scale / math.log(2.0) * magnitude.max(axis=1)
 
@@ -234,10 +233,9 @@ def expected(inputs: HostInputs) -> Expected:
     lse = np.empty((p.batch, p.seqlen_q, p.q_heads))
     bound = np.empty_like(out)
     lse_bound = np.empty_like(lse)
-    keys = [inputs.keys(b) for b in range(p.batch)]
-    for b, h, weights, visible, top, total, values in _rows(inputs, p.causal):
+    for b, h, weights, visible, top, total, values, keys in _rows(inputs, p.causal):
         magnitude = np.abs(values)
-        score_error = score_error_log2(inputs, b, h, keys[b])
+        score_error = score_error_log2(p, inputs.q[b, :, h, :], keys)
         out[b, :, h, :] = weights @ values
         lse[b, :, h] = (top[:, 0] + np.log(total[:, 0])) / math.log(2.0)
         lse_bound[b, :, h] = LSE_TOLERANCE + score_error
