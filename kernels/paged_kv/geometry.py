@@ -30,7 +30,7 @@ LOAD_PATHS = ("tma", "cp_async")
 HEAD_DIMS = (64, 128, 256)
 BLOCK_NS = (16, 32, 64, 128)
 CONSUMER_WARP_COUNTS = (1, 2, 4)
-STAGE_COUNTS = (2, 3, 4)
+STAGE_COUNTS = (2, 3, 4, 5, 6)
 PRODUCER_WARP_COUNTS = (1, 2, 4)
 SCORE_LAYOUTS = ("qk", "kq", "kq_split", "kq_wgmma", "kq_wgmma_dual", "kq_wgmma_pv", "kq_wgmma_rs",
                  "kq_wgmma_rs_dual", "kq_wgmma_rs_lazy")
@@ -58,7 +58,7 @@ TILE_ALIGN_BYTES = 1024            # the SWIZZLE_128B pattern repeats every 1024
 MMA_K_BYTES = 32                   # one mma k-step: 16 bf16 or 32 e4m3 of each row
 SWIZZLE_MASK = {128: 7, 64: 3}     # row_bytes -> bits 7.. XORed into bits 4..
 SWIZZLE_MODE = {128: "128B", 64: "64B"}
-MAX_DYNAMIC_SHARED_BYTES = 232_448 - 128   # sm_90 opt-in limit less the static mbarriers
+MAX_DYNAMIC_SHARED_BYTES = 232_448 - 256   # sm_90 opt-in limit less the static mbarriers (kernel.py)
 
 # sm_90 residency limits (CUDA's cuda_occupancy.h, cudaOccMaxBlocksPerSMRegsLimit and friends)
 SM90_REGISTERS_PER_SM = 65_536
@@ -84,7 +84,8 @@ class Variant:
     block_n: KV tokens per tile (the ring's unit).
     consumer_warps: ``rows_per_warp`` query rows each; block_m = rows_per_warp * tile_warps
         (the warps of one tile: all consumer warps but for kq_wgmma_dual, 8 warps in 2 groups of 4).
-    stages: tiles in flight in the K and V rings.
+    stages: tiles in flight in the K and V rings (2 to 6; the sweep runs 2 and 4, a probe 5 and 6:
+        config/probes/paged_kv_deep_ring.yaml).
     producer_warps: warps issuing loads (TMA: lane 0 of warp 0 issues; cp.async: all lanes).
     causal: mask keys after each query's position (bottom-right aligned, as FlashAttention).
     score_layout: "qk" (consumer.py: S = Q K^T, query rows as the mma's M, 16 per warp) or

@@ -56,7 +56,7 @@ from .geometry import SPLIT_LAYOUTS, TILE_ALIGN_BYTES, Variant
 from .producers import make_producer
 from .transpose_v import make_transposer
 
-MAX_STAGES = 4
+MAX_STAGES = 6
 MBARRIER_BYTES = 8
 
 #: (q_address, k_pool_address, v_pool_address, k_tensor_map, v_tensor_map, page_table,
