@@ -88,6 +88,14 @@ and one wait a tile), and a running max moves only when a tile's exceeds it by m
 LAZY_RESCALE_LOG2, so most tiles skip O^T's rescale (a warp vote on the corrections).
 Correct in the GPU tests, also on keys grown along each sequence, which take the rescale branch
 mid-sequence; chosen for the e4m3 sweep by config/probes/paged_kv_lazy_consumer.yaml.
+Tried and reverted: issuing a tile's V^T ``ldmatrix`` loads right after its S^T, before the
+softmax (their registers live across it, 222 registers at one CTA of head dim 256), so their
+latency would pass under the softmax and its barriers. Correct in the GPU tests, but in a narrowed
+H200 run outside the reference data (every shape's e4m3 decode points, batch 32, 8K tokens) no
+faster at the mqa_8x256 4-token point, and within noise elsewhere. An ncu profile of that point
+(paged_kv/profile.py; tma, 4 stages, one CTA an SM) found the consumer warps issuing about one
+instruction in four cycles, some 750 instructions a warp a tile, the tensor pipe almost idle;
+deeper rings (config/probes/paged_kv_deep_ring.yaml) did not help either.
 
 The dual layouts need a stage count that is a multiple of their 2 groups (check_split): group g then owns
 stages g, g + 2, ..., and a stage's successive fills are its own successive tiles. With 3 stages

@@ -85,6 +85,10 @@ PAGED_ATTENTION_NAMES += [
     for suffix in ("kqwr", "kqwrl")    # .. and accumulating in place, with the lazy rescale
     for d, r in ((128, 8), (256, 8), (128, 4), (128, 2), (256, 2), (64, 2), (64, 8))
 ] + [
+    f"paged_attention_{path}_e4m3_d{d}_n64_w4_s2_p{1 if path == 'tma' else 4}_causal_m2_kqwrl{r}"
+    for path in ("tma", "cp_async")    # .. the lazy one under two CTAs' launch bounds
+    for d, r in ((128, 8), (256, 8), (128, 4), (128, 2), (256, 2), (64, 2), (64, 8))
+] + [
     f"paged_attention_{path}_e4m3_d{d}_n64_w8_s{s}_p{1 if path == 'tma' else 4}_causal_kqwrd{r}"
     for path in ("tma", "cp_async")    # decode, two such warpgroups on alternate tiles
     for d, r, s in ((128, 8, 2), (256, 8, 4), (256, 2, 2), (128, 2, 4), (64, 8, 2))

@@ -60,7 +60,7 @@ def snakemake(root: Path, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
            "PYTHONPATH": str(root / ".test-packages"), "MPLBACKEND": "Agg"}
     # A guard against a hung job, not a speed check: the first main job compiles every kernel
-    # (about 13 minutes on 2 slow cores).
+    # (about 20 minutes on 2 slow cores).
     return subprocess.run([str(VENV_BIN / "snakemake"), *args], cwd=root, env=env, capture_output=True,
                           text=True, timeout=2700)
 

@@ -146,13 +146,17 @@ for _path in ("tma", "cp_async"):
 # The same product with V^T as the wgmma's A from registers (score_layout "kq_wgmma_rs", e4m3
 # only): no transpose warp, V read from its ring by ldmatrix.trans (consumer_pv.make_pv_rs).
 # "kq_wgmma_rs_lazy": the same, accumulating in place, O^T rescaled only when a running max moves
-# by more than consumer_split.LAZY_RESCALE_LOG2.
+# by more than consumer_split.LAZY_RESCALE_LOG2; built for one CTA an SM (kqwrl: every M block of
+# P V in one wgmma call) and under two CTAs' launch bounds as the sweep builds it where two fit
+# (kqwrlm2: at most consumer_pv.RS_MAX_BLOCKS blocks a call, 168 registers).
 for _path in ("tma", "cp_async"):
     for _d, _r in KQW_SHAPES:
-        for _suffix, _layout in (("kqwr", "kq_wgmma_rs"), ("kqwrl", "kq_wgmma_rs_lazy")):
+        for _suffix, _layout, _ctas in (("kqwr", "kq_wgmma_rs", 1), ("kqwrl", "kq_wgmma_rs_lazy", 1),
+                                        ("kqwrlm2", "kq_wgmma_rs_lazy", 2)):
             VARIANTS[f"e4m3_d{_d}_{_path}_{_suffix}{_r}"] = Variant(
                 dtype="e4m3", head_dim=_d, load_path=_path, block_n=64, consumer_warps=4, stages=2,
-                producer_warps=1 if _path == "tma" else 4, score_layout=_layout, rows_per_warp=_r)
+                producer_warps=1 if _path == "tma" else 4, score_layout=_layout, rows_per_warp=_r,
+                min_ctas_per_sm=_ctas)
 
 # Two such warpgroups on alternate tiles (score_layout "kq_wgmma_rs_dual", e4m3 only): 8 warps,
 # 2 or 4 stages, merged at the end as kq_wgmma_dual's.
@@ -283,7 +287,7 @@ def _cases():
     dual_shapes = {(d, r) for d, r, _ in KQWRD_SHAPES}
     for path in ("tma", "cp_async"):
         # P V by wgmma: over a V^T ring, V^T in registers, that in place; two rs groups (their merge)
-        for suffix in ("kqwp", "kqwr", "kqwrl", "kqwrd"):
+        for suffix in ("kqwp", "kqwr", "kqwrl", "kqwrlm2", "kqwrd"):
             for (d, r), problem, splits in pv_problems:
                 if suffix != "kqwrd" or (d, r) in dual_shapes:
                     cases.append((f"e4m3_d{d}_{path}_{suffix}{r}", problem, splits))
@@ -395,7 +399,7 @@ def test_matches_float64_reference(case):
 # past its threshold, so these take that branch mid-sequence, split and unsplit; kq_wgmma_rs,
 # which rescales every tile, alongside.
 RISING = [(f"e4m3_d{d}_{path}_{suffix}{r}", _problem("e4m3", d, shape, q, lens, page), splits)
-          for path in ("tma", "cp_async") for suffix in ("kqwr", "kqwrl")
+          for path in ("tma", "cp_async") for suffix in ("kqwr", "kqwrl", "kqwrlm2")
           for d, r, shape, q, lens, page, splits in ((128, 8, (32, 8), 4, (1000, 37, 515), 64, 1),
                                                      (128, 2, (32, 8), 1, (1000, 37, 515), 64, 2),
                                                      (256, 8, (8, 1), 4, (600, 1025), 128, 3))]
