@@ -30,7 +30,8 @@ LOAD_PATHS = ("tma", "cp_async")
 HEAD_DIMS = (64, 128, 256)
 BLOCK_NS = (16, 32, 64, 128)
 CONSUMER_WARP_COUNTS = (1, 2, 4)
-STAGE_COUNTS = (2, 3, 4, 5, 6)
+MAX_STAGES = 6                     # the deepest K/V ring (kernel.py sizes its mbarrier arrays by it)
+STAGE_COUNTS = tuple(range(2, MAX_STAGES + 1))
 PRODUCER_WARP_COUNTS = (1, 2, 4)
 SCORE_LAYOUTS = ("qk", "kq", "kq_split", "kq_wgmma", "kq_wgmma_dual", "kq_wgmma_pv", "kq_wgmma_rs",
                  "kq_wgmma_rs_dual", "kq_wgmma_rs_lazy")
@@ -58,7 +59,11 @@ TILE_ALIGN_BYTES = 1024            # the SWIZZLE_128B pattern repeats every 1024
 MMA_K_BYTES = 32                   # one mma k-step: 16 bf16 or 32 e4m3 of each row
 SWIZZLE_MASK = {128: 7, 64: 3}     # row_bytes -> bits 7.. XORed into bits 4..
 SWIZZLE_MODE = {128: "128B", 64: "64B"}
-MAX_DYNAMIC_SHARED_BYTES = 232_448 - 256   # sm_90 opt-in limit less the static mbarriers (kernel.py)
+MBARRIER_BYTES = 8
+# kernel.py's static shared memory, at most: full_k and empty (MAX_STAGES each) and full_v (twice
+# MAX_STAGES where kq_wgmma_pv's V^T ring has barriers of its own)
+STATIC_SHARED_BYTES = 4 * MAX_STAGES * MBARRIER_BYTES
+MAX_DYNAMIC_SHARED_BYTES = 232_448 - STATIC_SHARED_BYTES   # sm_90 opt-in limit less the static mbarriers
 
 # sm_90 residency limits (CUDA's cuda_occupancy.h, cudaOccMaxBlocksPerSMRegsLimit and friends)
 SM90_REGISTERS_PER_SM = 65_536

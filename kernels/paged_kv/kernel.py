@@ -52,12 +52,9 @@ from tma_kernels.ptx import (
 from .consumer import make_consumer
 from .consumer_kq import make_kq_consumer
 from .consumer_split import make_split_consumer
-from .geometry import SPLIT_LAYOUTS, TILE_ALIGN_BYTES, Variant
+from .geometry import MAX_STAGES, MBARRIER_BYTES, SPLIT_LAYOUTS, TILE_ALIGN_BYTES, Variant
 from .producers import make_producer
 from .transpose_v import make_transposer
-
-MAX_STAGES = 6
-MBARRIER_BYTES = 8
 
 #: (q_address, k_pool_address, v_pool_address, k_tensor_map, v_tensor_map, page_table,
 #:  seqlens_k, out, lse, seqlen_q, q_heads, kv_heads, log2_page_size, num_splits, m_blocks,

@@ -31,7 +31,7 @@ from tma_kernels.paged_kv import (
     make_attention_kernel,
     make_combine,
 )
-from tma_kernels.paged_kv.geometry import WGMMA_LAYOUTS
+from tma_kernels.paged_kv.geometry import STATIC_SHARED_BYTES, WGMMA_LAYOUTS
 from tma_kernels.paged_kv.runner import check_page_size
 
 MMA_SASS = {"bf16": ("HMMA.16816.F32.BF16",), "e4m3": ("F2FP.F16.E4M3.UNPACK_B", "HMMA.16816.F32")}
@@ -109,6 +109,9 @@ def test_variant_sass(variant):
         f"{variant.name}: {kernel.stack_frame_bytes} B stack frame, {kernel.spill_store_bytes} B "
         f"spilled ({kernel.registers} registers): the score/accumulator arrays left registers")
     assert counts["UTMALDG.4D" if variant.load_path == "tma" else "LDGSTS.E.BYPASS.128"] >= 1
+    assert 0 < kernel.shared_bytes_static <= STATIC_SHARED_BYTES, (
+        f"{variant.name}: {kernel.shared_bytes_static} B of static shared memory; the dynamic limit "
+        f"(geometry.MAX_DYNAMIC_SHARED_BYTES) reserves {STATIC_SHARED_BYTES}")
     barriers = sum(n for opcode, n in counts.items() if opcode.startswith("BAR.SYNC"))
     if variant.score_layout in SPLIT_BARRIERS:
         assert barriers >= 1 + SPLIT_BARRIERS[variant.score_layout], f"{variant.name}: {barriers} BAR.SYNC"
