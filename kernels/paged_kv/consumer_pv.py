@@ -46,9 +46,16 @@ RS_MAX_RESULTS, RS_MAX_BLOCKS = 16, 2
 RS_WIDE_RESULTS, RS_WIDE_REGISTERS = 32, 224
 
 
-def p_buffer_bytes(variant) -> int:
-    """Bytes of P^T (e4m3, one 64-byte row per query row of the CTA)."""
+def p_tile_bytes(variant) -> int:
+    """Bytes of one tile's P^T (e4m3, one 64-byte row per query row of the CTA)."""
     return variant.block_m * ROW_BYTES
+
+
+def p_buffer_bytes(variant) -> int:
+    """Bytes of a consumer group's P^T buffers: one tile's, or where the softmax speculates
+    (``Variant.speculates``) two, tile k using buffer ``k & 1``: it writes a tile's P^T with no
+    barrier since the previous tile's P V, whose wgmma may still be reading the other buffer."""
+    return p_tile_bytes(variant) * (2 if variant.speculates else 1)
 
 
 def column_of(register: int, q_blocks: int) -> int:

@@ -88,6 +88,23 @@ and one wait a tile), and a running max moves only when a tile's exceeds it by m
 LAZY_RESCALE_LOG2, so most tiles skip O^T's rescale (a warp vote on the corrections).
 Correct in the GPU tests, also on keys grown along each sequence, which take the rescale branch
 mid-sequence; chosen for the e4m3 sweep by config/probes/paged_kv_lazy_consumer.yaml.
+
+From head dim 128 up (``Variant.speculates``) kq_wgmma_rs_lazy also speculates: since a running max
+rarely moves, each lane first computes its P under the maxima as they stand (``speculate``, no
+shuffles and no ``red``), stores P^T, and one ``bar.red.or`` tells every warp whether any lane
+saw a score past its column's max by more than LAZY_RESCALE_LOG2 (always, on a column's first
+tile). If none did, that P is exactly what the lazy step would have computed (the same maxima,
+corrections of 1), and P V follows at once: one consumer barrier a tile instead of two, and
+neither the maxima's shuffles nor their exchange. If one did, the tile runs the exact lazy step
+from its S^T again (the K tile is still in; its ``empty`` arrival comes after). As P^T is then
+written with no barrier since the previous tile's P V, tile k writes P^T buffer ``k & 1``: a warp
+reaches tile k + 2's write only after every warp has passed tile k + 1's barrier, so after its
+wgmma of tile k. ``red`` is touched only on the exact step's tiles, each behind its own two
+barriers. In a same-run A/B on the H200 (every shape's e4m3 decode points at batch 32 and 8K
+tokens, tma page 64 and cp.async page 256, 2 and 4 stages, outside the reference data): at 4 tokens
+of llama3_70b (32 rows) 14 to 20 % faster, at 4 tokens of mqa_8x256 up to 10 % (the best
+configuration 3 %), at one token up to 6 %; at head dim 64 (mha_16x64) its few more registers cost
+a resident CTA an SM and 2 to 21 % (hence SPECULATIVE_MIN_HEAD_DIM).
 Tried and reverted: issuing a tile's V^T ``ldmatrix`` loads right after its S^T, before the
 softmax (their registers live across it, 222 registers at one CTA of head dim 256), so their
 latency would pass under the softmax and its barriers. Correct in the GPU tests, but in a narrowed
@@ -114,6 +131,7 @@ from tma_kernels.ptx import (
     fence_proxy_async_shared,
     mbarrier_arrive,
     mbarrier_wait_parity,
+    named_barrier_red_or,
     named_barrier_sync,
     smem_u32,
 )
@@ -123,7 +141,7 @@ from tma_kernels.ptx.wgmma import M as WGMMA_M
 
 from .consumer import FULL_MASK, NEG_INF, ONE, SCORE_FLOOR, ZERO, make_q_loader, make_row_limit
 from .consumer_kq import Q_ROWS_PER_BLOCK, ROW_BLOCK, column_sum, make_kq_tiles
-from .consumer_pv import make_pv_steps, p_buffer_bytes
+from .consumer_pv import make_pv_steps, p_buffer_bytes, p_tile_bytes
 from .geometry import LAZY_LAYOUTS, PV_WGMMA_LAYOUTS, WGMMA_LAYOUTS, VariantError
 from .transpose_v import vt_bytes
 
@@ -288,6 +306,8 @@ def make_split_consumer(variant):
     p_offset = vt_ring + (vt_bytes(variant) if variant.transposes_v else 0)
     pv_ring = vt_ring if variant.transposes_v else 0    # the ring P V reads: V^T (kq_wgmma_pv) or V
     p_bytes = p_buffer_bytes(variant) if pv_wgmma else 0   # group g's P^T at p_offset + g p_bytes
+    speculative = variant.speculates
+    p_tile = p_tile_bytes(variant) if speculative else 0   # speculative: tile k's P^T buffer is k & 1
     scratch = p_offset + groups * p_bytes               # from v_smem: ``red`` ..
     db_stride = 1 if pv_wgmma else warp_dim_blocks      # store_column's first_db: warp w's dims
     red_words = block_m * warps
@@ -374,6 +394,38 @@ def make_split_consumer(variant):
             named_barrier_sync(tile_barrier, tile_threads)
             mbarrier_wait_parity(full_v, phase)
             pv_tile(acc, words, p_lane, v_smem + uint32(stage * kv_tile_bytes), first_db, lane)
+
+    if speculative:
+        lazy_log2 = float32(LAZY_RESCALE_LOG2)
+        pv_in_place, store_p_tile, p_tile_descriptor = pv_steps.pv, pv_steps.store_p, pv_steps.p_descriptor
+
+        @cuda.jit(device=True, inline=True)
+        def speculate(scores, sums, m_run, scale_log2):
+            """The lazy softmax's usual case, with no exchange among the warps: P (in place of the
+            scores) under the running maxima as they stand, each column's sum over the lane's
+            tokens into ``sums``. Returns 1 if some score of the lane exceeds its column's running
+            max by more than LAZY_RESCALE_LOG2 (``x > m + threshold``; always, for a finite score,
+            while the max is -inf), the case where the exact step (softmax_finish) would move the
+            max; else 0, where its P, sums and corrections of 1 are these."""
+            over = False
+            for c in range(columns):
+                qb = c >> 1
+                e = c & 1
+                m_use = max(m_run[c], SCORE_FLOOR)
+                bound = m_run[c] + lazy_log2
+                col_sum = ZERO
+                for tb in range(warp_token_blocks):
+                    for h in range(2):
+                        j = (tb * q_blocks + qb) * 4 + 2 * h + e
+                        x = scores[j] * scale_log2
+                        over = over | (x > bound)
+                        p = ex2_approx(x - m_use)
+                        scores[j] = p
+                        col_sum += p
+                sums[c] = col_sum
+            return uint32(over)
+    else:       # the names consume's ``if speculative:`` branch (pruned here) refers to
+        lazy_log2 = speculate = pv_in_place = store_p_tile = p_tile_descriptor = None
 
     if groups > 1:
         @cuda.jit(device=True, inline=True)
@@ -488,8 +540,26 @@ def make_split_consumer(variant):
             mbarrier_wait_parity(full_k + barrier, phase)
             tile_scores(scores, words, q_lane, q_desc, k_tile, warp, lane)
             first_key = (n_begin + k) * block_n + first_token
-            if first_key + warp_token_blocks * ROW_BLOCK > smallest_limit:
+            masked = first_key + warp_token_blocks * ROW_BLOCK > smallest_limit
+            if masked:
                 mask_tile(scores, first_key, group_lane, limits)
+            tile_p = p_smem + uint32((k & 1) * p_tile)
+            if speculative:     # one barrier tells every warp whether some warp's max would move
+                over = speculate(scores, maxima, m_run, scale_log2)
+                store_p_tile(tile_p, scores, warp, lane)
+                fence_proxy_async_shared()
+                if named_barrier_red_or(tile_barrier, tile_threads, over) == 0:
+                    for c in range(columns):
+                        l_run[c] += maxima[c]
+                    mbarrier_wait_parity(full_v + barrier, phase)
+                    pv_in_place(acc, v_smem + uint32(stage * kv_tile_bytes), p_tile_descriptor(tile_p), corrections,
+                                warp, lane, False)
+                    mbarrier_arrive(empty + barrier)
+                    continue
+                # some max moves: the exact step, from the raw scores again (the K tile is still in)
+                tile_scores(scores, words, q_lane, q_desc, k_tile, warp, lane)
+                if masked:
+                    mask_tile(scores, first_key, group_lane, limits)
             for c in range(columns):
                 maxima[c] = column_max(scores, c)
             publish(red, lane_red, maxima, warp, lane)
@@ -497,7 +567,7 @@ def make_split_consumer(variant):
             for c in range(columns):
                 m_run[c], l_run[c], corrections[c] = softmax_finish(
                     scores, c, gather_max(red, lane_red, c), m_run[c], l_run[c], scale_log2)
-            tile_pv(acc, corrections, scores, pf_warp, words, p_lane, v_smem, p_smem, stage, full_v + barrier,
+            tile_pv(acc, corrections, scores, pf_warp, words, p_lane, v_smem, tile_p, stage, full_v + barrier,
                     phase, first_db, warp, lane, tile_barrier)
             mbarrier_arrive(empty + barrier)
         for c in range(columns):
@@ -508,4 +578,4 @@ def make_split_consumer(variant):
                first_row, rows_valid, group, out_row_base, group_lane, q_heads, kv_head, first_db)
 
     return types.SimpleNamespace(consume=consume, steps=steps, exchange=exchange, load_q=load_q,
-                                 merge_groups=merge_groups)
+                                 merge_groups=merge_groups, speculate=speculate)

@@ -49,6 +49,9 @@ RS_LAYOUTS = SCORE_LAYOUTS[6:]                        # .. with V^T as the wgmma
 LAZY_LAYOUTS = ("kq_wgmma_rs_lazy",)                  # .. accumulating in place, lazy rescale
 DUAL_LAYOUTS = ("kq_wgmma_dual", "kq_wgmma_rs_dual")  # two warpgroups on alternate tiles
 DUAL_CONSUMER_WARPS = 8            # the dual layouts: two warpgroups
+# kq_wgmma_rs_lazy speculates its softmax (consumer_split.py) from this head dim up; below, on the
+# H200, its few more registers cost a resident CTA an SM (head dim 64: 6 -> 5, 4 -> 3)
+SPECULATIVE_MIN_HEAD_DIM = 128
 KQ_ROWS_PER_WARP = (8, 16)         # kq: query rows per warp, one or two mma N blocks of 8
 KQ_SPLIT_ROWS_PER_WARP = (2, 4, 8)  # kq_split: query rows each warp loads; all warps use all rows
 
@@ -204,6 +207,12 @@ class Variant:
     def consumer_groups(self) -> int:
         """Groups of consumer warps that take alternate KV tiles (the dual layouts: 2), else 1."""
         return 2 if self.score_layout in DUAL_LAYOUTS else 1
+
+    @property
+    def speculates(self) -> bool:
+        """Whether the softmax first assumes no running max moves, and checks that with one
+        barrier a tile (kq_wgmma_rs_lazy at head dim >= SPECULATIVE_MIN_HEAD_DIM; consumer_split.py)."""
+        return self.score_layout in LAZY_LAYOUTS and self.head_dim >= SPECULATIVE_MIN_HEAD_DIM
 
     @property
     def tile_warps(self) -> int:

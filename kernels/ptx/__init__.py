@@ -13,7 +13,7 @@ exact PTX it emits.
 import tma_kernels.numpy_compat  # noqa: F401  isort: skip
 
 from .address import addr_of, smem_u32
-from .barrier import named_barrier_sync
+from .barrier import named_barrier_red_or, named_barrier_sync
 from .bulk import bulk_copy_to_peer, bulk_load, bulk_store
 from .cache_policy import l2_policy_evict_first, l2_policy_evict_last
 from .cluster import (
@@ -89,7 +89,7 @@ from .vector import (
 
 __all__ = [
     "addr_of", "smem_u32",
-    "named_barrier_sync",
+    "named_barrier_red_or", "named_barrier_sync",
     "bulk_copy_to_peer", "bulk_load", "bulk_store",
     "l2_policy_evict_first", "l2_policy_evict_last",
     "cluster_arrive", "cluster_arrive_relaxed", "cluster_ctaid_x", "cluster_ctarank",

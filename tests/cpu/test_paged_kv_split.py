@@ -189,3 +189,50 @@ def test_split_scratch_is_in_the_shared_memory_budget():
                  rows_per_warp=8)
     # red: 32 rows x 4 warps floats; pbuf: 64 tokens x 32 rows fp16; qbuf: 32 rows x 128 dims fp16
     assert split.dynamic_shared_bytes - kq.dynamic_shared_bytes == 4 * 32 * 4 + 2 * 64 * 32 + 2 * 32 * 128
+
+
+def _speculating_variant(head_dim=256):
+    return Variant(dtype="e4m3", head_dim=head_dim, load_path="tma", consumer_warps=4, block_n=64,
+                   score_layout="kq_wgmma_rs_lazy", rows_per_warp=8)
+
+
+def test_speculation_only_from_its_head_dim():
+    from tma_kernels.paged_kv.consumer_pv import p_buffer_bytes, p_tile_bytes
+    from tma_kernels.paged_kv.geometry import SPECULATIVE_MIN_HEAD_DIM
+    wide, narrow = _speculating_variant(SPECULATIVE_MIN_HEAD_DIM), _speculating_variant(64)
+    assert wide.speculates and not narrow.speculates
+    assert p_buffer_bytes(wide) == 2 * p_tile_bytes(wide)       # tile k's P^T in buffer k & 1
+    assert p_buffer_bytes(narrow) == p_tile_bytes(narrow)
+    assert not Variant(dtype="e4m3", head_dim=256, load_path="tma", consumer_warps=4, block_n=64,
+                       score_layout="kq_wgmma_rs", rows_per_warp=8).speculates
+
+
+def test_speculate_flags_exactly_the_moves_of_the_lazy_step(monkeypatch):
+    """speculate's P, sums and flag against softmax_finish's lazy rule, one lane's 16 scores
+    (4 query blocks x 2 columns x 2 tokens) under running maxima that stay, that have no value
+    yet (-inf), and that one score passes by more than the threshold."""
+    monkeypatch.setattr(consumer_split, "ex2_approx", np.exp2)
+    monkeypatch.setattr(consumer_split, "uint32", lambda x: np.uint32(x))
+    speculate = consumer_split.make_split_consumer(_speculating_variant()).speculate.py_func
+    scale_log2 = np.float32(0.5)
+    rng = np.random.default_rng(0)
+    raw = rng.uniform(-4, 4, 16).astype(np.float32)
+    columns = [[j for j in range(16) if 2 * (j >> 2) + (j & 1) == c] for c in range(8)]
+    m_run = np.array([raw[cols].max() * scale_log2 for cols in columns], np.float32)
+
+    scores, sums = raw.copy(), np.zeros(8, np.float32)
+    assert speculate(scores, sums, m_run, scale_log2) == 0              # every max stays
+    for c, cols in enumerate(columns):
+        np.testing.assert_allclose(scores[cols], np.exp2(raw[cols] * scale_log2 - m_run[c]), rtol=1e-6)
+        np.testing.assert_allclose(sums[c], scores[cols].sum(), rtol=1e-6)
+
+    first = np.full(8, -np.inf, np.float32)     # no max yet: the exact step (P here is discarded)
+    with np.errstate(over="ignore"):
+        assert speculate(raw.copy(), sums, first, scale_log2) == 1
+
+    lazy = np.float32(consumer_split.LAZY_RESCALE_LOG2)
+    j, c = 5, 2 * (5 >> 2) + (5 & 1)            # score 5 is of column 3
+    for margin, moves in ((1, 1), (-1, 0)):     # past the threshold, within it
+        scores = raw.copy()
+        scores[j] = (m_run[c] + lazy + margin) / scale_log2
+        assert speculate(scores, sums, m_run, scale_log2) == moves

@@ -160,6 +160,10 @@ def consumer_warps_barrier(out_u32, out_u64, global_address):
     ptx.named_barrier_sync(1, 256)
 
 
+def consumer_warps_vote(out_u32, out_u64, global_address):
+    out_u32[0] = ptx.named_barrier_red_or(1, 256, out_u32[1])
+
+
 def multicast_after_init(out_u32, out_u64, global_address):
     tile = ptx.smem_u32(cuda.shared.array(TILE_BYTES, numba.uint8))
     bar = ptx.smem_u32(cuda.shared.array(BARRIER_WORDS, numba.uint64))
@@ -361,6 +365,8 @@ CASES = [
     ("griddepcontrol_launch_dependents", grid_dependency, [Op("PREEXIT")]),
     ("griddepcontrol_wait", grid_dependency, [Op("ACQBULK")]),
     ("named_barrier_sync", consumer_warps_barrier, [Line(r"^BAR\.SYNC(\.DEFER_BLOCKING)? 0x1, 0x100$")]),
+    ("named_barrier_red_or", consumer_warps_vote,
+     [Line(r"^BAR\.RED\.OR(\.DEFER_BLOCKING)? 0x1, 0x100, P\d+$"), Op("B2R.RESULT")]),
     *[(f"tma_load_{rank}d", tma_loads, [Op(f"UTMALDG.{rank}D")]) for rank in TENSOR_RANKS],
     *[(f"tma_load_{rank}d_multicast", tma_multicast_loads, [Op(f"UTMALDG.{rank}D.MULTICAST")])
       for rank in TENSOR_RANKS],
