@@ -379,7 +379,7 @@ def make_split_consumer(variant):
                 rescale = cuda.any_sync(FULL_MASK, moved)
             named_barrier_sync(tile_barrier, tile_threads)
             mbarrier_wait_parity(full_v, phase)
-            pv(acc, v_smem + uint32(pv_ring) + stage * uint32(kv_tile_bytes), p_descriptor(p_smem), corrections,
+            pv(acc, v_smem + uint32(pv_ring + stage * kv_tile_bytes), p_descriptor(p_smem), corrections,
                warp, lane, rescale)
     else:
         @cuda.jit(device=True, inline=True)
@@ -393,38 +393,39 @@ def make_split_consumer(variant):
             publish_p(words, p_lane, pf_warp, warp)
             named_barrier_sync(tile_barrier, tile_threads)
             mbarrier_wait_parity(full_v, phase)
-            pv_tile(acc, words, p_lane, v_smem + stage * uint32(kv_tile_bytes), first_db, lane)
+            pv_tile(acc, words, p_lane, v_smem + uint32(stage * kv_tile_bytes), first_db, lane)
 
     if speculative:
-        lazy_bound = float32(2.0 ** LAZY_RESCALE_LOG2)
+        lazy_log2 = float32(LAZY_RESCALE_LOG2)
         pv_in_place, store_p_tile, p_tile_descriptor = pv_steps.pv, pv_steps.store_p, pv_steps.p_descriptor
 
         @cuda.jit(device=True, inline=True)
         def speculate(scores, sums, m_run, scale_log2):
             """The lazy softmax's usual case, with no exchange among the warps: P (in place of the
             scores) under the running maxima as they stand, each column's sum over the lane's
-            tokens into ``sums``. Returns 1 if some P of the lane exceeds 2 ** LAZY_RESCALE_LOG2,
-            its score past its column's running max by more than that (and, while a column has
-            no max yet, any score not masked: exp2 of it less SCORE_FLOOR is huge), where the
-            exact step (softmax_finish) would move the max; else 0, where its P, sums and
-            corrections of 1 are these. Testing P costs no arithmetic of its own."""
+            tokens into ``sums``. Returns 1 if some score of the lane exceeds its column's running
+            max by more than LAZY_RESCALE_LOG2 (``x > m + threshold``; always, for a finite score,
+            while the max is -inf), the case where the exact step (softmax_finish) would move the
+            max; else 0, where its P, sums and corrections of 1 are these."""
             over = False
             for c in range(columns):
                 qb = c >> 1
                 e = c & 1
                 m_use = max(m_run[c], SCORE_FLOOR)
+                bound = m_run[c] + lazy_log2
                 col_sum = ZERO
                 for tb in range(warp_token_blocks):
                     for h in range(2):
                         j = (tb * q_blocks + qb) * 4 + 2 * h + e
-                        p = ex2_approx(scores[j] * scale_log2 - m_use)
-                        over = over | (p > lazy_bound)
+                        x = scores[j] * scale_log2
+                        over = over | (x > bound)
+                        p = ex2_approx(x - m_use)
                         scores[j] = p
                         col_sum += p
                 sums[c] = col_sum
             return uint32(over)
     else:       # the names consume's ``if speculative:`` branch (pruned here) refers to
-        lazy_bound = speculate = pv_in_place = store_p_tile = p_tile_descriptor = None
+        lazy_log2 = speculate = pv_in_place = store_p_tile = p_tile_descriptor = None
 
     if groups > 1:
         @cuda.jit(device=True, inline=True)
@@ -532,18 +533,17 @@ def make_split_consumer(variant):
             m_run[c] = NEG_INF
             l_run[c] = ZERO
         for k in range(group_id, tiles, groups):
-            tile = uint32(k)            # 32-bit stage, phase and offsets (k is a 64-bit range index)
-            stage = tile % uint32(stages)
-            phase = (tile // uint32(stages)) & uint32(1)
-            barrier = stage * uint32(8)
-            k_tile = k_smem + stage * uint32(kv_tile_bytes)
+            stage = k % stages
+            phase = (k // stages) & 1
+            barrier = uint32(stage * 8)
+            k_tile = k_smem + uint32(stage * kv_tile_bytes)
             mbarrier_wait_parity(full_k + barrier, phase)
             tile_scores(scores, words, q_lane, q_desc, k_tile, warp, lane)
-            first_key = (n_begin + int32(k)) * block_n + first_token
+            first_key = (n_begin + k) * block_n + first_token
             masked = first_key + warp_token_blocks * ROW_BLOCK > smallest_limit
             if masked:
                 mask_tile(scores, first_key, group_lane, limits)
-            tile_p = p_smem + (tile & uint32(1)) * uint32(p_tile)
+            tile_p = p_smem + uint32((k & 1) * p_tile)
             if speculative:     # one barrier tells every warp whether some warp's max would move
                 over = speculate(scores, maxima, m_run, scale_log2)
                 store_p_tile(tile_p, scores, warp, lane)
@@ -552,7 +552,7 @@ def make_split_consumer(variant):
                     for c in range(columns):
                         l_run[c] += maxima[c]
                     mbarrier_wait_parity(full_v + barrier, phase)
-                    pv_in_place(acc, v_smem + stage * uint32(kv_tile_bytes), p_tile_descriptor(tile_p), corrections,
+                    pv_in_place(acc, v_smem + uint32(stage * kv_tile_bytes), p_tile_descriptor(tile_p), corrections,
                                 warp, lane, False)
                     mbarrier_arrive(empty + barrier)
                     continue
