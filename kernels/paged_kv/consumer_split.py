@@ -104,7 +104,11 @@ barriers. In a same-run A/B on the H200 (every shape's e4m3 decode points at bat
 tokens, tma page 64 and cp.async page 256, 2 and 4 stages, outside the reference data): at 4 tokens
 of llama3_70b (32 rows) 14 to 20 % faster, at 4 tokens of mqa_8x256 up to 10 % (the best
 configuration 3 %), at one token up to 6 %; at head dim 64 (mha_16x64) its few more registers cost
-a resident CTA an SM and 2 to 21 % (hence SPECULATIVE_MIN_HEAD_DIM).
+a resident CTA an SM, and the best configuration of its 1- and 4-token points ran 5 and 10 % slower
+(hence SPECULATIVE_MIN_HEAD_DIM). Its full sweep (the reference data) put the mqa_8x256 4-token
+point at 69 % of the copy, 66 % before. There its launch-bounded builds for two CTAs an SM at head
+dim 256 (128 or 168 registers) spill 16 to 120 bytes a thread (the 168-register one 0 before); the
+one-CTA build, with no spill, wins that point.
 Tried and reverted: issuing a tile's V^T ``ldmatrix`` loads right after its S^T, before the
 softmax (their registers live across it, 222 registers at one CTA of head dim 256), so their
 latency would pass under the softmax and its barriers. Correct in the GPU tests, but in a narrowed
