@@ -208,31 +208,37 @@ def test_speculation_only_from_its_head_dim():
 
 
 def test_speculate_flags_exactly_the_moves_of_the_lazy_step(monkeypatch):
-    """speculate's P, sums and flag against softmax_finish's lazy rule, one lane's 16 scores
-    (4 query blocks x 2 columns x 2 tokens) under running maxima that stay, that have no value
-    yet (-inf), and that one score passes by more than the threshold."""
+    """speculate against the exact lazy step (consumer_kq's softmax_finish) on one lane's 16
+    scores (4 query blocks x 2 columns x 2 tokens), under running maxima that stay, that have
+    no value yet (-inf), and that one score passes or nearly passes by the threshold: it flags
+    a tile exactly where some column's max moves, and where none does its P and sums are the
+    exact step's (whose corrections are then 1)."""
     monkeypatch.setattr(consumer_split, "ex2_approx", np.exp2)
+    monkeypatch.setattr(consumer_kq, "ex2_approx", np.exp2)
+    monkeypatch.setattr(consumer_kq, "select", np.where)
     monkeypatch.setattr(consumer_split, "uint32", lambda x: np.uint32(x))
-    speculate = consumer_split.make_split_consumer(_speculating_variant()).speculate.py_func
+    parts = consumer_split.make_split_consumer(_speculating_variant())
+    speculate, softmax_finish = parts.speculate.py_func, parts.steps.softmax_finish.py_func
     scale_log2 = np.float32(0.5)
-    rng = np.random.default_rng(0)
-    raw = rng.uniform(-4, 4, 16).astype(np.float32)
+    raw = np.random.default_rng(0).uniform(-4, 4, 16).astype(np.float32)
     columns = [[j for j in range(16) if 2 * (j >> 2) + (j & 1) == c] for c in range(8)]
-    m_run = np.array([raw[cols].max() * scale_log2 for cols in columns], np.float32)
-
-    scores, sums = raw.copy(), np.zeros(8, np.float32)
-    assert speculate(scores, sums, m_run, scale_log2) == 0              # every max stays
-    for c, cols in enumerate(columns):
-        np.testing.assert_allclose(scores[cols], np.exp2(raw[cols] * scale_log2 - m_run[c]), rtol=1e-6)
-        np.testing.assert_allclose(sums[c], scores[cols].sum(), rtol=1e-6)
-
-    first = np.full(8, -np.inf, np.float32)     # no max yet: the exact step (P here is discarded)
-    with np.errstate(over="ignore"):
-        assert speculate(raw.copy(), sums, first, scale_log2) == 1
-
+    standing = np.array([raw[cols].max() * scale_log2 for cols in columns], np.float32)
     lazy = np.float32(consumer_split.LAZY_RESCALE_LOG2)
     j, c = 5, 2 * (5 >> 2) + (5 & 1)            # score 5 is of column 3
-    for margin, moves in ((1, 1), (-1, 0)):     # past the threshold, within it
-        scores = raw.copy()
-        scores[j] = (m_run[c] + lazy + margin) / scale_log2
-        assert speculate(scores, sums, m_run, scale_log2) == moves
+    past, within = raw.copy(), raw.copy()
+    past[j] = (standing[c] + lazy + 1) / scale_log2
+    within[j] = (standing[c] + lazy - 1) / scale_log2
+    cases = [(raw, standing, False), (raw, np.full(8, -np.inf, np.float32), True),
+             (past, standing, True), (within, standing, False)]
+    for tile, m_run, moves in cases:
+        exact = tile.copy()
+        steps = [softmax_finish(exact, k, tile[cols].max(), m_run[k], np.float32(0), scale_log2)
+                 for k, cols in enumerate(columns)]
+        assert any(m_new != m_old for (m_new, _, _), m_old in zip(steps, m_run)) == moves
+        scores, sums = tile.copy(), np.zeros(8, np.float32)
+        with np.errstate(over="ignore"):        # no max yet: P overflows, and is discarded
+            assert speculate(scores, sums, m_run, scale_log2) == moves
+        if not moves:
+            np.testing.assert_array_equal(scores, exact)
+            np.testing.assert_array_equal(sums, [l_new for _, l_new, _ in steps])
+            assert all(correction == 1 for _, _, correction in steps)
