@@ -26,6 +26,14 @@ configurations: from 3 % to 2.7 times as long, 22 % in the median, and about twi
 the 15 to 57 splits of a single sequence (batch 1). That CTA merges its tile's rows alone, each
 thread one element after another with dependent loads, while this kernel spreads the merge
 over the whole GPU with every load of a thread in flight at once.
+
+Tried and not landed: four rows a CTA (a quarter of the CTAs) with each thread's lse and
+partial loads of all four rows issued before any is used (one memory round trip after the
+attention, not two), no early return. Its SASS had every load ahead of the first use; but in a
+same-run A/B on the H200 (three interleaved pairs, e4m3 decode at batch 32 and 8K tokens,
+kq_wgmma_rs_lazy, 4 stages, tma page 128 and cp.async page 256, outside the reference data) the
+split launches took longer: the median 2 and 5 % longer at 4 tokens of mqa_8x256 (4 splits), 2
+to 3 % at one token, 1 % at one token of llama3_70b (3 splits); the unsplit launches were level.
 """
 import functools
 import math
