@@ -25,7 +25,7 @@ from numba import cuda, uint16, uint32, uint64
 from tma_kernels.ptx import smem_u32
 from tma_kernels.ptx.convert import cvt_e4m3x2_f32, prmt
 from tma_kernels.ptx.ldmatrix import ldmatrix_x4_trans
-from tma_kernels.ptx.wgmma import K_STEP_BYTES, k_major_descriptor, make_wgmma_rs, make_wgmma_ss, make_wgmma_wait
+from tma_kernels.ptx.wgmma import K_STEP_BYTES, k_major_descriptor, make_wgmma_rs, make_wgmma_ss
 from tma_kernels.ptx.wgmma import M as WGMMA_M
 
 from .geometry import LAZY_LAYOUTS, RS_LAYOUTS, register_budget, tile_offset
@@ -162,54 +162,6 @@ def make_pv_rs(variant):
                  "rs_v_offset": rs_v_offset, "EVEN": EVEN_DIM_TOKENS, "ODD": ODD_DIM_TOKENS}
     exec("def pv(acc, v_tile, p_desc, corrections, warp, lane, rescale):\n" + "\n".join(lines), namespace)  # noqa: S102
     return cuda.jit(device=True, inline=True)(namespace["pv"])
-
-
-def make_pv_rs_deferred(variant):
-    """kq_wgmma_rs_lazy's P V when it overlaps the next tile's softmax (consumer_split's
-    speculative loop), make_pv_rs's in-place product in three steps: ``gather(frags, v_tile, warp,
-    lane)``, V^T's A fragments from the V tile into ``frags``; ``issue(acc, frags, p_desc)``, the
-    wgmmas with no wait (make_wgmma_rs ``wait=False``) and no rescale; ``wait(acc, frags)``, the
-    wait for every group issue committed, passing O^T and the fragments through it
-    (make_wgmma_wait), so neither is read or rewritten before it. ``groups``: the wgmma groups
-    one issue commits (its calls); ``fragment_regs``: the registers of ``frags``."""
-    per_block = variant.block_m // 2
-    m_blocks = variant.head_dim // WGMMA_M
-    k_steps = ROW_BYTES // K_STEP_BYTES
-    wide = rs_max_results(variant) == RS_WIDE_RESULTS
-    blocks_per_call = m_blocks if wide else max(1, min(m_blocks, RS_MAX_BLOCKS))
-    wgmma = make_wgmma_rs(variant.block_m, tuple(k * K_STEP_BYTES for k in range(k_steps)), blocks_per_call,
-                          accumulate=True, wait=False)
-    acc_regs = m_blocks * per_block
-    fragment_regs = 4 * m_blocks * k_steps
-    block_n, row_bytes, mask = variant.block_n, variant.row_bytes, variant.swizzle_mask
-    gather_lines, issue_lines = [], []
-    for mb in range(m_blocks):
-        for ks in range(k_steps):
-            x = f"x{mb}_{ks}"
-            gather_lines.append(f"    {x} = ldmatrix_x4_trans(v_tile + uint32(rs_v_offset({mb}, {ks}, warp, lane, "
-                                f"{block_n}, {row_bytes}, {mask})))")
-            for r, (half, order) in enumerate(((0, "EVEN"), (0, "ODD"), (2, "EVEN"), (2, "ODD"))):
-                gather_lines.append(f"    frags[{4 * (mb * k_steps + ks) + r}] = prmt({x}[{half}], {x}[{half + 1}], "
-                                    f"{order})")
-    for first in range(0, m_blocks, blocks_per_call):
-        fragments = ", ".join(f"frags[{j}]" for j in range(4 * first * k_steps,
-                                                           4 * (first + blocks_per_call) * k_steps))
-        first_acc, count = first * per_block, blocks_per_call * per_block
-        accumulators = ", ".join(f"acc[{i}]" for i in range(first_acc, first_acc + count))
-        issue_lines.append(f"    d = wgmma(p_desc, {fragments}, {accumulators})")
-        issue_lines += [f"    acc[{first_acc + k}] = d[{k}]" for k in range(count)]
-    wait = make_wgmma_wait(0, acc_regs, fragment_regs)
-    passed = [f"acc[{i}]" for i in range(acc_regs)] + [f"frags[{j}]" for j in range(fragment_regs)]
-    wait_lines = [f"    r = wait({', '.join(passed)})"] + [f"    {name} = r[{i}]" for i, name in enumerate(passed)]
-    namespace = {"wgmma": wgmma, "wait": wait, "uint32": uint32, "ldmatrix_x4_trans": ldmatrix_x4_trans,
-                 "prmt": prmt, "rs_v_offset": rs_v_offset, "EVEN": EVEN_DIM_TOKENS, "ODD": ODD_DIM_TOKENS}
-    exec("def gather(frags, v_tile, warp, lane):\n" + "\n".join(gather_lines), namespace)   # noqa: S102
-    exec("def issue(acc, frags, p_desc):\n" + "\n".join(issue_lines), namespace)            # noqa: S102
-    exec("def wait_pv(acc, frags):\n" + "\n".join(wait_lines), namespace)                   # noqa: S102
-    jit = cuda.jit(device=True, inline=True)
-    return types.SimpleNamespace(gather=jit(namespace["gather"]), issue=jit(namespace["issue"]),
-                                 wait=jit(namespace["wait_pv"]), groups=-(-m_blocks // blocks_per_call),
-                                 fragment_regs=fragment_regs)
 
 
 def make_pv_steps(variant):

@@ -117,6 +117,20 @@ faster at the mqa_8x256 4-token point, and within noise elsewhere. An ncu profil
 (paged_kv/profile.py; tma, 4 stages, one CTA an SM) found the consumer warps issuing about one
 instruction in four cycles, some 750 instructions a warp a tile, the tensor pipe almost idle;
 deeper rings (config/probes/paged_kv_deep_ring.yaml) did not help either.
+Tried and reverted (bad3fd9): FlashAttention-3's intra-warpgroup overlap in the speculative loop.
+Tile k's S^T wgmma was issued with no wait, tile k - 1's V^T gathered under it, then tile k - 1's P V
+issued and tile k's softmax computed under that, every tile's P V deferred to the next (the exact
+step rescaling O^T itself). ptxas serialized every wgmma of the kernel (C7518: a wait it inserted in a
+divergent path) until no branch lay between an issue and its wait; then the SASS had the softmax's
+MUFU.EX2 between the P V QGMMAs and their DEPBAR, 220 registers at one CTA of head dim 256, no
+spill. Correct in 68 kq_wgmma_rs_lazy GPU cases (reference, rising keys, TMA against cp.async
+bitwise). In a same-run A/B on the H200 (e4m3 decode at batch 32 and 8K tokens, tma page 128 and
+cp.async page 256, 4 stages; one pair, outside the reference data) it was no faster at 4 tokens of
+mqa_8x256 (45.79 against 45.57 us at cp.async, 47.14 both at tma) or at one token, and 4 to 6 %
+slower at 4 tokens of llama3_70b (two CTAs an SM, 162 registers, 154 before). A profile of the
+speculative kernel at the mqa point before it (tma page 128): the consumer warps' stall samples
+at the K and V full barriers 10 and 4 % of all, at the wgmma waits 4 and 3 %, in the prologue
+(setup and Q's load) about 8 %; DRAM at 63 % of peak.
 
 The dual layouts need a stage count that is a multiple of their 2 groups (check_split): group g then owns
 stages g, g + 2, ..., and a stage's successive fills are its own successive tiles. With 3 stages
@@ -140,12 +154,12 @@ from tma_kernels.ptx import (
     smem_u32,
 )
 from tma_kernels.ptx.convert import ex2_approx
-from tma_kernels.ptx.wgmma import K_STEP_BYTES, k_major_descriptor, make_wgmma_ss, make_wgmma_wait
+from tma_kernels.ptx.wgmma import K_STEP_BYTES, k_major_descriptor, make_wgmma_ss
 from tma_kernels.ptx.wgmma import M as WGMMA_M
 
 from .consumer import FULL_MASK, NEG_INF, ONE, SCORE_FLOOR, ZERO, make_q_loader, make_row_limit
 from .consumer_kq import Q_ROWS_PER_BLOCK, ROW_BLOCK, column_sum, make_kq_tiles
-from .consumer_pv import make_pv_rs_deferred, make_pv_steps, p_buffer_bytes, p_tile_bytes
+from .consumer_pv import make_pv_steps, p_buffer_bytes, p_tile_bytes
 from .geometry import LAZY_LAYOUTS, PV_WGMMA_LAYOUTS, WGMMA_LAYOUTS, VariantError
 from .transpose_v import vt_bytes
 
@@ -274,17 +288,6 @@ def make_split_exchange(variant, q_regs, p_regs_warp):
                                  gather_sum=gather_sum, publish_p=publish_p,
                                  publish_q=publish_q, q_regs=q_regs, p_regs=p_regs,
                                  p_regs_warp=p_regs_warp)
-
-
-def make_score_wait(pending: int, count: int):
-    """``wait(scores)``: make_wgmma_wait(pending) over S^T's ``count`` registers, in place."""
-    wait = make_wgmma_wait(pending, count)
-    names = [f"scores[{i}]" for i in range(count)]
-    namespace = {"wait": wait}
-    exec("def wait_scores(scores):\n"                                  # noqa: S102 (the register count)
-         f"    r = wait({', '.join(names)})\n" + "\n".join(f"    {name} = r[{i}]" for i, name in enumerate(names)),
-         namespace)
-    return cuda.jit(device=True, inline=True)(namespace["wait_scores"])
 
 
 def make_split_consumer(variant):
@@ -439,22 +442,8 @@ def make_split_consumer(variant):
                         col_sum += p
                 sums[c] = col_sum
             return uint32(over)
-        deferred_pv = make_pv_rs_deferred(variant)
-        pv_gather, pv_issue, pv_wait = deferred_pv.gather, deferred_pv.issue, deferred_pv.wait
-        fragment_regs = deferred_pv.fragment_regs
-        scores_issue = make_wgmma_ss(variant.dtype, block_m, steps_ab, wait=False)
-        wait_scores = make_score_wait(0, score_regs)
-
-        @cuda.jit(device=True, inline=True)
-        def issue_scores(scores, q_desc, k_tile):
-            """S^T of the K tile at ``k_tile``, left in flight (a score wait reads it)."""
-            d = scores_issue(k_major_descriptor(k_tile, row_bytes), q_desc)
-            for i in range(score_regs):
-                scores[i] = d[i]
     else:       # the names consume's ``if speculative:`` branch (pruned here) refers to
         lazy_log2 = speculate = pv_in_place = store_p_tile = p_tile_descriptor = None
-        pv_gather = pv_issue = pv_wait = wait_scores = issue_scores = None
-        fragment_regs = 1
 
     if groups > 1:
         @cuda.jit(device=True, inline=True)
@@ -521,83 +510,6 @@ def make_split_consumer(variant):
                              group_lane, q_heads, kv_head, first_db, warp == 0)
 
     @cuda.jit(device=True, inline=True)
-    def exact_step(acc, corrections, scores, maxima, m_run, l_run, pf_warp, words, p_lane, red, lane_red, v_smem,
-                   tile_p, stage, full_v, phase, first_db, warp, lane, tile_barrier, scale_log2):
-        """The online-softmax step of a tile over every warp (the column maxima through ``red``),
-        then its P V (tile_pv)."""
-        for c in range(columns):
-            maxima[c] = column_max(scores, c)
-        publish(red, lane_red, maxima, warp, lane)
-        named_barrier_sync(tile_barrier, tile_threads)
-        for c in range(columns):
-            m_run[c], l_run[c], corrections[c] = softmax_finish(
-                scores, c, gather_max(red, lane_red, c), m_run[c], l_run[c], scale_log2)
-        tile_pv(acc, corrections, scores, pf_warp, words, p_lane, v_smem, tile_p, stage, full_v, phase, first_db,
-                warp, lane, tile_barrier)
-
-    @cuda.jit(device=True, inline=True)
-    def overlapped_tile(k, has_prev, scores, acc, frags, maxima, m_run, l_run, corrections, limits, smallest_limit,
-                        k_smem, v_smem, p_smem, full_k, full_v, empty, q_desc, red, lane_red, n_begin, first_token,
-                        group_lane, warp, lane, tile_barrier, scale_log2):
-        """Tile k of the speculative loop (``has_prev``: a compile-time constant, False for the
-        first): its S^T issued, tile k - 1's V^T gathered under it, then tile k - 1's P V issued
-        and this tile's softmax computed under that (FlashAttention-3's intra-warpgroup overlap);
-        tile k's own P V is left to tile k + 1 (or the loop's end), its P^T in buffer k & 1.
-        Between a wgmma's issue and its wait the code has no branch (ptxas serializes every
-        wgmma of the kernel, C7518, where a wait it must insert falls in a divergent path): the
-        mbarrier waits and the mask come before or after."""
-        stage = k % stages
-        phase = (k // stages) & 1
-        barrier = uint32(stage * 8)
-        k_tile = k_smem + uint32(stage * kv_tile_bytes)
-        held = (k - 1) % stages                 # tile k - 1's stage (has_prev)
-        mbarrier_wait_parity(full_k + barrier, phase)
-        if has_prev:
-            mbarrier_wait_parity(full_v + uint32(held * 8), ((k - 1) // stages) & 1)
-        issue_scores(scores, q_desc, k_tile)
-        if has_prev:
-            pv_gather(frags, v_smem + uint32(held * kv_tile_bytes), warp, lane)
-        wait_scores(scores)
-        first_key = (n_begin + k) * block_n + first_token
-        masked = first_key + warp_token_blocks * ROW_BLOCK > smallest_limit
-        if masked:
-            mask_tile(scores, first_key, group_lane, limits)
-        if has_prev:
-            pv_issue(acc, frags, p_tile_descriptor(p_smem + uint32(((k - 1) & 1) * p_tile)))
-        tile_p = p_smem + uint32((k & 1) * p_tile)
-        over = speculate(scores, maxima, m_run, scale_log2)
-        store_p_tile(tile_p, scores, warp, lane)
-        fence_proxy_async_shared()
-        if has_prev:                # every warp's P V of tile k - 1 done before the barrier: no warp
-            pv_wait(acc, frags)     # writes P^T buffer k - 1 & 1 again before
-            mbarrier_arrive(empty + uint32(held * 8))
-        if named_barrier_red_or(tile_barrier, tile_threads, over) == 0:
-            for c in range(columns):
-                l_run[c] += maxima[c]
-            return
-        # some max moves: the exact step from the raw scores again (the K tile is still in), O^T
-        # rescaled here, its P^T in buffer k & 1 for the deferred P V
-        issue_scores(scores, q_desc, k_tile)
-        wait_scores(scores)
-        if masked:
-            mask_tile(scores, first_key, group_lane, limits)
-        for c in range(columns):
-            maxima[c] = column_max(scores, c)
-        publish(red, lane_red, maxima, warp, lane)
-        named_barrier_sync(tile_barrier, tile_threads)
-        moved = False
-        for c in range(columns):
-            m_run[c], l_run[c], corrections[c] = softmax_finish(
-                scores, c, gather_max(red, lane_red, c), m_run[c], l_run[c], scale_log2)
-            moved = moved or corrections[c] != ONE
-        store_p_tile(tile_p, scores, warp, lane)
-        fence_proxy_async_shared()
-        if cuda.any_sync(FULL_MASK, moved):     # every warp holds every column: a uniform branch
-            for i in range(acc_regs):
-                acc[i] *= corrections[2 * ((i >> 2) % q_blocks) + (i & 1)]
-        named_barrier_sync(tile_barrier, tile_threads)
-
-    @cuda.jit(device=True, inline=True)
     def consume(q_smem, k_smem, v_smem, full_k, full_v, empty, q_address, out, lse, warp, lane,
                 m_start, rows_valid, group, batch, kv_head, seqlen_q, q_heads, kv_len, n_begin,
                 tiles, scale_log2, out_row_base):
@@ -623,7 +535,6 @@ def make_split_consumer(variant):
         acc = cuda.local.array(acc_regs, float32)
         for i in range(acc_regs):
             acc[i] = ZERO
-        frags = cuda.local.array(fragment_regs, uint32)     # speculative: a deferred P V's A registers
         group_lane = lane >> 2
         first_row = m_start + 2 * (lane & 3)
         first_token = warp * warp_token_blocks * ROW_BLOCK
@@ -639,37 +550,44 @@ def make_split_consumer(variant):
             smallest_limit = min(smallest_limit, limits[c])
             m_run[c] = NEG_INF
             l_run[c] = ZERO
-        if speculative:     # FlashAttention-3's overlap: tile k's softmax under tile k - 1's P V
-            if tiles > 0:
-                overlapped_tile(0, False, scores, acc, frags, maxima, m_run, l_run, corrections, limits,
-                                smallest_limit, k_smem, v_smem, p_smem, full_k, full_v, empty, q_desc, red,
-                                lane_red, n_begin, first_token, group_lane, warp, lane, tile_barrier, scale_log2)
-            for k in range(1, tiles):
-                overlapped_tile(k, True, scores, acc, frags, maxima, m_run, l_run, corrections, limits,
-                                smallest_limit, k_smem, v_smem, p_smem, full_k, full_v, empty, q_desc, red,
-                                lane_red, n_begin, first_token, group_lane, warp, lane, tile_barrier, scale_log2)
-            if tiles > 0:           # the last tile's P V
-                held = (tiles - 1) % stages
-                mbarrier_wait_parity(full_v + uint32(held * 8), ((tiles - 1) // stages) & 1)
-                pv_gather(frags, v_smem + uint32(held * kv_tile_bytes), warp, lane)
-                pv_issue(acc, frags, p_tile_descriptor(p_smem + uint32(((tiles - 1) & 1) * p_tile)))
-                pv_wait(acc, frags)
-                mbarrier_arrive(empty + uint32(held * 8))
-        else:
-            for k in range(group_id, tiles, groups):
-                stage = k % stages
-                phase = (k // stages) & 1
-                barrier = uint32(stage * 8)
-                k_tile = k_smem + uint32(stage * kv_tile_bytes)
-                mbarrier_wait_parity(full_k + barrier, phase)
+        for k in range(group_id, tiles, groups):
+            stage = k % stages
+            phase = (k // stages) & 1
+            barrier = uint32(stage * 8)
+            k_tile = k_smem + uint32(stage * kv_tile_bytes)
+            mbarrier_wait_parity(full_k + barrier, phase)
+            tile_scores(scores, words, q_lane, q_desc, k_tile, warp, lane)
+            first_key = (n_begin + k) * block_n + first_token
+            masked = first_key + warp_token_blocks * ROW_BLOCK > smallest_limit
+            if masked:
+                mask_tile(scores, first_key, group_lane, limits)
+            tile_p = p_smem + uint32((k & 1) * p_tile)
+            if speculative:     # one barrier tells every warp whether some warp's max would move
+                over = speculate(scores, maxima, m_run, scale_log2)
+                store_p_tile(tile_p, scores, warp, lane)
+                fence_proxy_async_shared()
+                if named_barrier_red_or(tile_barrier, tile_threads, over) == 0:
+                    for c in range(columns):
+                        l_run[c] += maxima[c]
+                    mbarrier_wait_parity(full_v + barrier, phase)
+                    pv_in_place(acc, v_smem + uint32(stage * kv_tile_bytes), p_tile_descriptor(tile_p), corrections,
+                                warp, lane, False)
+                    mbarrier_arrive(empty + barrier)
+                    continue
+                # some max moves: the exact step, from the raw scores again (the K tile is still in)
                 tile_scores(scores, words, q_lane, q_desc, k_tile, warp, lane)
-                first_key = (n_begin + k) * block_n + first_token
-                if first_key + warp_token_blocks * ROW_BLOCK > smallest_limit:
+                if masked:
                     mask_tile(scores, first_key, group_lane, limits)
-                exact_step(acc, corrections, scores, maxima, m_run, l_run, pf_warp, words, p_lane, red, lane_red,
-                           v_smem, p_smem, stage, full_v + barrier, phase, first_db, warp, lane, tile_barrier,
-                           scale_log2)
-                mbarrier_arrive(empty + barrier)
+            for c in range(columns):
+                maxima[c] = column_max(scores, c)
+            publish(red, lane_red, maxima, warp, lane)
+            named_barrier_sync(tile_barrier, tile_threads)
+            for c in range(columns):
+                m_run[c], l_run[c], corrections[c] = softmax_finish(
+                    scores, c, gather_max(red, lane_red, c), m_run[c], l_run[c], scale_log2)
+            tile_pv(acc, corrections, scores, pf_warp, words, p_lane, v_smem, tile_p, stage, full_v + barrier,
+                    phase, first_db, warp, lane, tile_barrier)
+            mbarrier_arrive(empty + barrier)
         for c in range(columns):
             maxima[c] = column_sum(l_run[c])
         publish(red, lane_red, maxima, warp, lane)

@@ -53,7 +53,7 @@ def k_major_descriptor(address, row_bytes):
             | (uint64(ATOM_ROWS * row_bytes >> 4) << uint64(32)) | (layout << uint64(62)))
 
 
-def make_wgmma_ss(dtype: str, n: int, steps, a_blocks=(0,), wait=True):
+def make_wgmma_ss(dtype: str, n: int, steps, a_blocks=(0,)):
     """An intrinsic ``wgmma(desc_a, desc_b) -> len(a_blocks) * n // 2 float32`` running, for
     each entry of ``a_blocks`` (a byte offset of A: one 64-row block of a taller A), one whole
     ``D = A B`` over ``len(steps)`` k-steps: ``wgmma.fence``, then for each block and step
@@ -61,11 +61,7 @@ def make_wgmma_ss(dtype: str, n: int, steps, a_blocks=(0,), wait=True):
     the block's offset plus those byte offsets (a block's first with scale-d false: its D starts
     at zero), then one ``commit_group`` and ``wait_group 0`` for them all, so the results are
     ready when it returns and the operands' shared memory may be refilled. Block b's D is
-    results ``b * n // 2 ..``. Offsets must be multiples of 16 bytes.
-
-    ``wait=False``: no ``wait_group``; the group is left in flight, and its results may be read
-    only through a :func:`make_wgmma_wait` that passes them (the PTX ISA leaves reading them
-    before a wait that covers the group undefined)."""
+    results ``b * n // 2 ..``. Offsets must be multiples of 16 bytes."""
     if dtype not in _K:
         raise ValueError(f"dtype={dtype!r}: wgmma here takes {sorted(_K)}")
     if n not in N_VALUES:
@@ -88,21 +84,21 @@ def make_wgmma_ss(dtype: str, n: int, steps, a_blocks=(0,), wait=True):
                       f"add.s64 db, {b}, {b_bytes >> 4};",
                       (f"wgmma.mma_async.sync.aligned.{shape} {{{d}}}, da, db, p{min(i, 1)}, 1, 1"
                        f"{_TRANSPOSE[dtype]};")]
-    lines += ["wgmma.commit_group.sync.aligned;"] + (["wgmma.wait_group.sync.aligned 0;"] if wait else []) + ["}"]
+    lines += ["wgmma.commit_group.sync.aligned;", "wgmma.wait_group.sync.aligned 0;", "}"]
     ptx = "\n".join(lines)
 
     def typer(typingctx, desc_a, desc_b):
         return float_asm_intrinsic(ptx, (desc_a, desc_b), (U64, U64), (F32,) * results, Effect.MEMORY)
 
     blocks = f"_a{len(a_blocks)}" if len(a_blocks) > 1 else ""
-    typer.__name__ = typer.__qualname__ = f"wgmma_ss_{dtype}_n{n}_k{len(steps)}{blocks}" + ("" if wait else "_nowait")
+    typer.__name__ = typer.__qualname__ = f"wgmma_ss_{dtype}_n{n}_k{len(steps)}{blocks}"
     typer.__doc__ = f"``{ptx}``"
     wgmma = intrinsic(typer)
     wgmma.ptx = ptx
     return wgmma
 
 
-def make_wgmma_rs(n: int, steps, a_blocks=1, accumulate=False, wait=True):
+def make_wgmma_rs(n: int, steps, a_blocks=1, accumulate=False):
     """An e4m3 intrinsic ``wgmma(desc_b, a_0, ..., a_{4 s - 1}) -> a_blocks * n // 2 float32``
     with A from *registers*: for each of ``a_blocks`` 64-row blocks of A, ``len(steps)``
     k-steps of ``wgmma.mma_async...m64n{n}k32.f32.e4m3.e4m3`` (``s = a_blocks * len(steps)``
@@ -117,10 +113,7 @@ def make_wgmma_rs(n: int, steps, a_blocks=1, accumulate=False, wait=True):
     ``accumulate``: ``wgmma(desc_b, a_0, ..., c_0, ..., c_{results - 1})``, D = C + A B in place:
     the accumulators are passed in after the A registers (tied to the results' registers,
     float_asm_intrinsic's ``tied``) and every step has scale-d true, so no fresh result
-    registers live beside them.
-
-    ``wait=False``: no ``wait_group`` (make_wgmma_ss says what then holds; here the A registers,
-    too, must stay as they are until a wait covers the group: pass them to the wait as well)."""
+    registers live beside them."""
     if n not in N_VALUES:
         raise ValueError(f"n={n}: wgmma here takes N in {N_VALUES}")
     if not steps or any(b % 16 or b < 0 for b in steps):
@@ -140,7 +133,7 @@ def make_wgmma_rs(n: int, steps, a_blocks=1, accumulate=False, wait=True):
             lines += [f"add.s64 db, {b}, {b_bytes >> 4};",
                       f"wgmma.mma_async.sync.aligned.m{M}n{n}k32.f32.e4m3.e4m3 {{{d}}}, {{{a}}}, db, "
                       f"p{1 if accumulate else min(i, 1)}, 1, 1;"]
-    lines += ["wgmma.commit_group.sync.aligned;"] + (["wgmma.wait_group.sync.aligned 0;"] if wait else []) + ["}"]
+    lines += ["wgmma.commit_group.sync.aligned;", "wgmma.wait_group.sync.aligned 0;", "}"]
     ptx = "\n".join(lines)
     names = ", ".join([f"a{i}" for i in range(4 * fragments)] + [f"c{i}" for i in range(results if accumulate else 0)])
     c_types = f" + (F32,) * {results}" if accumulate else ""
@@ -151,33 +144,8 @@ def make_wgmma_rs(n: int, steps, a_blocks=1, accumulate=False, wait=True):
          f"(F32,) * {results}, Effect.MEMORY, tied={results if accumulate else 0})", namespace)
     typer = namespace["typer"]
     typer.__name__ = typer.__qualname__ = (f"wgmma_rs_e4m3_n{n}_k{len(steps)}_a{a_blocks}"
-                                           + ("_acc" if accumulate else "") + ("" if wait else "_nowait"))
+                                           + ("_acc" if accumulate else ""))
     typer.__doc__ = f"``{ptx}``"
     wgmma = intrinsic(typer)
     wgmma.ptx = ptx
     return wgmma
-
-
-def make_wgmma_wait(pending: int, floats: int, words: int = 0):
-    """An intrinsic ``wait(f_0, .., f_{floats - 1}, w_0, .., w_{words - 1})`` returning the same
-    values (float32, then uint32): ``wgmma.wait_group.sync.aligned pending`` (the executing warp's
-    wgmma groups but the newest ``pending`` are complete) with every operand tied to a result, so
-    the results of the groups it covers (and A registers they read) are read, and may be
-    rewritten, only after it: CUTLASS's ``warpgroup_fence_operand`` around its
-    ``warpgroup_wait``, in one asm. No instruction but the wait."""
-    if pending < 0 or floats < 0 or words < 0 or floats + words < 1:
-        raise ValueError(f"pending={pending}, floats={floats}, words={words}: a wait of pending >= 0 "
-                         "over at least one register")
-    count = floats + words
-    ptx = f"wgmma.wait_group.sync.aligned {pending};"
-    kinds = (F32,) * floats + (U32,) * words
-    names = ", ".join(f"x{i}" for i in range(count))
-    namespace = {"float_asm_intrinsic": float_asm_intrinsic, "ptx": ptx, "kinds": kinds, "Effect": Effect}
-    exec(f"def typer(typingctx, {names}):\n"                          # noqa: S102 (the operand count)
-         f"    return float_asm_intrinsic(ptx, ({names},), kinds, kinds, Effect.MEMORY, tied={count})", namespace)
-    typer = namespace["typer"]
-    typer.__name__ = typer.__qualname__ = f"wgmma_wait{pending}_f{floats}_r{words}"
-    typer.__doc__ = f"``{ptx}``"
-    wait = intrinsic(typer)
-    wait.ptx = ptx
-    return wait

@@ -242,29 +242,3 @@ def test_speculate_flags_exactly_the_moves_of_the_lazy_step(monkeypatch):
             np.testing.assert_array_equal(scores, exact)
             np.testing.assert_array_equal(sums, [l_new for _, l_new, _ in steps])
             assert all(correction == 1 for _, _, correction in steps)
-
-
-def test_speculative_loop_runs_the_softmax_under_the_previous_p_v():
-    """The speculative loop's overlap (consumer_split.overlapped_tile) survives ptxas: tile k - 1's
-    P V wgmmas (A from registers) are left in flight while tile k's softmax issues, so some
-    MUFU.EX2 lies between a P V group's first QGMMA and the WARPGROUP.DEPBAR that waits for it;
-    and the wgmmas are not serialized (ptxas C7518 puts a DEPBAR after every QGMMA; here one a group)."""
-    import re
-
-    from tma_kernels.build import compile_for_sm90a
-    from tma_kernels.paged_kv import SIGNATURE, make_attention_kernel
-    variant = _speculating_variant(128)
-    sass = compile_for_sm90a(make_attention_kernel(variant), SIGNATURE, name=variant.name).sass
-    opcodes = re.findall(r"\*/\s+(?:@!?U?P\w+\s+)?([A-Za-z0-9_.]+)\s*([^;]*);", sass)
-    qgmma = sum(op.startswith("QGMMA") for op, _ in opcodes)
-    depbar = sum(op.startswith("WARPGROUP.DEPBAR") for op, _ in opcodes)
-    assert qgmma >= 4 * depbar, (qgmma, depbar)
-    overlapped, in_pv = False, False
-    for op, operands in opcodes:
-        if op.startswith("QGMMA") and re.match(r"R\d+, R\d+, gdesc", operands):
-            in_pv = True                # a P V group (A from registers) is in flight
-        elif op.startswith("WARPGROUP.DEPBAR"):
-            in_pv = False
-        elif in_pv and op == "MUFU.EX2":
-            overlapped = True
-    assert overlapped, "no MUFU.EX2 between a P V QGMMA and its wait"

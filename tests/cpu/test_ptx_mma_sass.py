@@ -22,7 +22,7 @@ from tma_kernels.ptx.mma import (
     mma_e4m3_m16n8k32,
     mma_e4m3_m16n8k32_via_f16,
 )
-from tma_kernels.ptx.wgmma import k_major_descriptor, make_wgmma_rs, make_wgmma_ss, make_wgmma_wait
+from tma_kernels.ptx.wgmma import k_major_descriptor, make_wgmma_rs, make_wgmma_ss
 
 SIGNATURE = "void(uint32[::1], float32[::1])"
 TILE_BYTES = 512
@@ -192,39 +192,6 @@ def test_wgmma_with_a_from_registers_accumulates_in_place():
     steps = [line for line in WGMMA_RS_ACC.ptx.splitlines() if line.startswith("wgmma.mma_async")]
     assert len(steps) == 4 and all(line.endswith("p1, 1, 1;") for line in steps)
     assert WGMMA_RS_ACC.ptx.count("{$17, $18, $19, $20}") == 1      # the A operands' numbering is unchanged
-
-
-WGMMA_ISSUE = make_wgmma_ss("e4m3", 16, WGMMA_STEPS, wait=False)     # left in flight
-WGMMA_WAIT = make_wgmma_wait(0, 8, 4)                                 # 8 floats, 4 words through it
-
-
-def wgmma_issue_then_wait(words, floats):
-    tile = smem_u32(cuda.shared.array(WGMMA_TILE_BYTES, numba.uint8))
-    d = WGMMA_ISSUE(k_major_descriptor(tile, 128), k_major_descriptor(tile + numba.uint32(8192), 128))
-    floats[16] = floats[17] * 2.0          # other work between the issue and the wait
-    r = WGMMA_WAIT(d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7], words[0], words[1], words[2], words[3])
-    floats[0], floats[1], floats[2], floats[3], floats[4], floats[5], floats[6], floats[7] = r[:8]
-    words[0], words[1], words[2], words[3] = r[8], r[9], r[10], r[11]       # a mixed tuple: constant indices
-
-
-def test_wgmma_issue_and_wait_apart():
-    """make_wgmma_ss(wait=False) commits its group and returns with no wait; make_wgmma_wait
-    is the wait alone, every operand tied to a result (no instruction but the wait): one
-    WARPGROUP.DEPBAR in all, after the QGMMAs (consumer_split's overlapped loop)."""
-    assert "wait_group" not in WGMMA_ISSUE.ptx and WGMMA_ISSUE.ptx.count("commit_group") == 1
-    assert WGMMA_WAIT.ptx == "wgmma.wait_group.sync.aligned 0;"
-    sass = compiled(wgmma_issue_then_wait).sass
-    counts = compiled(wgmma_issue_then_wait).opcode_counts()
-    assert sum(n for op, n in counts.items() if op.startswith("QGMMA")) == len(WGMMA_STEPS)
-    assert counts.get("WARPGROUP.DEPBAR.LE", 0) == 1
-    assert sass.rindex("QGMMA") < sass.index("WARPGROUP.DEPBAR")
-
-
-def test_wgmma_wait_rejects_what_it_cannot_build():
-    with pytest.raises(ValueError, match="pending=-1"):
-        make_wgmma_wait(-1, 4)
-    with pytest.raises(ValueError, match="at least one register"):
-        make_wgmma_wait(0, 0, 0)
 
 
 def test_wgmma_factory_rejects_what_it_cannot_build():
