@@ -33,7 +33,7 @@ attention, not two), no early return. Its SASS had every load ahead of the first
 same-run A/B on the H200 (three interleaved pairs, e4m3 decode at batch 32 and 8K tokens,
 kq_wgmma_rs_lazy, 4 stages, tma page 128 and cp.async page 256, outside the reference data) the
 split launches took longer: the median 2 and 5 % longer at 4 tokens of mqa_8x256 (4 splits), 2
-to 3 % at one token, 1 % at one token of llama3_70b (3 splits); the unsplit launches were level.
+to 3 % at one token, 1 to 2 % at one token of llama3_70b (3 splits); the unsplit launches were level.
 """
 import functools
 import math
