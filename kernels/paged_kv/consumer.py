@@ -88,7 +88,7 @@ def make_q_loader(variant):
     is query token r // group of query head kv_head * group + r % group) into the swizzled
     Q tile; zeros past the end."""
     head_bytes = variant.head_bytes
-    block_m = variant.block_m
+    block_m = variant.group_m
     row_bytes = variant.row_bytes
     mask = variant.swizzle_mask
     rows = variant.rows_per_warp

@@ -113,7 +113,7 @@ def make_kq_tiles(variant, q_blocks, token_blocks, dim_blocks, q_stride=1, p_str
     lazy = lazy_rescale_log2 is not None
     lazy_log2 = float32(lazy_rescale_log2 if lazy else 0.0)
     block_n = variant.block_n
-    block_m = variant.block_m
+    block_m = variant.group_m
     row_bytes = variant.row_bytes
     mask = variant.swizzle_mask
     fp8 = variant.dtype == E4M3

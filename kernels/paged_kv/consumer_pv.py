@@ -10,7 +10,7 @@ Per tile, after the softmax has turned S^T's registers into P (fp32):
   ``16 w + g + 8`` as one 16-bit word at positions ``16 w + 2 g``, ``+ 1`` of that row of P^T;
 - the caller fences the stores to the async proxy and syncs the tile's warps;
 - ``pv``: once the tile's V^T is in (``vt_full``), a wgmma of M = 64 head dims for each of the
-  ``head_dim / 64`` blocks, N = the block_m query rows, K = the 64 positions (two k-steps of
+  ``head_dim / 64`` blocks, N = the group_m query rows, K = the 64 positions (two k-steps of
   32 bytes), into fresh registers (at most 32 a call: make_pv); then ``acc = acc * correction
   + D`` (the online softmax's rescale of the old O, folded into the add).
 
@@ -44,11 +44,15 @@ MAX_RESULTS = 32                    # fp32 results of one P V wgmma call (make_p
 # SM: 255), RS_WIDE_RESULTS a call: half the calls, so half the waits for a wgmma's results.
 RS_MAX_RESULTS, RS_MAX_BLOCKS = 16, 2
 RS_WIDE_RESULTS, RS_WIDE_REGISTERS = 32, 224
+# The rowsplit layouts take the wide calls up to this many rows a group: at their 9 warps a thread
+# may take 168 registers, and a group's O^T of 16 rows leaves room (kq_wgmma_rs_lazy_rowsplit at head
+# dim 256: 148 registers, no spill; 133 with RS_MAX_BLOCKS a call)
+RS_WIDE_GROUP_ROWS = 16
 
 
 def p_tile_bytes(variant) -> int:
     """Bytes of one tile's P^T (e4m3, one 64-byte row per query row of the CTA)."""
-    return variant.block_m * ROW_BYTES
+    return variant.group_m * ROW_BYTES
 
 
 def p_buffer_bytes(variant) -> int:
@@ -79,12 +83,12 @@ def make_pv(variant):
       times the kernel's time on the H200;
     - 64 fresh results beside the 64 of O^T spilled at the 168 registers that two CTAs of 5
       or 6 warps a SM allow; two wgmmas of 32 do not."""
-    q_blocks = variant.block_m // 8
-    per_block = variant.block_m // 2
+    q_blocks = variant.group_m // 8
+    per_block = variant.group_m // 2
     m_blocks = variant.head_dim // WGMMA_M
     blocks_per_call = max(1, min(m_blocks, MAX_RESULTS // per_block))
     steps = tuple((k, k) for k in range(0, ROW_BYTES, K_STEP_BYTES))
-    wgmma = make_wgmma_ss(variant.dtype, variant.block_m, steps,
+    wgmma = make_wgmma_ss(variant.dtype, variant.group_m, steps,
                           a_blocks=tuple(mb * WGMMA_M * ROW_BYTES for mb in range(blocks_per_call)))
     lines = []
     for first in range(0, m_blocks, blocks_per_call):
@@ -105,7 +109,8 @@ def rs_v_offset(mb, ks, warp, lane, block_n, row_bytes, mask):
 def rs_max_results(variant) -> int:
     """make_pv_rs's results a wgmma call for ``variant``'s register budget (its threads, and the
     CTAs an SM its launch bounds ask for)."""
-    wide = register_budget(variant.threads, variant.min_ctas_per_sm) >= RS_WIDE_REGISTERS
+    wide = (register_budget(variant.threads, variant.min_ctas_per_sm) >= RS_WIDE_REGISTERS
+            or (variant.row_groups > 1 and variant.group_m <= RS_WIDE_GROUP_ROWS))
     return RS_WIDE_RESULTS if wide else RS_MAX_RESULTS
 
 
@@ -127,8 +132,8 @@ def make_pv_rs(variant):
     only where ``rescale`` (some column's running max moved: the lazy softmax, consumer_kq), then
     the wgmmas accumulate into O^T's registers in place (make_wgmma_rs ``accumulate``): no fresh
     results, no adds, and at a wide register budget every M block in one call, one wait a tile."""
-    q_blocks = variant.block_m // 8
-    per_block = variant.block_m // 2
+    q_blocks = variant.group_m // 8
+    per_block = variant.group_m // 2
     m_blocks = variant.head_dim // WGMMA_M
     k_steps = ROW_BYTES // K_STEP_BYTES
     in_place = variant.score_layout in LAZY_LAYOUTS
@@ -137,7 +142,7 @@ def make_pv_rs(variant):
         blocks_per_call = m_blocks if wide else max(1, min(m_blocks, RS_MAX_BLOCKS))
     else:
         blocks_per_call = max(1, min(m_blocks, rs_max_results(variant) // per_block, RS_MAX_BLOCKS))
-    wgmma = make_wgmma_rs(variant.block_m, tuple(k * K_STEP_BYTES for k in range(k_steps)), blocks_per_call,
+    wgmma = make_wgmma_rs(variant.group_m, tuple(k * K_STEP_BYTES for k in range(k_steps)), blocks_per_call,
                           accumulate=in_place)
     block_n, row_bytes, mask = variant.block_n, variant.row_bytes, variant.swizzle_mask
     lines = rescale_lines(m_blocks * per_block, q_blocks) if in_place else []
@@ -168,9 +173,9 @@ def make_pv_steps(variant):
     """``store_p``, ``p_descriptor``, ``pv`` and ``store_acc_column`` of ``variant``
     (kq_wgmma_pv: ``pv(acc, vt_tile, ...)`` over the V^T ring; kq_wgmma_rs: ``pv(acc, v_tile,
     ...)`` over the V ring, make_pv_rs)."""
-    q_blocks = variant.block_m // 8
+    q_blocks = variant.group_m // 8
     m_blocks = variant.head_dim // WGMMA_M
-    acc_regs = m_blocks * variant.block_m // 2
+    acc_regs = m_blocks * variant.group_m // 2
     from_registers = variant.score_layout in RS_LAYOUTS
     pv_tile = make_pv_rs(variant) if from_registers else make_pv(variant)
     second_row = 1 if from_registers else 8          # O^T row g + 8: dim 2 g + 1 (rs) or g + 8

@@ -180,9 +180,9 @@ def split_scratch_bytes(variant) -> int:
     e4m3 (consumer_pv.py) and ``red``."""
     if variant.score_layout in PV_WGMMA_LAYOUTS:   # (kq_wgmma_pv: the V^T ring), P^T (e4m3), ``red``
         return ((vt_bytes(variant) if variant.transposes_v else 0)
-                + (p_buffer_bytes(variant) + 4 * variant.block_m * variant.tile_warps) * variant.consumer_groups)
+                + (p_buffer_bytes(variant) + 4 * variant.group_m * variant.tile_warps) * variant.consumer_groups)
     q_words = 0 if variant.score_layout in WGMMA_LAYOUTS else variant.head_dim // 2
-    return (4 * variant.block_m * (variant.tile_warps + variant.block_n // 2 + q_words)
+    return (4 * variant.group_m * (variant.tile_warps + variant.block_n // 2 + q_words)
             * variant.consumer_groups)
 
 
@@ -192,9 +192,9 @@ def check_split(variant) -> None:
     if warps < 2:
         raise VariantError(f"consumer_warps={warps}: score_layout '{variant.score_layout}' shares a tile among "
                            "2 or more consumer warps")
-    if variant.block_m % Q_ROWS_PER_BLOCK:
+    if variant.group_m % Q_ROWS_PER_BLOCK:
         raise VariantError(f"rows_per_warp={variant.rows_per_warp}: score_layout '{variant.score_layout}' needs "
-                           f"rows_per_warp x consumer_warps ({variant.block_m}) to be whole mma N "
+                           f"rows_per_warp x the {warps} warps of a group ({variant.group_m}) to be whole mma N "
                            f"blocks of {Q_ROWS_PER_BLOCK} rows")
     if variant.block_n % (ROW_BLOCK * warps):
         raise VariantError(f"block_n={variant.block_n}: score_layout '{variant.score_layout}' gives each of "
@@ -206,12 +206,12 @@ def check_split(variant) -> None:
         raise VariantError(f"consumer_warps={variant.consumer_warps}, block_n={variant.block_n}: score_layout "
                            f"'{variant.score_layout}' runs one warpgroup ({WARPGROUP} warps) over a tile of "
                            f"{WGMMA_M} tokens (the wgmma's M)")
-    if variant.stages % variant.consumer_groups:
+    if variant.alternates_tiles and variant.stages % variant.consumer_groups:
         raise VariantError(f"stages={variant.stages}: score_layout '{variant.score_layout}' gives each of its "
                            f"{variant.consumer_groups} groups stages of its own (a multiple of "
                            f"{variant.consumer_groups}); shared, a group could wait on a stage's full barrier "
                            "two phases ahead, where the parity wait cannot tell the phases apart")
-    if variant.consumer_groups > 1 and merge_words(variant) * 4 > 2 * variant.stages * variant.kv_tile_bytes:
+    if variant.alternates_tiles and merge_words(variant) * 4 > 2 * variant.stages * variant.kv_tile_bytes:
         raise VariantError(f"{variant.name}: the groups' merge ({merge_words(variant) * 4} B) does not fit "
                            f"in the K and V rings ({2 * variant.stages * variant.kv_tile_bytes} B)")
 
@@ -220,7 +220,7 @@ def merge_words(variant) -> int:
     """32-bit words a group's softmax state takes in shared memory at the end (kq_wgmma_dual):
     each thread of a tile's warps: its O^T registers, and the running max and sum of each of
     its query columns."""
-    q_blocks = variant.block_m // Q_ROWS_PER_BLOCK
+    q_blocks = variant.group_m // Q_ROWS_PER_BLOCK
     acc_regs = variant.head_dim // 16 // variant.tile_warps * q_blocks * 4
     return 32 * variant.tile_warps * (acc_regs + 2 * 2 * q_blocks)
 
@@ -233,7 +233,7 @@ def make_split_exchange(variant, q_regs, p_regs_warp):
     are make_kq_tiles' register counts (Q's fragments; a warp's P^T fragments). The CPU
     test passes numpy arrays."""
     warps = variant.tile_warps
-    q_blocks = variant.block_m // Q_ROWS_PER_BLOCK
+    q_blocks = variant.group_m // Q_ROWS_PER_BLOCK
     columns = 2 * q_blocks
     p_regs = p_regs_warp * warps
 
@@ -297,13 +297,19 @@ def make_split_consumer(variant):
     groups = variant.consumer_groups
     head_dim = variant.head_dim
     block_n = variant.block_n
-    block_m = variant.block_m
+    block_m = variant.group_m
     stages = variant.stages
     kv_tile_bytes = variant.kv_tile_bytes
     row_bytes = variant.row_bytes
-    tile_threads = uint32(32 * warps)                   # the warps of one tile (one group)
+    tile_threads = uint32(32 * warps)                   # the warps of one group
     all_threads = uint32(variant.consumer_threads)
     all_barrier = uint32(CONSUMER_BARRIER + (groups if groups > 1 else 0))   # every consumer warp
+    alternate = variant.alternates_tiles                # the dual layouts: group g takes tiles g, g + groups, ..
+    row_split = variant.row_groups > 1                  # the rowsplit layouts: every tile, rows of its own
+    tile_step = groups if alternate else 1              # group g's tiles: g, g + tile_step, .. (dual) or all
+    first_tile_step = 1 if alternate else 0             # .. from g * first_tile_step
+    group_rows = block_m if row_split else 0            # group g's rows from m_start + g * group_rows
+    group_q_step = variant.group_q_tile_bytes if row_split else 0   # .. its Q tile at q_smem + g * group_q_step
     q_blocks = block_m // Q_ROWS_PER_BLOCK
     columns = 2 * q_blocks
     warp_token_blocks = block_n // ROW_BLOCK // warps
@@ -349,11 +355,11 @@ def make_split_consumer(variant):
         tile_wgmma = make_wgmma_ss(variant.dtype, block_m, steps_ab)
 
         @cuda.jit(device=True, inline=True)
-        def prepare_q(q_smem, words, q_lane, warp, lane):
-            """Q (just stored) to the async proxy, then every warp's rows are in: the
-            descriptor of the Q tile."""
+        def prepare_q(q_smem, words, q_lane, warp, lane, q_barrier, q_threads):
+            """Q (just stored) to the async proxy, then every warp's rows are in (the warps
+            of barrier ``q_barrier``): the descriptor of the Q tile."""
             fence_proxy_async_shared()
-            named_barrier_sync(all_barrier, all_threads)
+            named_barrier_sync(q_barrier, q_threads)
             return k_major_descriptor(q_smem, row_bytes)
 
         @cuda.jit(device=True, inline=True)
@@ -363,13 +369,13 @@ def make_split_consumer(variant):
                 scores[i] = d[i]
     else:
         @cuda.jit(device=True, inline=True)
-        def prepare_q(q_smem, words, q_lane, warp, lane):
+        def prepare_q(q_smem, words, q_lane, warp, lane, q_barrier, q_threads):
             """Every warp's rows are in: Q's B fragments (all rows) into qbuf, once."""
-            named_barrier_sync(CONSUMER_BARRIER, all_threads)   # every warp reads every row
+            named_barrier_sync(q_barrier, q_threads)   # every warp reads every row
             qf = cuda.local.array(q_regs, uint32)
             load_q_fragments(qf, q_smem, 0, lane)
             publish_q(words, q_lane, qf, warp)
-            named_barrier_sync(CONSUMER_BARRIER, all_threads)
+            named_barrier_sync(q_barrier, q_threads)
             return uint64(0)
 
         @cuda.jit(device=True, inline=True)
@@ -448,7 +454,7 @@ def make_split_consumer(variant):
     if groups > 1:
         @cuda.jit(device=True, inline=True)
         def group_of(warp):
-            """kq_wgmma_dual: the group of consumer warp ``warp`` (warps 4g .. 4g + 3)."""
+            """The dual and rowsplit layouts: the group of consumer warp ``warp`` (warps 4g .. 4g + 3)."""
             return warp // warps
     else:
         @cuda.jit(device=True, inline=True)
@@ -485,7 +491,7 @@ def make_split_consumer(variant):
                 c = 2 * ((i >> 2) % q_blocks) + (i & 1)
                 acc[i] = acc[i] * own[c] + smem[ring + uint32(i * 32 * warps) + tid] * other[c]
 
-    if groups > 1:
+    if alternate:
         @cuda.jit(device=True, inline=True)
         def finish(out, lse, acc, m_run, l_run, own, other, red, lane_red, k_smem, group_id, warp, lane,
                    first_row, rows_valid, group, out_row_base, group_lane, q_heads, kv_head, first_db):
@@ -515,7 +521,9 @@ def make_split_consumer(variant):
                 tiles, scale_log2, out_row_base):
         # red, pbuf, qbuf: uint32 / float32 views of the dynamic shared memory past the V ring;
         # kq_wgmma_dual: group g (warps 4g ..) takes tiles g, g + 2, ..., with its own scratch
-        # and barrier, and the groups merge at the end
+        # and barrier, and the groups merge at the end; the rowsplit layouts: group g takes
+        # every tile for rows m_start + g group_m .., from its own Q tile, with its own scratch
+        # and barrier, and writes its rows itself
         group_id = group_of(warp)
         warp = warp - group_id * warps
         tile_barrier = uint32(CONSUMER_BARRIER + group_id)
@@ -526,17 +534,23 @@ def make_split_consumer(variant):
         p_lane = red_base + uint32(red_words) + uint32(lane)
         q_lane = p_lane + uint32(p_words)
         p_smem = v_smem + uint32(p_offset) + uint32(group_id) * uint32(p_bytes)   # the pv layouts' P^T
-        if group_id == 0:
-            load_q(q_smem, q_address, warp, lane, m_start, rows_valid, group, batch, kv_head,
+        q_tile = q_smem + uint32(group_id * group_q_step)
+        row_start = m_start + group_id * group_rows
+        # the rowsplit layouts: each group loads its own Q tile and waits for its own warps; else
+        # group 0 loads the one Q tile and every consumer warp waits for it
+        q_barrier = tile_barrier if row_split else all_barrier
+        q_threads = tile_threads if row_split else all_threads
+        if row_split or group_id == 0:
+            load_q(q_tile, q_address, warp, lane, row_start, rows_valid, group, batch, kv_head,
                    seqlen_q, q_heads)
-        q_desc = prepare_q(q_smem, words, q_lane, warp, lane)
+        q_desc = prepare_q(q_tile, words, q_lane, warp, lane, q_barrier, q_threads)
         scores = cuda.local.array(score_regs, float32)
         pf_warp = cuda.local.array(p_regs_warp, uint32)
         acc = cuda.local.array(acc_regs, float32)
         for i in range(acc_regs):
             acc[i] = ZERO
         group_lane = lane >> 2
-        first_row = m_start + 2 * (lane & 3)
+        first_row = row_start + 2 * (lane & 3)
         first_token = warp * warp_token_blocks * ROW_BLOCK
         first_db = warp * db_stride
         limits = cuda.local.array(columns, int32)
@@ -550,7 +564,7 @@ def make_split_consumer(variant):
             smallest_limit = min(smallest_limit, limits[c])
             m_run[c] = NEG_INF
             l_run[c] = ZERO
-        for k in range(group_id, tiles, groups):
+        for k in range(group_id * first_tile_step, tiles, tile_step):
             stage = k % stages
             phase = (k // stages) & 1
             barrier = uint32(stage * 8)

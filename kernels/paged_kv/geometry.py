@@ -34,21 +34,24 @@ MAX_STAGES = 6                     # the deepest K/V ring (kernel.py sizes its m
 STAGE_COUNTS = tuple(range(2, MAX_STAGES + 1))
 PRODUCER_WARP_COUNTS = (1, 2, 4)
 SCORE_LAYOUTS = ("qk", "kq", "kq_split", "kq_wgmma", "kq_wgmma_dual", "kq_wgmma_pv", "kq_wgmma_rs",
-                 "kq_wgmma_rs_dual", "kq_wgmma_rs_lazy")
+                 "kq_wgmma_rs_dual", "kq_wgmma_rs_lazy", "kq_wgmma_rs_lazy_rowsplit")
 # consumer.py (S = Q K^T), consumer_kq.py (S^T = K Q^T), consumer_split.py (S^T = K Q^T, warps
 # share each tile; kq_wgmma: S^T by one wgmma a tile; kq_wgmma_dual: two warpgroups doing so,
 # taking alternate tiles; kq_wgmma_pv: O^T = V^T P^T by wgmma too, e4m3, V transposed by the
 # transpose warp of its own: transpose_v.py; kq_wgmma_rs: V^T from registers instead;
 # kq_wgmma_rs_dual: two kq_wgmma_rs warpgroups on alternate tiles; kq_wgmma_rs_lazy: kq_wgmma_rs
-# with P V accumulating in place and O rescaled only when a running max moves far enough)
+# with P V accumulating in place and O rescaled only when a running max moves far enough;
+# kq_wgmma_rs_lazy_rowsplit: two kq_wgmma_rs_lazy warpgroups on every tile, each with its own half
+# of the CTA's query rows, as FlashAttention-3's consumer warpgroups split its M tile)
 SPLIT_LAYOUTS = SCORE_LAYOUTS[2:]                     # consumer_split.py's
 WGMMA_LAYOUTS = SCORE_LAYOUTS[3:]                     # S^T by wgmma
 PV_WGMMA_LAYOUTS = SCORE_LAYOUTS[5:]                  # P V by wgmma too (consumer_pv.py), e4m3
 TRANSPOSE_V_LAYOUTS = ("kq_wgmma_pv",)                # .. over a V^T ring
 RS_LAYOUTS = SCORE_LAYOUTS[6:]                        # .. with V^T as the wgmma's A from registers
-LAZY_LAYOUTS = ("kq_wgmma_rs_lazy",)                  # .. accumulating in place, lazy rescale
+LAZY_LAYOUTS = SCORE_LAYOUTS[8:]                      # .. accumulating in place, lazy rescale
 DUAL_LAYOUTS = ("kq_wgmma_dual", "kq_wgmma_rs_dual")  # two warpgroups on alternate tiles
-DUAL_CONSUMER_WARPS = 8            # the dual layouts: two warpgroups
+ROWSPLIT_LAYOUTS = ("kq_wgmma_rs_lazy_rowsplit",)     # two warpgroups on every tile, half the rows each
+DUAL_CONSUMER_WARPS = 8            # the dual and rowsplit layouts: two warpgroups
 # kq_wgmma_rs_lazy speculates its softmax (consumer_split.py) from this head dim up; below, on the
 # H200, its few more registers cost a resident CTA an SM (head dim 64: 6 -> 5, 4 -> 3)
 SPECULATIVE_MIN_HEAD_DIM = 128
@@ -91,7 +94,8 @@ class Variant:
     load_path: "tma" (one TMA box per chunk per page slice) or "cp_async" (16-byte gather).
     block_n: KV tokens per tile (the ring's unit).
     consumer_warps: ``rows_per_warp`` query rows each; block_m = rows_per_warp * tile_warps
-        (the warps of one tile: all consumer warps but for kq_wgmma_dual, 8 warps in 2 groups of 4).
+        (the warps of one group: all consumer warps but for the dual and rowsplit layouts, 8 warps
+        in 2 groups of 4), times 2 for the rowsplit layouts (each group its own rows).
     stages: tiles in flight in the K and V rings (2 to 6; the sweep runs 2 and 4, a probe 5 and 6:
         config/probes/paged_kv_deep_ring.yaml).
     producer_warps: warps issuing loads (TMA: lane 0 of warp 0 issues; cp.async: all lanes).
@@ -114,10 +118,13 @@ class Variant:
         "kq_wgmma_rs_dual" (two kq_wgmma_rs warpgroups, 8 warps, on alternate tiles, merged as
         kq_wgmma_dual's) or "kq_wgmma_rs_lazy" (kq_wgmma_rs with P V accumulating into O^T's
         registers in place and O^T rescaled only when a running max moves by more than
-        consumer_split.LAZY_RESCALE_LOG2, as FlashAttention-4 does).
+        consumer_split.LAZY_RESCALE_LOG2, as FlashAttention-4 does) or
+        "kq_wgmma_rs_lazy_rowsplit" (two kq_wgmma_rs_lazy warpgroups, 8 warps, on every tile,
+        each over its own group_m of the CTA's rows with its own Q tile: a stage is free once
+        both have read it).
     rows_per_warp: query rows per consumer warp: 16 for qk; 8 or 16 for kq; 2, 4 or 8 for
-        the split layouts (each warp of a tile loads that many of the block_m = rows_per_warp x
-        tile_warps rows, a multiple of 8, and every warp computes with all of them).
+        the split layouts (each warp of a group loads that many of the group_m = rows_per_warp x
+        tile_warps rows, a multiple of 8, and every warp of the group computes with all of them).
     min_ctas_per_sm: CTAs that must fit on one SM at once; above 1 the kernel is compiled
         with launch bounds ``(threads, min_ctas_per_sm)`` (CUDA's ``__launch_bounds__``, as
         FA3 does), so ptxas caps registers to fit. Without it, a 5-warp cp.async decode CTA
@@ -142,7 +149,7 @@ class Variant:
         _require("head_dim", self.head_dim, HEAD_DIMS)
         _require("load_path", self.load_path, LOAD_PATHS)
         _require("block_n", self.block_n, BLOCK_NS)
-        if self.score_layout in DUAL_LAYOUTS:
+        if self.score_layout in DUAL_LAYOUTS + ROWSPLIT_LAYOUTS:
             if self.consumer_warps != DUAL_CONSUMER_WARPS:
                 raise VariantError(f"consumer_warps={self.consumer_warps!r}: score_layout '{self.score_layout}' runs "
                                    f"two warpgroups, {DUAL_CONSUMER_WARPS} warps")
@@ -205,8 +212,19 @@ class Variant:
 
     @property
     def consumer_groups(self) -> int:
-        """Groups of consumer warps that take alternate KV tiles (the dual layouts: 2), else 1."""
-        return 2 if self.score_layout in DUAL_LAYOUTS else 1
+        """Groups of consumer warps, each with its own scratch and named barrier: 2 for the dual
+        layouts (alternate KV tiles) and the rowsplit layouts (every tile, half the rows each), else 1."""
+        return 2 if self.score_layout in DUAL_LAYOUTS + ROWSPLIT_LAYOUTS else 1
+
+    @property
+    def row_groups(self) -> int:
+        """Groups that split the CTA's query rows between them (the rowsplit layouts: 2), else 1."""
+        return 2 if self.score_layout in ROWSPLIT_LAYOUTS else 1
+
+    @property
+    def alternates_tiles(self) -> bool:
+        """Whether the consumer groups take alternate KV tiles (the dual layouts)."""
+        return self.score_layout in DUAL_LAYOUTS
 
     @property
     def speculates(self) -> bool:
@@ -216,12 +234,24 @@ class Variant:
 
     @property
     def tile_warps(self) -> int:
-        """Consumer warps that work on one KV tile (and arrive on its ``empty`` barrier)."""
+        """Consumer warps of one group: they share a KV tile's work (and its group barrier)."""
         return self.consumer_warps // self.consumer_groups
 
     @property
-    def block_m(self) -> int:
+    def release_threads(self) -> int:
+        """Consumer threads that arrive on a stage's ``empty`` barrier: every group's that reads the
+        tile (the rowsplit layouts: both groups; the dual layouts: the tile's group)."""
+        return 32 * self.tile_warps * self.row_groups
+
+    @property
+    def group_m(self) -> int:
+        """Query rows one consumer group computes with: rows_per_warp x tile_warps."""
         return self.rows_per_warp * self.tile_warps
+
+    @property
+    def block_m(self) -> int:
+        """Query rows of the CTA (an m-block): the groups' rows together."""
+        return self.group_m * self.row_groups
 
     @property
     def consumer_threads(self) -> int:
@@ -243,8 +273,14 @@ class Variant:
 
     @property
     def q_tile_bytes(self) -> int:
-        """The Q tile, rounded up so the K ring after it starts on a swizzle period."""
-        return -(-self.block_m * self.head_bytes // TILE_ALIGN_BYTES) * TILE_ALIGN_BYTES
+        """The Q tile, rounded up so the K ring after it starts on a swizzle period (the rowsplit
+        layouts: one such tile a row group, each group's rows at a swizzle period of their own)."""
+        return self.row_groups * self.group_q_tile_bytes
+
+    @property
+    def group_q_tile_bytes(self) -> int:
+        """One row group's Q tile (group_m rows), rounded up to a swizzle period."""
+        return -(-self.group_m * self.head_bytes // TILE_ALIGN_BYTES) * TILE_ALIGN_BYTES
 
     @property
     def kv_tile_bytes(self) -> int:
@@ -284,7 +320,8 @@ class Variant:
                    "kq_wgmma_pv": f"_kqwp{self.rows_per_warp}",
                    "kq_wgmma_rs": f"_kqwr{self.rows_per_warp}",
                    "kq_wgmma_rs_dual": f"_kqwrd{self.rows_per_warp}",
-                   "kq_wgmma_rs_lazy": f"_kqwrl{self.rows_per_warp}"}.get(
+                   "kq_wgmma_rs_lazy": f"_kqwrl{self.rows_per_warp}",
+                   "kq_wgmma_rs_lazy_rowsplit": f"_kqwrls{self.rows_per_warp}"}.get(
                     self.score_layout, ""))
 
 

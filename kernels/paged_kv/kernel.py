@@ -76,7 +76,7 @@ def make_attention_kernel(variant: Variant):
     stages = variant.stages
     causal = variant.causal
     consumer_threads = variant.consumer_threads
-    tile_threads = 32 * variant.tile_warps            # the consumer threads that release a tile
+    release_threads = variant.release_threads         # the consumer threads that release a tile
     fill_arrivals = 1 if variant.load_path == "tma" else variant.producer_threads
     q_tile_bytes = variant.q_tile_bytes
     kv_tile_bytes = variant.kv_tile_bytes
@@ -164,7 +164,7 @@ def make_attention_kernel(variant: Variant):
             for s in range(stages):
                 mbarrier_init(full_k_smem + uint32(s * MBARRIER_BYTES), fill_arrivals)
                 mbarrier_init(full_v_smem + uint32(s * MBARRIER_BYTES), fill_arrivals)
-                mbarrier_init(empty_smem + uint32(s * MBARRIER_BYTES), tile_threads)
+                mbarrier_init(empty_smem + uint32(s * MBARRIER_BYTES), release_threads)
                 if transposes:
                     mbarrier_init(full_v_smem + uint32((MAX_STAGES + s) * MBARRIER_BYTES), transpose_threads)
             fence_mbarrier_init_cluster()

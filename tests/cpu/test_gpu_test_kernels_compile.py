@@ -92,6 +92,10 @@ PAGED_ATTENTION_NAMES += [
     f"paged_attention_{path}_e4m3_d{d}_n64_w8_s{s}_p{1 if path == 'tma' else 4}_causal_kqwrd{r}"
     for path in ("tma", "cp_async")    # decode, two such warpgroups on alternate tiles
     for d, r, s in ((128, 8, 2), (256, 8, 4), (256, 2, 2), (128, 2, 4), (64, 8, 2))
+] + [
+    f"paged_attention_{path}_e4m3_d{d}_n64_w8_s{s}_p{1 if path == 'tma' else 4}_causal_kqwrls{r}"
+    for path in ("tma", "cp_async")    # decode, two lazy warpgroups on every tile, half the rows each
+    for d, r, s in ((256, 4, 4), (128, 4, 2), (128, 2, 4), (64, 2, 2))
 ]
 LDMATRIX = "ldmatrix.sync.aligned.m8n8.x4.shared.b16"
 WGMMA_PTX = "wgmma.mma_async.sync.aligned.m64n"

@@ -229,6 +229,49 @@ def test_register_budget(threads, ctas, registers):
         assert resident_ctas_per_sm(registers + 1, threads, 0) < ctas
 
 
+ROWSPLIT = Variant(dtype="e4m3", head_dim=256, load_path="tma", consumer_warps=8, block_n=64, stages=4,
+                  score_layout="kq_wgmma_rs_lazy_rowsplit", rows_per_warp=4)
+
+
+def test_rowsplit_geometry():
+    """kq_wgmma_rs_lazy_rowsplit: the CTA's 32 rows in two groups of 16, each with a Q tile of its
+    own; both groups release every stage; 9 warps with the producer, so launch bounds."""
+    single = Variant(dtype="e4m3", head_dim=256, load_path="tma", consumer_warps=4, block_n=64, stages=4,
+                     score_layout="kq_wgmma_rs_lazy", rows_per_warp=8)
+    assert (ROWSPLIT.block_m, ROWSPLIT.group_m, ROWSPLIT.tile_warps) == (32, 16, 4)
+    assert (single.block_m, single.group_m, single.release_threads) == (32, 32, 128)
+    assert ROWSPLIT.release_threads == 256 and ROWSPLIT.consumer_groups == 2 and not ROWSPLIT.alternates_tiles
+    assert ROWSPLIT.q_tile_bytes == 2 * ROWSPLIT.group_q_tile_bytes == 2 * 16 * 256
+    assert ROWSPLIT.launch_bounds == (288, 1) and ROWSPLIT.speculates
+    assert ROWSPLIT.name.endswith("_w8_s4_p1_causal_kqwrls4")
+    # a group's rows at head dim 64 (8 x 64 B) round up to a swizzle period each
+    small = Variant(dtype="e4m3", head_dim=64, load_path="tma", consumer_warps=8, block_n=64,
+                    score_layout="kq_wgmma_rs_lazy_rowsplit", rows_per_warp=2)
+    assert small.q_tile_bytes == 2 * 1024
+    with pytest.raises(VariantError, match="runs two warpgroups, 8 warps"):
+        Variant(dtype="e4m3", head_dim=256, consumer_warps=4, block_n=64,
+                score_layout="kq_wgmma_rs_lazy_rowsplit", rows_per_warp=8)
+    with pytest.raises(VariantError, match="is e4m3 only"):
+        Variant(dtype="bf16", head_dim=128, consumer_warps=8, block_n=64,
+                score_layout="kq_wgmma_rs_lazy_rowsplit", rows_per_warp=4)
+
+
+def test_rowsplit_sass():
+    """Both groups' S^T and P V on QGMMA (the same count of wgmma instructions as one group: the
+    groups run the same code), no spill at the 168 registers 9 warps may take, a named barrier
+    per group around Q, the speculation's BAR.RED and the exact step's barriers."""
+    from tma_kernels.paged_kv.geometry import register_budget
+    kernel = compiled(ROWSPLIT)
+    counts = kernel.opcode_counts()
+    assert max(kernel.stack_frame_bytes, kernel.spill_store_bytes) == 0, kernel.registers
+    assert kernel.registers <= register_budget(ROWSPLIT.threads, 1)
+    assert sum(n for op, n in counts.items() if op.startswith("QGMMA.64")) > 0
+    assert [op for op in counts if op.startswith("BAR.RED.OR")], sorted(counts)
+    assert sum(n for op, n in counts.items() if op.startswith("BAR.SYNC")) >= 1 + SPLIT_BARRIERS["kq_wgmma"]
+    assert not kernel.has_instruction("F2FP.F16.E4M3.UNPACK_B") and not kernel.has_instruction("HMMA")
+    assert kernel.has_instruction("UTMALDG.4D") and kernel.has_instruction("PREEXIT")
+
+
 def test_rs_takes_wide_pv_calls_only_where_registers_allow():
     """kq_wgmma_rs: 32 results a P V wgmma call at one CTA of 5 warps an SM, 16 under two CTAs'
     launch bounds or at the dual layout's 9 warps."""
@@ -238,3 +281,5 @@ def test_rs_takes_wide_pv_calls_only_where_registers_allow():
     assert rs_max_results(Variant(**common, consumer_warps=4, score_layout="kq_wgmma_rs",
                                   min_ctas_per_sm=2)) == RS_MAX_RESULTS
     assert rs_max_results(Variant(**common, consumer_warps=8, score_layout="kq_wgmma_rs_dual")) == RS_MAX_RESULTS
+    # the rowsplit groups of 16 rows fit the wide calls in the 168 registers of 9 warps
+    assert rs_max_results(ROWSPLIT) == RS_WIDE_RESULTS

@@ -18,6 +18,7 @@ from tma_study.report import figures
 from tma_study.studies import discover
 from tma_study.studies.paged_kv import STUDY
 from tma_study.studies.paged_kv.aggregate import aggregate
+from tma_study.studies.paged_kv import grid
 from tma_study.studies.paged_kv.grid import GridError, sweep_configs
 from tma_study.studies.paged_kv.tables import write_tables
 
@@ -168,12 +169,30 @@ def test_the_consumers_with_pv_on_wgmma_run_at_e4m3_only(study_config, layout):
         assert c.variant().transposes_v == (layout == "kq_wgmma_pv")
 
 
+def test_the_rowsplit_consumer_runs_where_each_group_has_rows(study_config):
+    """kq_wgmma_rs_lazy_rowsplit: e4m3 only, and only at the decode points whose KV heads have 16 or
+    more packed query rows (4 tokens of llama3_8b, llama3_70b and mqa_8x256); there beside every
+    kq_wgmma_rs_lazy configuration, with the same CTA rows (so the same CTAs a split) over 8 warps."""
+    layout = "kq_wgmma_rs_lazy_rowsplit"
+    study_config["decode_consumers"] = ["kq", "kq_wgmma_rs_lazy", layout]
+    configs = sweep_configs(study_config)
+    rowsplit = [c for c in configs if c.score_layout == layout]
+    assert {(c.dtype, c.shape.name, c.phase.seqlen_q) for c in rowsplit} == {
+        ("e4m3", "llama3_8b", 4), ("e4m3", "llama3_70b", 4), ("e4m3", "mqa_8x256", 4)}
+    single = {c.key.removesuffix("/kq_wgmma_rs_lazy"): c for c in configs if c.score_layout == "kq_wgmma_rs_lazy"}
+    for c in rowsplit:
+        twin = single[c.key.removesuffix(f"/{layout}")]
+        variant = c.variant()
+        assert (c.consumer_warps, c.rows_per_warp * 2, c.ctas_per_split) == (8, twin.rows_per_warp, twin.ctas_per_split)
+        assert (variant.block_m, variant.group_m) == (twin.variant().block_m, twin.variant().block_m // 2)
+    assert len(rowsplit) == len([c for c in single.values()
+                                 if c.phase.seqlen_q * c.shape.group >= grid.ROWSPLIT_MIN_ROWS])
+
+
 def test_the_sweep_and_the_kernel_name_the_same_consumers():
     """The analysis side (grid.py, no numba needed) lists the kernel's consumers by name: the
     lists must agree with tma_kernels.paged_kv.geometry's and with the config schema's enum."""
     from tma_kernels.paged_kv import geometry
-
-    from tma_study.studies.paged_kv import grid
     schema = yaml.safe_load((config_mod.REPO_ROOT / "workflow/schemas/studies/paged_kv.schema.yaml").read_text())
     assert schema["$defs"]["decode_consumer_list"]["items"]["enum"] == list(grid.DECODE_CONSUMERS)
     assert set(grid.DECODE_CONSUMERS) <= set(geometry.SCORE_LAYOUTS)

@@ -167,6 +167,15 @@ for _path in ("tma", "cp_async"):
             dtype="e4m3", head_dim=_d, load_path=_path, block_n=64, consumer_warps=8, stages=_s,
             producer_warps=1 if _path == "tma" else 4, score_layout="kq_wgmma_rs_dual", rows_per_warp=_r)
 
+# Two kq_wgmma_rs_lazy warpgroups on every tile, half the CTA's query rows each (score_layout
+# "kq_wgmma_rs_lazy_rowsplit", e4m3 only): 8 warps, each group its own Q tile, both releasing a stage.
+KQWRLS_SHAPES = ((256, 4, 4), (128, 4, 2), (128, 2, 4), (64, 2, 2))
+for _path in ("tma", "cp_async"):
+    for _d, _r, _s in KQWRLS_SHAPES:
+        VARIANTS[f"e4m3_d{_d}_{_path}_kqwrls{_r}"] = Variant(
+            dtype="e4m3", head_dim=_d, load_path=_path, block_n=64, consumer_warps=8, stages=_s,
+            producer_warps=1 if _path == "tma" else 4, score_layout="kq_wgmma_rs_lazy_rowsplit", rows_per_warp=_r)
+
 # the combine alone (test_combine_matches_numpy) at split counts the sweep takes, and 128: FA3's
 # cap, where the unrolled loads no longer fit in registers (a local-memory array)
 COMBINE_SPLITS = (2, 3, 8, 43, 128)
@@ -291,6 +300,20 @@ def _cases():
             for (d, r), problem, splits in pv_problems:
                 if suffix != "kqwrd" or (d, r) in dual_shapes:
                     cases.append((f"e4m3_d{d}_{path}_{suffix}{r}", problem, splits))
+    # the rowsplit consumer: 32 rows a CTA (16 a group), 16 (8 a group), group 1 with no valid row
+    # (16 packed rows under kqwrls4), two m-blocks (32 rows under kqwrls2), the 64-byte swizzle
+    rowsplit_problems = [
+        ((256, 4), _problem("e4m3", 256, (8, 1), 4, (600, 1025), 128), 1),
+        ((256, 4), _problem("e4m3", 256, (8, 1), 4, (77, 300, 1000), 16), 3),
+        ((128, 4), _problem("e4m3", 128, (64, 8), 4, (1000, 37, 515), 64), 3),
+        ((128, 4), _problem("e4m3", 128, (32, 8), 4, (96, 4000), 16), 2),
+        ((128, 2), _problem("e4m3", 128, (32, 8), 4, (700, 129), 64), 1),
+        ((128, 2), _problem("e4m3", 128, (64, 8), 4, (1000, 37, 515), 64), 2),
+        ((64, 2), _problem("e4m3", 64, (16, 4), 4, (190, 131, 2000), 32), 2),
+    ]
+    for path in ("tma", "cp_async"):
+        for (d, r), problem, splits in rowsplit_problems:
+            cases.append((f"e4m3_d{d}_{path}_kqwrls{r}", problem, splits))
     cases.append(("bf16_d128_tma_w4_noncausal",
                   _problem("bf16", 128, (32, 8), 150, (333, 150), 64, causal=False), 1))
     return cases
@@ -403,6 +426,10 @@ RISING = [(f"e4m3_d{d}_{path}_{suffix}{r}", _problem("e4m3", d, shape, q, lens, 
           for d, r, shape, q, lens, page, splits in ((128, 8, (32, 8), 4, (1000, 37, 515), 64, 1),
                                                      (128, 2, (32, 8), 1, (1000, 37, 515), 64, 2),
                                                      (256, 8, (8, 1), 4, (600, 1025), 128, 3))]
+RISING += [(f"e4m3_d{d}_{path}_kqwrls{r}", _problem("e4m3", d, shape, 4, lens, page), splits)
+           for path in ("tma", "cp_async")
+           for d, r, shape, lens, page, splits in ((128, 4, (64, 8), (1000, 37, 515), 64, 1),
+                                                   (256, 4, (8, 1), (600, 1025), 128, 3))]
 KEY_GROWTH = 3.0
 
 

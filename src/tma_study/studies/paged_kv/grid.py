@@ -13,7 +13,9 @@ two kq_wgmma warpgroups taking alternate tiles, or "kq_wgmma_pv", e4m3 only: kq_
 wgmma too, over V tiles a warp of its own transposes, or "kq_wgmma_rs", e4m3 only: that product
 with V^T from registers, gathered from the V tile as it landed, or "kq_wgmma_rs_dual", e4m3 only:
 two kq_wgmma_rs warpgroups taking alternate tiles, or "kq_wgmma_rs_lazy", e4m3 only: kq_wgmma_rs
-with P V accumulating in place and O rescaled only when a running max moves far enough),
+with P V accumulating in place and O rescaled only when a running max moves far enough, or
+"kq_wgmma_rs_lazy_rowsplit", e4m3 only: two kq_wgmma_rs_lazy warpgroups on every tile, half the
+CTA's query rows each, run only where a KV head has at least ROWSPLIT_MIN_ROWS packed query rows),
 each of the phase kind's ``stages`` counts that fits in shared memory, one producer warp for
 TMA and each of the phase kind's ``cp_async_producer_warps`` counts for cp.async (the tuning
 knobs: a path is compared at its best combination; the analysis keeps the fastest per path)
@@ -45,15 +47,18 @@ DECODE_BLOCK_N_D256 = 32
 DECODE_SPLIT_WARPS = 4      # split consumers: warps sharing each tile
 DECODE_SPLIT_MAX_ROWS = 32  # split consumers: query rows of a CTA at most (4 warps x 8)
 DECODE_WGMMA_BLOCK_N = 64   # wgmma consumers: the tile is the wgmma's M (tma_kernels.ptx.wgmma.M)
-DECODE_DUAL_WARPS = 8       # the dual consumers: two warpgroups
+DECODE_DUAL_WARPS = 8       # the dual and rowsplit consumers: two warpgroups
 DUAL_CONSUMERS = ("kq_wgmma_dual", "kq_wgmma_rs_dual")
+ROWSPLIT_CONSUMERS = ("kq_wgmma_rs_lazy_rowsplit",)
+ROWSPLIT_MIN_ROWS = 16      # the rowsplit consumers: two groups of at least one mma N block of 8 rows
 DECODE_CONSUMERS = ("kq", "kq_split", "kq_wgmma", "kq_wgmma_dual", "kq_wgmma_pv", "kq_wgmma_rs",
-                    "kq_wgmma_rs_dual", "kq_wgmma_rs_lazy")              # config decode_consumers may list
+                    "kq_wgmma_rs_dual", "kq_wgmma_rs_lazy", "kq_wgmma_rs_lazy_rowsplit")   # config decode_consumers may list
 SPLIT_CONSUMERS = DECODE_CONSUMERS[1:]                                   # consumer_split.py's
 WGMMA_CONSUMERS = DECODE_CONSUMERS[2:]                                   # S^T by wgmma
 # consumers built for some dtypes only: the P V wgmma consumers exist to take e4m3 V to the tensor
 # cores as it is (bf16 reaches mma.sync with no unpack); the sweep runs the others at every dtype
-CONSUMER_DTYPES = {c: ("e4m3",) for c in ("kq_wgmma_pv", "kq_wgmma_rs", "kq_wgmma_rs_dual", "kq_wgmma_rs_lazy")}
+CONSUMER_DTYPES = {c: ("e4m3",) for c in ("kq_wgmma_pv", "kq_wgmma_rs", "kq_wgmma_rs_dual", "kq_wgmma_rs_lazy",
+                                          "kq_wgmma_rs_lazy_rowsplit")}
 
 
 class GridError(ValueError):
@@ -142,13 +147,16 @@ class SweepConfig:
     @property
     def rows_per_warp(self) -> int:
         """Query rows a consumer warp loads: prefill 16, decode 8; kq_split: the CTA's rows
-        (the packed rows of a KV head, as a power of two from 8 to 32) over its warps."""
+        (the packed rows of a KV head, as a power of two from 8 to 32) over its warps (the
+        rowsplit consumers: over both groups' warps, from 16 rows)."""
         if self.phase.name == "prefill":
             return PREFILL_ROWS_PER_WARP
         if self.score_layout in SPLIT_CONSUMERS:   # whole mma N blocks of query rows
             from tma_kernels.paged_kv.consumer_kq import Q_ROWS_PER_BLOCK
             rows = self.phase.seqlen_q * self.shape.group
             block_m = min(DECODE_SPLIT_MAX_ROWS, max(Q_ROWS_PER_BLOCK, 1 << math.ceil(math.log2(rows))))
+            if self.score_layout in ROWSPLIT_CONSUMERS:
+                return max(block_m, ROWSPLIT_MIN_ROWS) // DECODE_DUAL_WARPS
             return block_m // DECODE_SPLIT_WARPS
         return DECODE_ROWS_PER_WARP
 
@@ -156,7 +164,7 @@ class SweepConfig:
     def consumer_warps(self) -> int:
         if self.phase.name == "prefill":
             return PREFILL_WARPS
-        if self.score_layout in DUAL_CONSUMERS:
+        if self.score_layout in DUAL_CONSUMERS + ROWSPLIT_CONSUMERS:
             return DECODE_DUAL_WARPS
         if self.score_layout in SPLIT_CONSUMERS:
             return DECODE_SPLIT_WARPS
@@ -174,7 +182,7 @@ class SweepConfig:
     def ctas_per_split(self) -> int:
         """CTAs of one KV split: one per (sequence, KV head, block of packed query rows)."""
         tile_warps = DECODE_SPLIT_WARPS if self.score_layout in SPLIT_CONSUMERS else self.consumer_warps
-        block_m = self.rows_per_warp * tile_warps
+        block_m = self.rows_per_warp * tile_warps * (2 if self.score_layout in ROWSPLIT_CONSUMERS else 1)
         m_blocks = math.ceil(self.phase.seqlen_q * self.shape.group / block_m)
         return self.phase.batch * self.shape.kv_heads * m_blocks
 
@@ -307,7 +315,8 @@ def sweep_configs(study: dict) -> list[SweepConfig]:
             continue
         producer_warps = study["cp_async_producer_warps"][phase.name] if path == "cp_async" else [1]
         phase_consumers = consumers[dtype] if phase.name == "decode" else ["kq"]   # prefill: "qk" regardless
-        phase_consumers = [c for c in phase_consumers if dtype in CONSUMER_DTYPES.get(c, (dtype,))]
+        phase_consumers = [c for c in phase_consumers if dtype in CONSUMER_DTYPES.get(c, (dtype,))
+                           and (c not in ROWSPLIT_CONSUMERS or phase.seqlen_q * shape.group >= ROWSPLIT_MIN_ROWS)]
         for page, stages, warps, consumer in itertools.product(pages[path], study["stages"][phase.name],
                                                                producer_warps, phase_consumers):
             config = SweepConfig(shape, dtype, phase, page, path, stages, warps, study["decode_min_kv_tile_bytes"],

@@ -174,7 +174,9 @@ CONSUMER_TEXT = {"kq": "give each warp its own query rows over whole tiles (kq)"
                                  "gathered into registers (kq_wgmma_rs)"),
                  "kq_wgmma_rs_dual": "run two kq_wgmma_rs warpgroups on alternate K/V tiles (kq_wgmma_rs_dual)",
                  "kq_wgmma_rs_lazy": ("accumulate P V in place and rescale O only when a running max moves far "
-                                      "(kq_wgmma_rs_lazy)")}
+                                      "(kq_wgmma_rs_lazy)"),
+                 "kq_wgmma_rs_lazy_rowsplit": ("run two kq_wgmma_rs_lazy warpgroups on every K/V tile, half the "
+                                               "query rows each (kq_wgmma_rs_lazy_rowsplit)")}
 
 
 def _consumer_row(tuning: pd.DataFrame) -> dict | None:
