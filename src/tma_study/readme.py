@@ -53,12 +53,23 @@ def cost_table(results_dir: Path) -> str:
              "| --- | --- | --- | --- | --- |"]
     for provenance_file in sorted(results_dir.glob("*/provenance.json")):
         provenance = json.loads(provenance_file.read_text())
-        seconds = (pd.Timestamp(provenance["finished_utc"]) - pd.Timestamp(provenance["started_utc"])).total_seconds()
+        seconds = _seconds(provenance["started_utc"], provenance["finished_utc"])
+        took = _duration(seconds)
+        if "timing_started_utc" in provenance:      # a study whose kernels compile inside measure
+            timed = _seconds(provenance["timing_started_utc"], provenance["finished_utc"])
+            took += f" ({_duration(seconds - timed)} compiling and loading kernels on the CPU, {_duration(timed)} timing)"
         gpu = provenance.get("gpu", {})
         lines.append(f"| `{provenance_file.parent.name}` | {gpu.get('name', '?')} ({gpu.get('sm_count', '?')} SMs) "
-                     f"| {provenance.get('configurations', '?')} | {int(seconds // 60)} min {int(seconds % 60)} s "
-                     f"| {str(provenance['started_utc'])[:10]} |")
+                     f"| {provenance.get('configurations', '?')} | {took} | {str(provenance['started_utc'])[:10]} |")
     return "\n".join(lines)
+
+
+def _seconds(start: str, end: str) -> float:
+    return (pd.Timestamp(end) - pd.Timestamp(start)).total_seconds()
+
+
+def _duration(seconds: float) -> str:
+    return f"{int(seconds // 60)} min {int(seconds % 60)} s"
 
 
 def render(readme_text: str, table: str, begin: str = BEGIN, end: str = END) -> str:

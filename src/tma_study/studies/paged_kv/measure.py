@@ -444,6 +444,7 @@ def measure(study: dict, gpu_probe: dict, out_dir: Path) -> None:
     split_cases = [_attention_case(c, runners[c.variant()], pools, gpu.sm_count) for c in configs]
     attention_cases = [case for _, case in split_cases]
     ceiling_cases = [_copy_case(), *_same_bytes_copy_cases(configs), *_sdpa_cases(configs)]
+    timing_started = provenance.utc_now()       # the kernels' CPU compile and loading end here
     timings = timing.run([case for _, case in ceiling_cases] + attention_cases, study="paged_kv",
                          **study["timing"])
 
@@ -465,6 +466,7 @@ def measure(study: dict, gpu_probe: dict, out_dir: Path) -> None:
         extra={"nvidia_smi_before": clocks_before, "nvidia_smi_after": provenance.nvidia_smi_clocks(),
                "timer": "cuda-bench (nvbench) cold samples: L2 flushed before every sample; device events",
                "configurations": len(configs), "kernel_variants": len(variants),
+               "timing_started_utc": timing_started,
                "fa3_source": "Dao-AILab/flash-attention@0251105a2fb19d2957484b7f023cd8c115286ced hopper/",
                "decode_split_rule": RULE_TEXT,
                "tma_page_lookup": "a tile ahead, before the wait on a free stage (producers.make_tma_producer)",
