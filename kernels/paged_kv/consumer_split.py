@@ -132,6 +132,25 @@ speculative kernel at the mqa point before it (tma page 128): the consumer warps
 at the K and V full barriers 10 and 4 % of all, at the wgmma waits 4 and 3 %, in the prologue
 (setup and Q's load) about 8 %; DRAM at 63 % of peak.
 
+``score_layout="kq_wgmma_rs_lazy_rowsplit"``: two kq_wgmma_rs_lazy groups (8 consumer warps) on
+*every* tile, group g computing with rows ``m_start + g * group_m ..`` of the CTA's block_m from a
+Q tile of its own (``Variant.group_q_tile_bytes`` apart), with its own P^T buffers, ``red`` and
+named barrier (id 1 + g); a stage's ``empty`` barrier counts both groups' 256 threads
+(``Variant.release_threads``), and each group writes its own rows: nothing is merged. It is how
+FlashAttention-3's consumer warp groups split their M tile. Why: at the 4-token point of
+mqa_8x256 (32 rows, head dim 256) kq_wgmma_rs_lazy's one warpgroup holds O^T in 64 registers a
+thread (198 in all), so one CTA of 5 warps fits an SM, one consumer warp a sub-partition, and
+its profile found it waiting on its own latencies; two groups of 16 rows take 148 registers
+(their wide P V calls, consumer_pv.RS_WIDE_GROUP_ROWS) under the 168 that 9 warps allow, and give
+each sub-partition two consumer warps. The cost: each group gathers all of every V tile's V^T for
+its own rows. On the H200, outside the reference data (config/probes/paged_kv_rowsplit_consumer.yaml,
+copy 4246 GB/s): at mqa_8x256's 4-token point 44.5 us at best (cp.async, 4 producer warps), against
+45.9 for kq_wgmma_rs_lazy at its best; at head dim 128 (llama3_8b, llama3_70b, whose single
+warpgroup fits two CTAs an SM) 5 and 19 % slower. In the two full sweeps with it (one the
+reference data) it won that mqa point at 44.3 and 44.4 us, 71 % of the copy, where
+kq_wgmma_rs_lazy's best took 45.7 and 46.0. Correct in 25 GPU cases (reference, rising keys,
+TMA against cp.async bitwise), a group with no valid row among them.
+
 The dual layouts need a stage count that is a multiple of their 2 groups (check_split): group g then owns
 stages g, g + 2, ..., and a stage's successive fills are its own successive tiles. With 3 stages
 the groups would share stages, and a group could reach a stage's full barrier two phases ahead of

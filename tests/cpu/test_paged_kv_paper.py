@@ -233,7 +233,9 @@ def test_every_macro_the_section_uses_is_generated(run):
     assert guarded == {"pagedKvScalingCompared", "pagedKvSdpaPoints", "pagedKvTmaLookupAfterWait",
                        "pagedKvDecodeSplitGridCtasPerSm", "pagedKvDecodeKqCells", "pagedKvDecodeMathBoundPoints",
                        "pagedKvSameBytesCopyPoints", "pagedKvDecodeKqWgmmaRsLazyFpeightQfourWon",
-                       "pagedKvDecodeBarMetWithoutKqWgmmaRsLazy", "pagedKvLtwoStateSizes", "pagedKvDecodeBarMissedList"}
+                       "pagedKvDecodeBarMetWithoutKqWgmmaRsLazy", "pagedKvLtwoStateSizes", "pagedKvDecodeBarMissedList",
+                       "pagedKvDecodeKqWgmmaRsLazyRowsplitCells", "pagedKvDecodeBarMetWithoutKqWgmmaRsLazyRowsplit",
+                       "pagedKvSameBytesMissedMinPercent"}
     # every decode cell of the synthetic run is a kq (S^T = K Q^T) kernel, as the grid builds them
     assert found["pagedKvDecodeKqCells"] == found["pagedKvDecodeCells"] != "0"
 

@@ -103,9 +103,13 @@ def test_grid_size_and_kernel_choices(study_config):
 
 
 def test_decode_consumer_is_a_knob_swept_per_cell(study_config):
-    # the shipped config: kq and kq_wgmma for bf16, kq and kq_wgmma_rs_lazy for e4m3
-    assert study_config["decode_consumers"] == {"bf16": ["kq", "kq_wgmma"], "e4m3": ["kq", "kq_wgmma_rs_lazy"]}
+    # the shipped config: kq and kq_wgmma for bf16, kq, kq_wgmma_rs_lazy and its rowsplit form for e4m3
+    assert study_config["decode_consumers"] == {"bf16": ["kq", "kq_wgmma"],
+                                                "e4m3": ["kq", "kq_wgmma_rs_lazy", "kq_wgmma_rs_lazy_rowsplit"]}
     configs = sweep_configs(study_config)
+    rowsplit = [c for c in configs if c.score_layout == "kq_wgmma_rs_lazy_rowsplit"]
+    assert len(rowsplit) == 3 * 2 * (5 + 7 * 2)     # 3 shapes' 4-token points x 2 stages x page sizes
+    configs = [c for c in configs if c.score_layout != "kq_wgmma_rs_lazy_rowsplit"]
     decode = [c for c in configs if c.phase.name == "decode"]
     split = [c for c in decode if c.score_layout in ("kq_wgmma", "kq_wgmma_rs_lazy")]
     kq = [c for c in decode if c.score_layout == "kq"]

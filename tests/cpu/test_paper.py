@@ -53,16 +53,41 @@ def used_macros() -> set[str]:
     return {name for name in used if name.startswith(macro_prefixes())}
 
 
-def conditional_macros() -> set[str]:
-    """Macros the text tests with ``\\ifdefined`` (notes about runs that lack a measurement or a
-    provenance key): generated only for such data; the studies' own tests cover when."""
-    text = "".join(re.sub(r"(?<!\\)%.*", "", source.read_text()) for source in SOURCES)
-    return set(re.findall(r"\\ifdefined\\([A-Za-z]+)", text))
+BRANCH_TOKEN = re.compile(r"\\ifdefined\\([A-Za-z]+)|\\(else|fi)\b|\\([A-Za-z]+)")
+
+
+def expanded_macros(text: str, defined: set[str]) -> set[str]:
+    """The macros TeX expands in ``text`` with ``defined`` defined: every use outside an
+    ``\\ifdefined\\X`` (notes about runs that lack a measurement), and inside one the uses in the
+    branch taken (the first where X is defined, the ``\\else`` one where not)."""
+    taken, expanded = [], set()
+    for match in BRANCH_TOKEN.finditer(re.sub(r"(?<!\\)%.*", "", text)):
+        guard, keyword, name = match.groups()
+        if guard is not None:
+            taken.append(guard in defined)
+        elif keyword == "else":
+            taken[-1] = not taken[-1]
+        elif keyword == "fi":
+            taken.pop()
+        elif all(taken):
+            expanded.add(name)
+    assert not taken, "an \\ifdefined without its \\fi"
+    return expanded
 
 
 def test_every_macro_the_text_uses_is_generated(macros):
-    missing = sorted(used_macros() - set(macros) - conditional_macros())
+    used = set().union(*(expanded_macros(source.read_text(), set(macros)) for source in SOURCES))
+    missing = sorted(name for name in used - set(macros) if name.startswith(macro_prefixes()))
     assert not missing, f"paper/ uses macros that paper/generated/macros.tex does not define: {missing}"
+
+
+def test_a_macro_in_a_branch_the_data_take_must_be_generated():
+    """The check above follows \\ifdefined: a guarded block's macros count only where its guard is
+    defined, and its \\else branch's only where not."""
+    text = r"\a{} \ifdefined\g \b{}\ifdefined\h \c\else \d\fi\else \e\fi % \f"
+    assert expanded_macros(text, set()) == {"a", "e"}
+    assert expanded_macros(text, {"g"}) == {"a", "b", "d"}
+    assert expanded_macros(text, {"g", "h"}) == {"a", "b", "c"}
 
 
 def test_macro_names_are_letters_and_values_are_formatted(macros):
@@ -189,3 +214,18 @@ def test_the_readme_claims_table_is_generated_between_markers(generated, tmp_pat
     readme.write_text("no markers")
     with pytest.raises(readme_mod.ReadmeError):
         readme_mod.update_readme(readme, results / "claims.tsv")
+
+
+def test_the_cost_table_splits_compile_from_timing_where_recorded(tmp_path):
+    """A study whose provenance records when its timing began (paged_kv: its kernels compile on the
+    CPU inside ``measure``) shows that share apart; the others show the whole step."""
+    import json
+    for study, extra in (("crossover", {}), ("paged_kv", {"timing_started_utc": "2026-12-04T00:18:34+00:00"})):
+        (tmp_path / study).mkdir()
+        (tmp_path / study / "provenance.json").write_text(json.dumps(
+            {"gpu": {"name": "NVIDIA H200", "sm_count": 132}, "configurations": 10,
+             "started_utc": "2026-12-04T00:13:11+00:00", "finished_utc": "2026-12-04T00:22:05+00:00", **extra}))
+    rows = readme_mod.cost_table(tmp_path).splitlines()
+    assert "| `crossover` | NVIDIA H200 (132 SMs) | 10 | 8 min 54 s | 2026-12-04 |" in rows
+    assert ("| `paged_kv` | NVIDIA H200 (132 SMs) | 10 | 8 min 54 s (5 min 23 s compiling and loading kernels "
+            "on the CPU, 3 min 31 s timing) | 2026-12-04 |") in rows

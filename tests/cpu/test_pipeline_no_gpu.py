@@ -137,9 +137,6 @@ KNOWN_FAILING = {
         "an fp8 cluster shape gains in the median (paper/tables/gemm_multicast.md); the claim predicted none",
     "gemm_multicast_rule_not_faster_holds":
         "the microbenchmark's 'multicast is not faster' holds for fewer GEMM cluster variants than the bar asks",
-    "paged_kv_decode_e4m3_reaches_70pct_of_copy":
-        "e4m3 decode below the bar at mqa_8x256 (4 tokens), whose roofline bound (the shape's prefill "
-        "TFLOP/s) is itself under the bar (paper/tables/paged_kv_decode.md)",
 }
 
 

@@ -275,23 +275,24 @@ class SameBytesCopy:
     copy_fraction_min: float        # that copy's rate as a fraction of the large copy's
     copy_fraction_max: float
     missed: int                     # points below the bar
-    missed_fraction_min: float      # their K/V rate as a fraction of their same-size copy's
-    missed_fraction_max: float
+    missed_fraction_min: float | None   # their K/V rate as a fraction of their same-size copy's
+    missed_fraction_max: float | None   # (None where no point misses)
 
 
 def same_bytes_copy(decode: pd.DataFrame) -> SameBytesCopy | None:
-    """None where the data have no same-size copy (measured before it was) or nothing missed."""
+    """None where the data have no same-size copy (measured before it was)."""
     if "same_bytes_copy_gbps" not in decode:
         return None
     rows = bar_points(decode)
     rows = rows[rows.same_bytes_copy_gbps.notna()]
-    missed = rows[rows.fraction_of_d2d_copy < DECODE_BAR_FRACTION]
-    if missed.empty:
+    if rows.empty:
         return None
+    missed = rows[rows.fraction_of_d2d_copy < DECODE_BAR_FRACTION]
     copy_fraction = rows.same_bytes_copy_gbps / rows.d2d_copy_gbps
+    of_own_copy = missed.fraction_of_same_bytes_copy
     return SameBytesCopy(len(rows), float(copy_fraction.min()), float(copy_fraction.max()), len(missed),
-                         float(missed.fraction_of_same_bytes_copy.min()),
-                         float(missed.fraction_of_same_bytes_copy.max()))
+                         float(of_own_copy.min()) if len(missed) else None,
+                         float(of_own_copy.max()) if len(missed) else None)
 
 
 BAR = {"fraction": DECODE_BAR_FRACTION, "min_context": DECODE_BAR_MIN_CONTEXT, "min_batch": DECODE_BAR_MIN_BATCH}

@@ -178,9 +178,10 @@ def _decode(decode: pd.DataFrame) -> dict[str, str]:
         out |= {_name("same bytes copy points"): number(same.points),
                 _name("same bytes copy min percent"): percent(same.copy_fraction_min, 0),
                 _name("same bytes copy max percent"): percent(same.copy_fraction_max, 0),
-                _name("same bytes missed"): number(same.missed),
-                _name("same bytes missed min percent"): percent(same.missed_fraction_min, 0),
-                _name("same bytes missed max percent"): percent(same.missed_fraction_max, 0)}
+                _name("same bytes missed"): number(same.missed)}
+        if same.missed:         # the missed points against their own size's copy
+            out |= {_name("same bytes missed min percent"): percent(same.missed_fraction_min, 0),
+                    _name("same bytes missed max percent"): percent(same.missed_fraction_max, 0)}
     sdpa = facts.sdpa(decode)
     if sdpa is not None:
         out |= {_name("sdpa points"): number(sdpa.points), _name("sdpa gbps median"): number(sdpa.gbps_median),
