@@ -88,6 +88,8 @@ def test_math_bound_facts_and_table(decode):
     shown = decode_display(frame).set_index(["shape", "dtype", "phase"])
     assert shown.loc[("llama3_70b", "e4m3", "decode q4 b32 ctx8192"), "bound"] == "prefill math, 2344 GB/s"
     assert shown.loc[("llama3_70b", "e4m3", "decode q1 b32 ctx8192"), "% of same-size copy"] == "97.1"
+    named = decode_display(frame.assign(best_score_layout="kq_wgmma_rs_lazy_rowsplit")).best   # its consumer too
+    assert len(named) and named.str.endswith(", page 64, 2 st., 1 pw, kq_wgmma_rs_lazy_rowsplit").all(), named
     assert facts.math_bound(frame.drop(columns=["bound"])) is None       # data before the roofline
     same = facts.same_bytes_copy(frame)        # three points in the bar; two (2300, 2600 GB/s) miss it
     assert (same.points, same.missed) == (3, 2)

@@ -68,9 +68,11 @@ def decode_display(decode: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for r in decode.itertuples():
         measured = r.best_load_path != NOT_MEASURED
+        consumer = getattr(r, "best_score_layout", None)           # data that record the consumer
         rows.append({"shape": r.shape, "dtype": r.dtype, "phase": _phase(r),
                      "best": (f"{r.best_load_path}, page {r.best_page_size}, "
-                              f"{_knobs(r.best_stages, r.best_producer_warps)}" if measured else NOT_MEASURED),
+                              f"{_knobs(r.best_stages, r.best_producer_warps)}"
+                              + (f", {consumer}" if isinstance(consumer, str) else "") if measured else NOT_MEASURED),
                      "GB/s": _number(r.best_gbps, 0), "% of D2D copy": _number(100 * r.fraction_of_d2d_copy),
                      "TMA best GB/s": _number(r.best_tma_gbps, 0),
                      "cp.async best GB/s": _number(r.best_cp_async_gbps, 0),
@@ -247,7 +249,7 @@ def write_tables(derived_dir: Path, provenance: dict, tables_dir: Path) -> None:
                 f"FlashAttention-3's rule for the same call ({source}).")
     write_table(decode_display(pd.read_csv(derived_dir / "decode.csv")), tables_dir, "paged_kv_decode",
                 "Paged-KV decode: K/V read rate of the better path (at its best page size, stages and producer "
-                "warps: st., pw) "
+                "warps: st., pw, and decode consumer) "
                 "against the same run's copy, and against a roofline bound: the copy rate, or where lower "
                 "the K/V rate at which the point's flops per K/V byte (flop/B) run at the best prefill "
                 "TFLOP/s of its shape and dtype in the same run (prefill math; the rate these kernels' "
