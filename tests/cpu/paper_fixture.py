@@ -7,6 +7,7 @@ section) is exercised before its first measurement lands; ``synthetic_studies`` 
 """
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -53,3 +54,25 @@ def aggregated_reference(destination: Path, studies: dict | None = None) -> Path
         repeat = REPO / "results" / f"{REFERENCE}-rerun" / name
         study.entry("aggregate")(results / name, results / name / "derived", repeat if repeat.is_dir() else None)
     return results
+
+
+BRANCH_TOKEN = re.compile(r"\\ifdefined\\([A-Za-z]+)|\\(else|fi)\b|\\([A-Za-z]+)")
+
+
+def expanded_macros(text: str, defined: set[str]) -> set[str]:
+    """The macros TeX expands in ``text`` with ``defined`` defined: every use outside an
+    ``\\ifdefined\\X`` (notes about runs that lack a measurement), and inside one the uses in the
+    branch taken (the first where X is defined, the ``\\else`` one where not)."""
+    taken, expanded = [], set()
+    for match in BRANCH_TOKEN.finditer(re.sub(r"(?<!\\)%.*", "", text)):
+        guard, keyword, name = match.groups()
+        if guard is not None:
+            taken.append(guard in defined)
+        elif keyword == "else":
+            taken[-1] = not taken[-1]
+        elif keyword == "fi":
+            taken.pop()
+        elif all(taken):
+            expanded.add(name)
+    assert not taken, "an \\ifdefined without its \\fi"
+    return expanded

@@ -5,7 +5,7 @@ import re
 
 import pandas as pd
 import pytest
-from paper_fixture import REFERENCE, REPO, aggregated_reference, configured_studies
+from paper_fixture import REFERENCE, REPO, aggregated_reference, configured_studies, expanded_macros
 
 from tma_study import claims as claims_mod
 from tma_study import macros as macros_mod
@@ -51,28 +51,6 @@ def used_macros() -> set[str]:
         text = re.sub(r"(?<!\\)%.*", "", source.read_text())   # comments may name macros freely
         used |= set(re.findall(r"\\([A-Za-z]+)", text))
     return {name for name in used if name.startswith(macro_prefixes())}
-
-
-BRANCH_TOKEN = re.compile(r"\\ifdefined\\([A-Za-z]+)|\\(else|fi)\b|\\([A-Za-z]+)")
-
-
-def expanded_macros(text: str, defined: set[str]) -> set[str]:
-    """The macros TeX expands in ``text`` with ``defined`` defined: every use outside an
-    ``\\ifdefined\\X`` (notes about runs that lack a measurement), and inside one the uses in the
-    branch taken (the first where X is defined, the ``\\else`` one where not)."""
-    taken, expanded = [], set()
-    for match in BRANCH_TOKEN.finditer(re.sub(r"(?<!\\)%.*", "", text)):
-        guard, keyword, name = match.groups()
-        if guard is not None:
-            taken.append(guard in defined)
-        elif keyword == "else":
-            taken[-1] = not taken[-1]
-        elif keyword == "fi":
-            taken.pop()
-        elif all(taken):
-            expanded.add(name)
-    assert not taken, "an \\ifdefined without its \\fi"
-    return expanded
 
 
 def test_every_macro_the_text_uses_is_generated(macros):
