@@ -16,9 +16,8 @@ import yaml
 from tma_study import config as config_mod
 from tma_study.report import figures
 from tma_study.studies import discover
-from tma_study.studies.paged_kv import STUDY
+from tma_study.studies.paged_kv import STUDY, grid
 from tma_study.studies.paged_kv.aggregate import aggregate
-from tma_study.studies.paged_kv import grid
 from tma_study.studies.paged_kv.grid import GridError, sweep_configs
 from tma_study.studies.paged_kv.tables import write_tables
 

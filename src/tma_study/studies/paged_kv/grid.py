@@ -156,7 +156,7 @@ class SweepConfig:
             rows = self.phase.seqlen_q * self.shape.group
             block_m = min(DECODE_SPLIT_MAX_ROWS, max(Q_ROWS_PER_BLOCK, 1 << math.ceil(math.log2(rows))))
             if self.score_layout in ROWSPLIT_CONSUMERS:
-                return max(block_m, ROWSPLIT_MIN_ROWS) // DECODE_DUAL_WARPS
+                return block_m // DECODE_DUAL_WARPS     # sweep_configs: block_m >= ROWSPLIT_MIN_ROWS here
             return block_m // DECODE_SPLIT_WARPS
         return DECODE_ROWS_PER_WARP
 
