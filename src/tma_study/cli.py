@@ -3,7 +3,8 @@
     tma-study compile   STUDY --out DIR [--workers N]                      (CPU) numba -> PTX -> cubin -> SASS,
                         resources.csv; fails when an expected instruction is missing
     tma-study measure   STUDY --out DIR [--config config/config.yaml]      (Hopper GPU)
-                        (--config takes a whole pipeline config, YAML or JSON)
+                        [--expect-gpu SLUG]  (--config takes a whole pipeline config, YAML or JSON;
+                        the job claims one free visible GPU: tma_study.harness.gpu_lock)
     tma-study aggregate STUDY --raw DIR --out DIR [--repeat DIR]           (CPU)
     tma-study tables    STUDY --derived DIR --provenance FILE --out DIR    (CPU)
     tma-study publish   --staged DIR --out DIR                             copy a finished measurement into results/
@@ -45,6 +46,10 @@ def main(argv=None) -> int:
         p.add_argument("study")
         p.add_argument("--out", type=Path, required=True)
         p.add_argument("--config", type=Path, default=DEFAULT_CONFIG)
+        if name == "measure":
+            p.add_argument("--expect-gpu", metavar="SLUG", default=None,
+                           help="refuse to measure unless the claimed GPU's slug is SLUG "
+                                "(a cluster job that asked the scheduler for that GPU model)")
         if name == "compile":
             p.add_argument("--workers", type=int, default=1,
                            help="compile in this many processes (no GPU needed; default 1)")
@@ -99,9 +104,14 @@ def main(argv=None) -> int:
         compile_study(study, args.out, workers=args.workers)
     elif args.command == "measure":
         config = config_mod.load(args.config, discover())
-        gpu_mod.require_architecture(gpu_mod.detect(), study.architectures, f"study {study.name}")
-        from .harness.gpu_lock import exclusive_gpu
-        with exclusive_gpu(f"measure {study.name}"):
+        from .harness.gpu_lock import claim_device
+        with claim_device(f"measure {study.name}"):   # pins CUDA_VISIBLE_DEVICES before any CUDA call
+            info = gpu_mod.require_architecture(gpu_mod.detect(), study.architectures, f"study {study.name}")
+            if args.expect_gpu is not None and info.slug != args.expect_gpu:
+                raise SystemExit(
+                    f"measure {study.name}: this job was to run on a GPU whose slug is {args.expect_gpu!r} "
+                    f"(config key measure_gpus), but it got {info.name} (slug {info.slug!r}): map "
+                    f"{args.expect_gpu!r} to the scheduler's GPU model of that GPU in measure_gpus")
             study.entry("measure")(config["studies"][study.name], config.get("gpu_probe", {}), args.out)
     elif args.command == "aggregate":
         study.entry("aggregate")(args.raw, args.out, args.repeat)

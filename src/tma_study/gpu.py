@@ -30,6 +30,8 @@ class GpuInfo:
     memory_bus_bits: int
     total_memory_bytes: int
     driver_version: int
+    uuid: str | None = None         # 'GPU-8932f937-...': which physical device, across hosts and indices
+    pci_bus_id: str | None = None   # '0000:19:00.0': where it sits in this host
 
     @property
     def slug(self) -> str:
@@ -52,6 +54,58 @@ def _check(result):
     if int(err) != 0:
         raise RuntimeError(f"CUDA driver call failed: {err!r}")
     return values[0] if len(values) == 1 else values
+
+
+def _uuid(drv, device) -> str | None:
+    """The device's UUID as nvidia-smi and CUDA_VISIBLE_DEVICES write it ('GPU-xxxxxxxx-xxxx-...')."""
+    try:
+        raw = bytes(_check(drv.cuDeviceGetUuid(device)).bytes)[:16]
+    except Exception:  # an older driver or binding without the query: identity unknown
+        return None
+    h = raw.hex()
+    return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
+
+
+def _pci_bus_id(drv, device) -> str | None:
+    try:
+        raw = _check(drv.cuDeviceGetPCIBusId(64, device))
+    except Exception:
+        return None
+    text = raw.split(b"\0")[0].decode() if isinstance(raw, bytes) else str(raw).split("\0")[0]
+    return text or None
+
+
+def list_devices() -> list[dict]:
+    """Every GPU this process may use (CUDA_VISIBLE_DEVICES applied): ordinal, name, uuid,
+    pci_bus_id. Empty without a driver or GPU.
+
+    Initialises CUDA in the calling process, which then can no longer change which devices it
+    sees: tma_study.harness.gpu_lock calls it in a child process.
+    """
+    try:
+        from cuda.bindings import driver as drv
+        if int(drv.cuInit(0)[0]) != 0:
+            return []
+        count = int(_check(drv.cuDeviceGetCount()))
+    except Exception:  # no libcuda, no device
+        return []
+    devices = []
+    for ordinal in range(count):
+        device = _check(drv.cuDeviceGet(ordinal))
+        name = _check(drv.cuDeviceGetName(256, device)).split(b"\0")[0].decode()
+        devices.append({"ordinal": ordinal, "name": name, "uuid": _uuid(drv, device),
+                        "pci_bus_id": _pci_bus_id(drv, device)})
+    return devices
+
+
+def cuda_initialised_here() -> bool:
+    """Whether this process has already called cuInit (it then ignores later changes to
+    CUDA_VISIBLE_DEVICES). Never initialises CUDA itself."""
+    try:
+        from cuda.bindings import driver as drv
+        return int(drv.cuDeviceGetCount()[0]) == 0   # CUDA_ERROR_NOT_INITIALIZED before cuInit
+    except Exception:
+        return False
 
 
 def detect(device_ordinal: int = 0) -> GpuInfo | None:
@@ -82,6 +136,8 @@ def detect(device_ordinal: int = 0) -> GpuInfo | None:
         memory_bus_bits=attr(A.CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH),
         total_memory_bytes=int(_check(drv.cuDeviceTotalMem(device))),
         driver_version=int(_check(drv.cuDriverGetVersion())),
+        uuid=_uuid(drv, device),
+        pci_bus_id=_pci_bus_id(drv, device),
     )
 
 

@@ -4,10 +4,11 @@ Nothing here runs a job; it maps (config, studies, results label) to paths.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from . import gpu as gpu_mod
+from .config import ConfigError
 
 TABLE_FORMATS = ("tex", "md")
 FIGURE_FORMATS = ("pdf", "png")
@@ -26,11 +27,38 @@ def results_label(config: dict, detect=gpu_mod.detect, majors=(gpu_mod.HOPPER_MA
     """
     if not config["measure"]:
         return config["reference_gpu"]
+    if config.get("measure_gpus"):       # a cluster's GPU kinds: no GPU needed where Snakemake runs
+        return measure_targets(config)[0].label
     info = gpu_mod.require_architecture(detect(), tuple(majors))
     label = config.get("results_label") or info.slug
+    return _protect_reference(label, config)
+
+
+def _protect_reference(label: str, config: dict) -> str:
     if label == config["reference_gpu"] and not config.get("overwrite_reference", False):
         label += RERUN_SUFFIX  # never replace the committed reference unless asked
     return label
+
+
+@dataclass(frozen=True)
+class MeasureTarget:
+    """One GPU kind a measure=true run measures on, and where its data go."""
+    label: str                  # results/<label>/
+    slug: str | None = None     # the measure job refuses a GPU of another slug (None: any GPU)
+    gpu_model: str | None = None  # the scheduler's GPU model the job asks for (None: any GPU)
+
+
+def measure_targets(config: dict, label: str | None = None) -> list[MeasureTarget]:
+    """The GPU kinds a measure=true run measures on: one per ``measure_gpus`` entry (GPU slug ->
+    the scheduler's GPU model), else this machine's GPU under ``label`` (results_label's answer)."""
+    gpus = config.get("measure_gpus") or {}
+    if not gpus:
+        return [MeasureTarget(label)] if label is not None else []
+    if config.get("results_label"):
+        raise ConfigError(f"config keys results_label ({config['results_label']!r}) and measure_gpus "
+                         f"({gpus!r}) both set: measure_gpus names each GPU kind's results folder "
+                         "(its slug); leave results_label null")
+    return [MeasureTarget(_protect_reference(slug, config), slug, str(model)) for slug, model in gpus.items()]
 
 
 @dataclass(frozen=True)
@@ -38,6 +66,7 @@ class Layout:
     studies: dict           # name -> Study, the ones the config asks for
     label: str              # results/<label>/ is read (and, when measuring, written)
     root: Path = Path(".")
+    measured_labels: tuple = ()   # other results/<label>/ this run measures (a cluster's GPU kinds)
 
     @property
     def results(self) -> str:
@@ -81,10 +110,12 @@ class Layout:
     # ------------------------------------------------------------ other runs, claims, paper
 
     def overlay_labels(self, study: str) -> list[str]:
-        """Other results/<label>/ folders with a complete run of ``study``: figures overlay them."""
+        """Other results/<label>/ folders with a complete run of ``study``, or that this run
+        measures (``measured_labels``): figures overlay them, comparison tables set them side by side."""
         names = (*self.studies[study].raw_files, "provenance.json")
-        return sorted(folder.parent.name for folder in (self.root / "results").glob(f"*/{study}")
-                      if folder.parent.name != self.label and all((folder / n).is_file() for n in names))
+        on_disk = {folder.parent.name for folder in (self.root / "results").glob(f"*/{study}")
+                   if all((folder / n).is_file() for n in names)}
+        return sorted((on_disk | set(self.measured_labels)) - {self.label})
 
     def overlay_derived_files(self, study: str) -> list[str]:
         """The derived files of every other run of ``study`` (made by the overlay aggregate rules)."""
@@ -112,7 +143,7 @@ class Layout:
         major (e.g. the Hopper-only studies on a B200), and their names."""
         skipped = [name for name, study in self.studies.items() if major not in study.architectures]
         kept = {name: study for name, study in self.studies.items() if name not in skipped}
-        return Layout(kept, self.label, self.root), skipped
+        return replace(self, studies=kept), skipped
 
     def without_absent_optional_studies(self) -> tuple[Layout, list[str]]:
         """This layout minus the studies that allow it and have no raw data at all, and their names."""
@@ -121,7 +152,7 @@ class Layout:
         skipped = [name for name, study in self.studies.items()
                    if study.skip_analysis_without_data and absent(name)]
         kept = {name: study for name, study in self.studies.items() if name not in skipped}
-        return Layout(kept, self.label, self.root), skipped
+        return replace(self, studies=kept), skipped
 
     def check_raw_data_present(self) -> None:
         """Raise MissingDataError naming every raw file that analysis needs and lacks."""

@@ -8,7 +8,7 @@ from snakemake.exceptions import WorkflowError
 
 from tma_study import config as config_mod
 from tma_study import gpu as gpu_mod
-from tma_study.pipeline import Layout, MissingDataError, results_label
+from tma_study.pipeline import Layout, MissingDataError, measure_targets, results_label
 from tma_study.studies import discover
 
 KNOWN_STUDIES = discover()
@@ -16,12 +16,16 @@ try:
     config_mod.validate(config_mod.coerce_command_line(config), KNOWN_STUDIES)
     _requested = {name: KNOWN_STUDIES[name] for name in config["studies"]}
     _majors = sorted({m for study in _requested.values() for m in study.architectures})
-    LAYOUT = Layout(_requested, results_label(config, majors=_majors))
+    _label = results_label(config, majors=_majors)
+    # the GPU kinds this run measures on: this machine's GPU, or a cluster's (config measure_gpus)
+    MEASURE_TARGETS = measure_targets(config, _label) if config["measure"] else []
+    LAYOUT = Layout(_requested, _label, measured_labels=tuple(t.label for t in MEASURE_TARGETS[1:]))
     if config["measure"]:
-        LAYOUT, _skipped = LAYOUT.measurable_on(gpu_mod.detect().compute_capability[0])
-        for _name in _skipped:
-            print(f"note: study {_name} cannot measure on this GPU: not measured or analysed in this run",
-                  file=sys.stderr)
+        if not config.get("measure_gpus"):  # a cluster's GPUs are not visible here: their jobs check
+            LAYOUT, _skipped = LAYOUT.measurable_on(gpu_mod.detect().compute_capability[0])
+            for _name in _skipped:
+                print(f"note: study {_name} cannot measure on this GPU: not measured or analysed in this run",
+                      file=sys.stderr)
     else:
         LAYOUT, _skipped = LAYOUT.without_absent_optional_studies()
         for _name in _skipped:

@@ -11,7 +11,7 @@ import socket
 import subprocess
 from pathlib import Path
 
-from . import l2_state
+from . import gpu_lock, l2_state
 
 SOURCE_COMMIT_VARIABLE = "TMA_STUDY_SOURCE_COMMIT"
 PACKAGES = ("numba", "numba-cuda", "llvmlite", "numpy", "cuda-bindings", "cuda-core",
@@ -80,10 +80,14 @@ def config_hash(study_config: dict) -> str:
 
 
 def nvidia_smi_clocks() -> dict | None:
-    """SM/memory clocks, power and temperature as nvidia-smi reads them (read-only query)."""
+    """SM/memory clocks, power and temperature as nvidia-smi reads them (read-only query), of
+    the GPU this process claimed (nvidia-smi ignores CUDA_VISIBLE_DEVICES; ``--id`` names it)."""
     fields = "clocks.sm,clocks.mem,clocks.max.sm,power.draw,temperature.gpu,pstate"
+    device = gpu_lock.pinned_device() or {}
+    which = device.get("uuid") or device.get("pci_bus_id")
     try:
-        out = subprocess.run(["nvidia-smi", f"--query-gpu={fields}", "--format=csv,noheader"],
+        out = subprocess.run(["nvidia-smi", f"--query-gpu={fields}", "--format=csv,noheader",
+                              *([f"--id={which}"] if which else [])],
                              capture_output=True, text=True, timeout=20, check=True).stdout
     except (OSError, subprocess.SubprocessError):
         return None
@@ -101,6 +105,7 @@ def build(*, study: str, gpu: dict, study_config: dict, repo: Path, started: str
         "packages": package_versions(),
         "python": platform.python_version(),
         "host": socket.gethostname(),
+        "device": gpu_lock.pinned_device(),   # which of the host's GPUs: uuid, PCI bus id, index
         "git": git_state(repo),
         "source_sha256": source_hash(repo),
         "config_sha256": config_hash(study_config),
