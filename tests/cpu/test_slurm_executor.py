@@ -1,0 +1,169 @@
+"""The pipeline through Snakemake's SLURM executor with profiles/slurm.
+
+- On a running SLURM cluster (CI: .ci/start_slurm.sh starts one on localhost): the no-GPU
+  pipeline and one small compile job run as SLURM jobs, and their outputs equal a local run's,
+  byte for byte. Without SLURM this test is skipped, saying what to install.
+- Anywhere: the sbatch calls of a measure=true run, submitted to a recording stand-in for
+  sbatch, ask for one GPU of the right model on the GPU partition, and compile jobs ask for
+  CPUs on the CPU partition and no GPU.
+"""
+import hashlib
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from test_pipeline_no_gpu import REFERENCE_GPU, copy_checkout
+
+REPO = Path(__file__).resolve().parents[2]
+PROFILE = REPO / "profiles" / "slurm" / "config.yaml"
+VENV_BIN = Path(sys.executable).parent
+# What the SLURM run builds: one study's analysis, its claims and a compile job. Widen it to the
+# whole main job (an empty list) once the main job no longer compiles every kernel.
+TARGETS = [
+    *[f"figures/crossover_{name}.{ext}" for name in ("bandwidth", "map", "latency") for ext in ("pdf", "png")],
+    *[f"paper/tables/crossover_{name}.{ext}" for name in ("summary", "crossovers") for ext in ("tex", "md")],
+    f"results/{REFERENCE_GPU}/claims.tsv", f"results/{REFERENCE_GPU}/claims.md",
+    "build/compile/dsm/resources.csv",
+]
+INSTALL = ("needs a running SLURM cluster: as root, apt-get install slurm-wlm munge, then "
+           "bash .ci/start_slurm.sh (a one-node cluster on localhost)")
+PIPELINE_ENV = {"MPLBACKEND": "Agg", "SOURCE_DATE_EPOCH": "0"}   # PDFs without the time they were drawn
+
+
+def filled_profile(folder: Path, cpu_partition: str, gpu_partition: str, compile_mem_mb: int | None = None) -> Path:
+    """profiles/slurm/config.yaml with its partitions filled in, as a user does (and the compile
+    job's memory cut to what a small test node has)."""
+    profile = yaml.safe_load(PROFILE.read_text())
+    profile["default-resources"]["slurm_partition"] = cpu_partition
+    profile["set-resources"]["measure"]["slurm_partition"] = gpu_partition
+    if compile_mem_mb is not None:
+        profile["set-resources"]["compile"]["mem_mb"] = compile_mem_mb
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.yaml").write_text(yaml.safe_dump(profile))
+    return folder
+
+
+def run_snakemake(root: Path, *args: str, path_first: Path | None = None, timeout_s: int = 1800):
+    path = os.pathsep.join(str(p) for p in (path_first, VENV_BIN) if p) + os.pathsep + os.environ.get("PATH", "")
+    env = {**os.environ, **PIPELINE_ENV, "PATH": path, "PYTHONPATH": str(root / ".test-packages")}
+    return subprocess.run([str(VENV_BIN / "snakemake"), *args], cwd=root, env=env, capture_output=True,
+                          text=True, timeout=timeout_s)
+
+
+def output_of(result) -> str:
+    return (result.stdout + result.stderr)[-8000:]
+
+
+# ------------------------------------------------------------------ the profile itself
+def test_profile_leaves_partitions_and_account_to_fill_in():
+    profile = yaml.safe_load(PROFILE.read_text())
+    assert profile["executor"] == "slurm"
+    assert profile["default-resources"]["slurm_partition"] == "" == profile["default-resources"]["slurm_account"]
+    assert profile["set-resources"]["measure"]["slurm_partition"] == ""
+    assert PROFILE.read_text().count("# FILL IN") == 3
+
+
+# ------------------------------------------------------------------ sbatch calls, recorded
+RECORDER = """#!{python}
+import json, os, sys
+from pathlib import Path
+log = Path({log!r})
+name = Path(sys.argv[0]).name
+if name == "sbatch":
+    calls = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+    with log.open("a") as handle:
+        handle.write(json.dumps(sys.argv[1:]) + "\\n")
+    print(1000 + len(calls))
+elif name == "scontrol" and sys.argv[1:3] == ["show", "config"]:
+    print("MinJobAge = 600 sec")
+elif name in ("squeue", "sacct") and "Account%256" not in " ".join(sys.argv):
+    # every submitted job has failed: the run ends at the first status check
+    calls = log.read_text().splitlines() if log.exists() else []
+    for number in range(len(calls)):
+        print(f"{{1000 + number}}|FAILED")
+"""
+
+
+@pytest.fixture(scope="module")
+def recorded_sbatch_calls(tmp_path_factory) -> list[str]:
+    """The sbatch command lines of a measure=true run on two GPU kinds plus one compile job."""
+    root = copy_checkout(tmp_path_factory.mktemp("checkout"))
+    for made in ("build/config/crossover.json", "build/compile/crossover/resources.csv"):
+        (root / made).parent.mkdir(parents=True, exist_ok=True)   # the measure jobs' inputs, made
+        (root / made).write_text("{}\n")
+    fake_bin, log = root / "fake-slurm-bin", root / "sbatch-calls.jsonl"
+    fake_bin.mkdir()
+    for name in ("sbatch", "squeue", "sinfo", "scontrol", "sacct"):
+        (fake_bin / name).write_text(RECORDER.format(python=sys.executable, log=str(log)))
+        (fake_bin / name).chmod((fake_bin / name).stat().st_mode | stat.S_IEXEC)
+    profile = filled_profile(root / "filled-profile", "cpu-part", "gpu-part")
+    result = run_snakemake(root, "build/measure/h200-rerun/crossover", "build/measure/h100-80gb-hbm3/crossover",
+                           "build/compile/dsm/resources.csv", "--profile", str(profile),
+                           "--slurm-status-command", "squeue", "--slurm-init-seconds-before-status-checks", "1",
+                           "--latency-wait", "0",
+                           "--config", "measure=true", "measure_gpus={h200: h200, h100-80gb-hbm3: h100}",
+                           path_first=fake_bin, timeout_s=300)
+    calls = [" ".join(json.loads(line)) for line in log.read_text().splitlines()] if log.exists() else []
+    assert calls, f"no sbatch call recorded:\n{output_of(result)}"
+    return calls
+
+
+def call_of(calls: list[str], comment: str) -> str:
+    found = [c for c in calls if f"--comment {comment}" in c]
+    assert len(found) == 1, f"no single sbatch call with --comment {comment}:\n" + "\n".join(calls)
+    return found[0]
+
+
+@pytest.mark.parametrize("label, model", [("h200-rerun", "h200"), ("h100-80gb-hbm3", "h100")])
+def test_a_measure_job_asks_for_one_gpu_of_its_model_on_the_gpu_partition(recorded_sbatch_calls, label, model):
+    call = call_of(recorded_sbatch_calls, f"rule_measure_wildcards_{label}_crossover")
+    assert f"--gpus={model}:1" in call.split()
+    assert "-p gpu-part" in call and "--cpus-per-gpu=16" in call and "--mem 64000" in call and "-t 60" in call
+
+
+def test_a_compile_job_runs_on_the_cpu_partition_without_a_gpu(recorded_sbatch_calls):
+    call = call_of(recorded_sbatch_calls, "rule_compile_wildcards_dsm")
+    assert "-p cpu-part" in call and "--cpus-per-task=16" in call
+    assert "--gpus" not in call and "--gres" not in call
+
+
+# ------------------------------------------------------------------ a real SLURM cluster
+def slurm_unavailable_reason() -> str | None:
+    if not (shutil.which("sbatch") and shutil.which("sinfo")):
+        return INSTALL
+    states = subprocess.run(["sinfo", "--noheader", "--format=%t"], capture_output=True, text=True)
+    if states.returncode != 0 or not {"idle", "mix", "alloc"} & set(states.stdout.split()):
+        return f"{INSTALL} (sinfo: {(states.stdout + states.stderr).strip() or 'no node'})"
+    return None
+
+
+def digests(root: Path, files: list[str]) -> dict[str, str]:
+    return {f: hashlib.sha256((root / f).read_bytes()).hexdigest() for f in files}
+
+
+def test_the_pipeline_through_slurm_equals_a_local_run(tmp_path):
+    reason = slurm_unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    local = copy_checkout(tmp_path / "local")
+    result = run_snakemake(local, "-c2", *TARGETS)
+    assert result.returncode == 0, output_of(result)
+    on_slurm = copy_checkout(tmp_path / "slurm")
+    cores = os.cpu_count() or 1   # the one-node test cluster has this many CPUs
+    profile = filled_profile(tmp_path / "profile", "", "", compile_mem_mb=4000)   # "": the default partition
+    # squeue for job states: this cluster keeps no accounting database for sacct
+    result = run_snakemake(on_slurm, "--profile", str(profile), "--slurm-status-command", "squeue",
+                           "--slurm-init-seconds-before-status-checks", "1", "--seconds-between-status-checks", "2",
+                           "--max-threads", str(cores), *TARGETS)
+    print(output_of(result))
+    assert result.returncode == 0, output_of(result)
+    submitted = output_of(result).count("has been submitted with SLURM jobid")
+    assert submitted >= len(TARGETS) // 4, f"only {submitted} SLURM jobs:\n{output_of(result)}"
+    assert digests(on_slurm, TARGETS) == digests(local, TARGETS)
