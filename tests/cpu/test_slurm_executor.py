@@ -164,6 +164,8 @@ def test_the_pipeline_through_slurm_equals_a_local_run(tmp_path):
                            "--max-threads", str(cores), *TARGETS)
     print(output_of(result))
     assert result.returncode == 0, output_of(result)
-    submitted = output_of(result).count("has been submitted with SLURM jobid")
-    assert submitted >= len(TARGETS) // 4, f"only {submitted} SLURM jobs:\n{output_of(result)}"
+    log = result.stdout + result.stderr
+    for rule in ("compile", "aggregate_crossover", "figure", "tables_crossover", "claims"):   # each a SLURM job
+        assert f"slurm_logs/rule_{rule}/" in log, f"no SLURM job of rule {rule}:\n{output_of(result)}"
+    assert "localrule " not in log, output_of(result)
     assert digests(on_slurm, TARGETS) == digests(local, TARGETS)
