@@ -17,6 +17,7 @@ from .build import _ENTRY, SM90A_CC, CompiledKernel
 def load(compiled: CompiledKernel, signature: str):
     """A numba kernel dispatcher for ``compiled`` (its signature as given to the compile),
     which cannot compile anything else."""
+    from cuda.core import ObjectCode
     from numba.cuda import types, typing
     from numba.cuda.codegen import CUDACodeLibrary
     from numba.cuda.core import sigutils
@@ -27,7 +28,7 @@ def load(compiled: CompiledKernel, signature: str):
     entry = _ENTRY.search(compiled.ptx).group(1)
     library = CUDACodeLibrary._rebuild(
         codegen=cuda_target.target_context.codegen(), name=compiled.name, entry_name=entry,
-        llvm_strs=[], ptx_cache={SM90A_CC: [compiled.ptx]}, cubin_cache={SM90A_CC: compiled.cubin},
+        llvm_strs=[], ptx_cache={SM90A_CC: [compiled.ptx]}, cubin_cache={SM90A_CC: ObjectCode.from_cubin(compiled.cubin, name=compiled.name)},
         linkerinfo_cache={}, max_registers=None, nvvm_options={}, needs_cudadevrt=False, nrt=False,
         use_cooperative=False, lto=False)
     kernel = _Kernel._rebuild(
