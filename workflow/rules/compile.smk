@@ -12,8 +12,8 @@ rule compile:
         python=PYTHON,
         outdir=lambda wildcards: f"build/compile/{wildcards.study}",
     shell:
-        "{params.python} -m tma_study compile {wildcards.study} --out {params.outdir} "
-        "--workers {threads} > {log} 2>&1"
+        "{params.python} -m tma_study compile {wildcards.study:q} --out {params.outdir:q} "
+        "--workers {threads} > {log:q} 2>&1"
 
 
 rule kernel_table:
@@ -27,5 +27,5 @@ rule kernel_table:
     params:
         python=PYTHON,
     shell:
-        "{params.python} -m tma_study kernel-table {wildcards.study} --resources {input.resources} "
-        "--out paper/tables > {log} 2>&1"
+        "{params.python} -m tma_study kernel-table {wildcards.study:q} --resources {input.resources:q} "
+        "--out paper/tables > {log:q} 2>&1"
