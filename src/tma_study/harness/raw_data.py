@@ -241,6 +241,8 @@ def check_frame(frame: pd.DataFrame, schema: FileSchema, path: Path, schema_file
     unknown = [c for c in frame.columns if c not in schema.columns]
     if unknown:
         problems.add(f"column(s) {unknown} are not in the schema (a file of another study or version?)")
+    if frame.empty:
+        problems.add("a header and no rows: every raw file holds at least one measured row")
     problems.raise_if_any(schema_file)
     ok = timed_ok(frame)
     for column, spec in schema.columns.items():
