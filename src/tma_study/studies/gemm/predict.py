@@ -49,8 +49,12 @@ def multicast_verdicts(multicast_raw: Path) -> pd.DataFrame | None:
         return None
     from tma_study.harness import raw_data
     from tma_study.studies.multicast import STUDY
+    return multicast_stream_verdicts(raw_data.ok_rows(raw_data.load(STUDY, multicast_raw)["stream.csv"]))
+
+
+def multicast_stream_verdicts(stream: pd.DataFrame) -> pd.DataFrame:
+    """The 2-D pattern verdicts of the multicast study's (checked, timed) stream rows."""
     from tma_study.studies.multicast import aggregate as multicast
-    stream = raw_data.ok_rows(raw_data.load(STUDY, multicast_raw)["stream.csv"])
     table = multicast.speedups(multicast.best_configurations(stream))
     return table[table.pattern == "2d"]
 
