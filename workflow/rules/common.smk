@@ -59,19 +59,25 @@ try:
         os.environ[LABEL_VARIABLE] = LAYOUT.label
         LAYOUT, _skipped = LAYOUT.measurable_on(gpu_mod.detect().compute_capability[0])
         for _name in _skipped:
-            print(f"note: study {_name} cannot measure on this GPU: not measured or analysed in this run",
-                  file=sys.stderr)
+            print(
+                f"note: study {_name} cannot measure on this GPU: not measured or analysed in this run",
+                file=sys.stderr,
+            )
         _missing = {n: s.missing_measure_modules() for n, s in LAYOUT.studies.items()}
         if any(_missing.values()):
             raise gpu_mod.GpuRequirementError(
                 "the measure step needs "
                 + "; ".join(f"{', '.join(m)} for study {n}" for n, m in _missing.items() if m)
-                + ": pip install -e '.[measure]' (docs/dependencies.md)")
+                + ": pip install -e '.[measure]' (docs/dependencies.md)"
+            )
     else:
         LAYOUT, _skipped = LAYOUT.without_absent_optional_studies()
         for _name in _skipped:
-            print(f"note: study {_name} has no data in {LAYOUT.results}/{_name}/ yet: not analysed "
-                  "(measure it with --config measure=true on its GPU)", file=sys.stderr)
+            print(
+                f"note: study {_name} has no data in {LAYOUT.results}/{_name}/ yet: not analysed "
+                "(measure it with --config measure=true on its GPU)",
+                file=sys.stderr,
+            )
         LAYOUT.check_raw_data_present()
         # every raw file analysis will read, checked against its study's schema before any job
         for _name, _study in LAYOUT.studies.items():
@@ -89,3 +95,15 @@ FIGURE_STUDY = LAYOUT.figure_study()
 # jobs run the CLI with the interpreter that runs Snakemake (its venv); every value that goes
 # into a shell command is quoted (shlex.quote, or {...:q} in a rule's shell string)
 PYTHON = shlex.quote(sys.executable)
+
+
+def study_config_text(name):
+    """build/config/<name>.json: the validated config holding study ``name`` alone."""
+    alone = {
+        "measure": False,
+        "reference_gpu": config["reference_gpu"],
+        "studies": {name: config["studies"][name]},
+    }
+    if "gpu_probe" in config:
+        alone["gpu_probe"] = config["gpu_probe"]
+    return json.dumps(alone, indent=2, sort_keys=True) + "\n"
