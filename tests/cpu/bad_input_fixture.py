@@ -82,9 +82,19 @@ def copy_checkout(destination: Path) -> Path:
     return destination
 
 
+SYNTHETIC_KERNELS = ("kernel,registers,shared_bytes_static,stack_frame_bytes,spill_store_bytes,spill_load_bytes,"
+                     "sass_instructions,expected_sass\nsynthetic_kernel,64,128,0,0,0,1000,UTMALDGx1\n")
+
+
 @pytest.fixture(scope="module")
 def pristine_checkout(tmp_path_factory) -> Path:
-    return copy_checkout(tmp_path_factory.mktemp("pristine"))
+    """A copy of the checkout; where the reference data predate the kernels.csv a measurement
+    now writes beside them (the kernel tables read it), the copy gets a synthetic one."""
+    root = copy_checkout(tmp_path_factory.mktemp("pristine"))
+    for folder in (root / "results").glob("*/*"):
+        if folder.is_dir() and (folder / "provenance.json").exists() and not (folder / "kernels.csv").exists():
+            (folder / "kernels.csv").write_text(SYNTHETIC_KERNELS)
+    return root
 
 
 @pytest.fixture

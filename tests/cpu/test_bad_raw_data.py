@@ -60,9 +60,19 @@ def test_every_committed_data_set_follows_its_schema(folder):
     assert raw.provenance["configurations"] > 0
 
 
-def test_every_study_has_a_raw_schema_for_each_raw_file():
+def test_every_study_has_a_raw_schema_for_each_file_it_measures():
     for study in STUDIES.values():
-        assert set(raw_schema.load(study).files) == set(study.raw_files), study.name
+        measured = set(study.measured_files) - {"provenance.json"}
+        assert set(raw_schema.load(study).files) == measured, study.name
+
+
+def test_the_kernels_a_run_timed_are_checked_where_recorded(tmp_path, crossover, capsys):
+    from bad_input_fixture import SYNTHETIC_KERNELS
+    (crossover / "kernels.csv").write_text(SYNTHETIC_KERNELS.replace(",64,", ",300,"))
+    refused(capsys, tmp_path, crossover, "kernels.csv", "row 1", "column registers", "300")
+    (crossover / "kernels.csv").write_text(SYNTHETIC_KERNELS)
+    status, error, _ = aggregate(capsys, tmp_path, crossover)
+    assert status == 0, error
 
 
 # ------------------------------------------------------------------ rows lost, cut or added

@@ -14,21 +14,28 @@ from snakemake.utils import update_config
 # every job), and $TMA_STUDY_ROOT tells the package where schemas, config and results are.
 ROOT = Path(workflow.basedir).resolve()
 _PACKAGES = ROOT / "build" / "python-path"
-for _name, _source in (("tma_study", ROOT / "src" / "tma_study"), ("tma_kernels", ROOT / "kernels")):
+for _name, _source in (
+    ("tma_study", ROOT / "src" / "tma_study"),
+    ("tma_kernels", ROOT / "kernels"),
+):
     _link = _PACKAGES / _name
     if not (_link.is_symlink() and _link.resolve() == _source):
         _PACKAGES.mkdir(parents=True, exist_ok=True)
         _link.unlink(missing_ok=True)
         _link.symlink_to(_source, target_is_directory=True)
 os.environ["TMA_STUDY_ROOT"] = str(ROOT)
-os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_PACKAGES), os.environ.get("PYTHONPATH")]))
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    filter(None, [str(_PACKAGES), os.environ.get("PYTHONPATH")])
+)
 sys.path.insert(0, str(_PACKAGES))
 
 import tma_study  # noqa: E402
 
 if not Path(tma_study.__file__).resolve().is_relative_to(ROOT):
-    raise WorkflowError(f"Python imports tma_study from {Path(tma_study.__file__).parent}, not from this "
-                        f"workflow's checkout {ROOT}: start Snakemake in a fresh process")
+    raise WorkflowError(
+        f"Python imports tma_study from {Path(tma_study.__file__).parent}, not from this "
+        f"workflow's checkout {ROOT}: start Snakemake in a fresh process"
+    )
 
 from tma_study import config as config_mod  # noqa: E402
 from tma_study import gpu as gpu_mod  # noqa: E402
@@ -36,7 +43,12 @@ from tma_study.harness import raw_data  # noqa: E402
 from tma_study.harness.provenance import ProvenanceError  # noqa: E402
 from tma_study.harness.raw_schema import RawSchemaError  # noqa: E402
 from tma_study.pipeline import (  # noqa: E402
-    LABEL_VARIABLE, Layout, MissingDataError, ResultsLabelError, results_label)
+    LABEL_VARIABLE,
+    Layout,
+    MissingDataError,
+    ResultsLabelError,
+    results_label,
+)
 from tma_study.studies import discover  # noqa: E402
 
 KNOWN_STUDIES = discover()
@@ -50,10 +62,18 @@ try:
         config.update(_merged)
     config_mod.coerce_command_line(config, workflow.config_settings.config)
     config_mod.validate(config, KNOWN_STUDIES, expand=config.get("measure") is True)
-    _requested = {name: KNOWN_STUDIES[name] for name in config_mod.selected_studies(config)}
+    _requested = {
+        name: KNOWN_STUDIES[name] for name in config_mod.selected_studies(config)
+    }
     _majors = sorted({m for study in _requested.values() for m in study.architectures})
-    if config["measure"] and not config.get("results_label") and os.environ.get(LABEL_VARIABLE):
-        config["results_label"] = os.environ[LABEL_VARIABLE]      # a job of this run: the run's label
+    if (
+        config["measure"]
+        and not config.get("results_label")
+        and os.environ.get(LABEL_VARIABLE)
+    ):
+        config["results_label"] = os.environ[
+            LABEL_VARIABLE
+        ]  # a job of this run: the run's label
     LAYOUT = Layout(_requested, results_label(config, majors=_majors, root=ROOT))
     if config["measure"]:
         os.environ[LABEL_VARIABLE] = LAYOUT.label
@@ -67,7 +87,9 @@ try:
         if any(_missing.values()):
             raise gpu_mod.GpuRequirementError(
                 "the measure step needs "
-                + "; ".join(f"{', '.join(m)} for study {n}" for n, m in _missing.items() if m)
+                + "; ".join(
+                    f"{', '.join(m)} for study {n}" for n, m in _missing.items() if m
+                )
                 + ": pip install -e '.[measure]' (docs/dependencies.md)"
             )
     else:
@@ -83,8 +105,15 @@ try:
         for _name, _study in LAYOUT.studies.items():
             for _label in [LAYOUT.label, *LAYOUT.overlay_labels(_name)]:
                 raw_data.load(_study, Path("results") / _label / _name)
-except (config_mod.ConfigError, gpu_mod.GpuRequirementError, MissingDataError, ResultsLabelError,
-        raw_data.RawDataError, ProvenanceError, RawSchemaError) as error:
+except (
+    config_mod.ConfigError,
+    gpu_mod.GpuRequirementError,
+    MissingDataError,
+    ResultsLabelError,
+    raw_data.RawDataError,
+    ProvenanceError,
+    RawSchemaError,
+) as error:
     raise WorkflowError(str(error)) from None
 
 MEASURE = config["measure"]

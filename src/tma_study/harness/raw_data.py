@@ -280,7 +280,9 @@ def load(study, raw_dir: Path) -> RawData:
     schema = raw_schema.load(study)
     provenance = provenance_mod.read(raw_dir / "provenance.json", study=study.name)
     frames = {}
-    for name in study.raw_files:
+    # the study's raw files, and kernels.csv where the run recorded it (measured_files)
+    present = [name for name in schema.files if name in study.raw_files or (raw_dir / name).exists()]
+    for name in present:
         frames[name] = _read_csv(raw_dir / name)
         check_frame(frames[name], schema.files[name], raw_dir / name, schema.path)
     _check_count(frames, schema, provenance, raw_dir)

@@ -41,6 +41,26 @@ TIMING_CHECKS = [
 ]
 
 
+# kernels.csv beside every study's raw data: the resources of the kernels the run timed
+# (harness.kernel_builds.resource_row), for studies that do not describe it themselves
+KERNELS_FILE = "kernels.csv"
+KERNELS_SCHEMA = {
+    "what": "one kernel the run timed: its resources and the SASS instructions checked (kernel_builds.resource_row)",
+    "key": ["kernel"],
+    "columns": {
+        "kernel": {"type": "string"},
+        "registers": {"type": "integer", "unit": "registers per thread", "min": 1, "max": 255},
+        "shared_bytes_static": {"type": "integer", "unit": "bytes", "min": 0, "max": 262144},
+        "stack_frame_bytes": {"type": "integer", "unit": "bytes", "min": 0, "max": 1048576},
+        "spill_store_bytes": {"type": "integer", "unit": "bytes", "min": 0, "max": 1048576},
+        "spill_load_bytes": {"type": "integer", "unit": "bytes", "min": 0, "max": 1048576},
+        "sass_instructions": {"type": "integer", "unit": "instructions", "min": 1, "max": 100000000},
+        "expected_sass": {"type": "string", "null": "allowed",
+                          "pattern": r"\S+x[0-9]+( \S+x[0-9]+)*"},
+    },
+}
+
+
 class RawSchemaError(ValueError):
     """A study's raw_schema.yaml is itself malformed."""
 
@@ -107,4 +127,6 @@ def load(study, path: Path | None = None) -> StudySchema:
     missing = sorted(set(study.raw_files) - set(files))
     if missing:
         raise RawSchemaError(f"{path}: no schema for raw files {missing} of study {study.name!r}")
+    if KERNELS_FILE not in files:
+        files[KERNELS_FILE] = _file_schema(KERNELS_FILE, KERNELS_SCHEMA)
     return StudySchema(study.name, path, files)
