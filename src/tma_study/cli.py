@@ -140,6 +140,7 @@ def _publish(staged: Path, out: Path) -> None:
 
 
 def _run(args, parser) -> int:
+    config_mod.check_root()                     # $TMA_STUDY_ROOT, where set, must be a checkout
     if args.command in paper_cli.COMMANDS:
         return paper_cli.run(args)
     if args.command == "catalog":

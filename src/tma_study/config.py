@@ -160,8 +160,7 @@ def coerce_command_line(config: dict, command_line: dict | None = None) -> dict:
     ``run_studies`` a comma-separated list. Anything else is left for validation to reject.
     """
     for key, given in (command_line or {}).items():
-        if isinstance(given, (dict, list)):
-            config[key] = _merge_typed(config.get(key), given)
+        config[key] = _merge_typed(config.get(key), given)
     for key in BOOLEAN_KEYS:
         value = config.get(key)
         if isinstance(value, str) and value.strip().lower() in COMMAND_LINE_BOOLEANS:

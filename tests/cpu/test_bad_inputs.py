@@ -175,6 +175,14 @@ def test_the_project_root_is_the_workflows_folder_not_the_packages(checkout, tmp
     assert_stopped_before_any_job(status, output, "config key 'measure'", "code of the other checkout")
 
 
+def test_a_project_root_that_is_not_a_checkout_is_named(tmp_path):
+    import subprocess
+    import sys
+    result = subprocess.run([sys.executable, "-m", "tma_study", "check-config"], capture_output=True, text=True,
+                            env={**os.environ, "TMA_STUDY_ROOT": str(tmp_path)})
+    assert_one_line_error(result.returncode, result.stderr, str(tmp_path), "not a checkout", "TMA_STUDY_ROOT")
+
+
 def test_measuring_into_a_folder_of_committed_data_is_refused():
     h200 = GpuInfo(name="NVIDIA H200", compute_capability=(9, 0), sm_count=132, l2_bytes=1, smem_per_block_optin_bytes=1,
                    smem_per_sm_bytes=1, max_sm_clock_khz=1, memory_clock_khz=1, memory_bus_bits=1,
