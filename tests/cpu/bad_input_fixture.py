@@ -67,6 +67,7 @@ def assert_one_line_error(status: int, error: str, *names: str) -> str:
     assert error.strip().count("\n") == 0, f"not one line:\n{error}"
     for name in names:
         assert name in error, f"{name!r} not named in: {error}"
+    print(f"MESSAGE: {error.strip()}")          # the case's message (pytest -rP lists them)
     return error
 
 
@@ -119,4 +120,7 @@ def assert_stopped_before_any_job(status: int, output: str, *names: str) -> str:
     assert "Building DAG of jobs" not in output and "Job stats" not in output, output
     for name in names:
         assert name in output, f"{name!r} not named in:\n{output}"
+    message = [line for line in output.splitlines() if line.strip()
+               and not line.startswith(("Traceback", "  File", "    ", "Assuming", "host:"))]
+    print(f"MESSAGE: {' | '.join(message[-3:])}")
     return output

@@ -187,9 +187,14 @@ def _names(expression: str, frame: pd.DataFrame) -> list[str]:
     return [n for n in dict.fromkeys(_NAME.findall(expression)) if n in frame.columns]
 
 
+def _lacks(expression: str, frame: pd.DataFrame, schema: FileSchema) -> bool:
+    """Does ``expression`` name an (optional) column of the schema that this file lacks?"""
+    return any(n in schema.columns and n not in frame.columns for n in _NAME.findall(expression))
+
+
 def _check_rules(frame: pd.DataFrame, schema: FileSchema, ok: pd.Series, problems: _Problems) -> None:
     for column, expression in schema.derived.items():
-        if column not in frame.columns:
+        if column not in frame.columns or _lacks(expression, frame, schema):
             continue
         expected = frame.eval(expression, engine="python").astype("float64")
         actual = frame[column].astype("float64")
@@ -200,9 +205,9 @@ def _check_rules(frame: pd.DataFrame, schema: FileSchema, ok: pd.Series, problem
         if (row := _first(actual.notna() & expected.isna())) is not None:
             problems.add(f"has a value where {expression} has none", row, column)
     for rule in schema.checks:
-        names = _names(rule["require"], frame)
-        if len(names) != len(_names(rule["require"], pd.DataFrame(columns=list(schema.columns)))):
+        if _lacks(rule["require"], frame, schema):
             continue                      # names an optional column this file lacks
+        names = _names(rule["require"], frame)
         every = rule.get("rows") == "every row"
         rows = pd.Series(True, index=frame.index) if every else frame[names].notna().all(axis=1)
         if not rows.any():
