@@ -89,8 +89,8 @@ SYNTHETIC_KERNELS = ("kernel,registers,shared_bytes_static,stack_frame_bytes,spi
 
 @pytest.fixture(scope="module")
 def pristine_checkout(tmp_path_factory) -> Path:
-    """A copy of the checkout; where the reference data predate the kernels.csv a measurement
-    now writes beside them (the kernel tables read it), the copy gets a synthetic one."""
+    """A copy of the checkout; a data set that predates the kernels.csv a measurement now writes
+    beside its raw data (the kernel tables read it) gets a synthetic one in the copy."""
     root = copy_checkout(tmp_path_factory.mktemp("pristine"))
     for folder in (root / "results").glob("*/*"):
         if folder.is_dir() and (folder / "provenance.json").exists() and not (folder / "kernels.csv").exists():
