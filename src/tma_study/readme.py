@@ -9,13 +9,13 @@ a claim, a threshold or the data change.
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pandas as pd
 
 from .claims import read_outcomes
 from .harness.atomic import atomic_write_text
+from .harness.provenance import read as read_provenance
 
 BEGIN, END = "<!-- claims:begin -->", "<!-- claims:end -->"
 COST_BEGIN, COST_END = "<!-- cost:begin -->", "<!-- cost:end -->"
@@ -52,7 +52,7 @@ def cost_table(results_dir: Path) -> str:
              "", "| study | measured on | configurations | GPU time of `measure` | measured (UTC) |",
              "| --- | --- | --- | --- | --- |"]
     for provenance_file in sorted(results_dir.glob("*/provenance.json")):
-        provenance = json.loads(provenance_file.read_text())
+        provenance = read_provenance(provenance_file, study=provenance_file.parent.name)
         seconds = _seconds(provenance["started_utc"], provenance["finished_utc"])
         took = _duration(seconds)
         if "timing_started_utc" in provenance:      # a study whose kernels compile inside measure

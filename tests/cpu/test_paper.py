@@ -6,6 +6,7 @@ import re
 import pandas as pd
 import pytest
 from paper_fixture import REFERENCE, REPO, aggregated_reference, configured_studies, expanded_macros
+from raw_fixture import valid_provenance
 
 from tma_study import claims as claims_mod
 from tma_study import macros as macros_mod
@@ -200,9 +201,9 @@ def test_the_cost_table_splits_compile_from_timing_where_recorded(tmp_path):
     import json
     for study, extra in (("crossover", {}), ("paged_kv", {"timing_started_utc": "2026-12-04T00:18:34+00:00"})):
         (tmp_path / study).mkdir()
-        (tmp_path / study / "provenance.json").write_text(json.dumps(
-            {"gpu": {"name": "NVIDIA H200", "sm_count": 132}, "configurations": 10,
-             "started_utc": "2026-12-04T00:13:11+00:00", "finished_utc": "2026-12-04T00:22:05+00:00", **extra}))
+        (tmp_path / study / "provenance.json").write_text(json.dumps(valid_provenance(
+            study, 10, gpu={"name": "NVIDIA H200", "sm_count": 132}, **{
+                "started_utc": "2026-12-04T00:13:11+00:00", "finished_utc": "2026-12-04T00:22:05+00:00", **extra})))
     rows = readme_mod.cost_table(tmp_path).splitlines()
     assert "| `crossover` | NVIDIA H200 (132 SMs) | 10 | 8 min 54 s | 2026-12-04 |" in rows
     assert ("| `paged_kv` | NVIDIA H200 (132 SMs) | 10 | 8 min 54 s (5 min 23 s compiling and loading kernels "
