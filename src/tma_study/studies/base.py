@@ -4,7 +4,6 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass
 
-
 KERNELS_FILE = "kernels.csv"
 
 

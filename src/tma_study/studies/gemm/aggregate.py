@@ -378,11 +378,10 @@ def status_counts(gemm: pd.DataFrame, measured: pd.DataFrame | None = None) -> p
 
 
 def aggregate(raw_dir: Path, derived_dir: Path, repeat_dir: Path | None = None) -> None:
-    from .predict import crossover_verdicts, multicast_verdicts, rules
-
     from tma_study.harness import raw_data
 
     from . import STUDY
+    from .predict import crossover_verdicts, multicast_verdicts, rules
     raw_dir, derived_dir = Path(raw_dir), Path(derived_dir)
     raw = raw_data.load(STUDY, raw_dir)           # checked before anything is written
     # rows not timed stay, with their status (measured: timing ok, raw_data checks it)
