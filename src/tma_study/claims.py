@@ -24,7 +24,6 @@ numbers observed and the threshold, in ``results/<label>/claims.tsv`` and ``clai
 """
 from __future__ import annotations
 
-import json
 import math
 import operator
 from dataclasses import dataclass, field
@@ -36,6 +35,7 @@ import yaml
 
 from .config import REPO_ROOT, SCHEMA_DIR, key_path
 from .harness.atomic import atomic_write_text
+from .harness.provenance import read as read_provenance
 
 CLAIMS_DIR = REPO_ROOT / "config" / "claims"
 SCHEMA = SCHEMA_DIR / "claims.schema.yaml"
@@ -262,7 +262,7 @@ def _gpu_of(results_dir: Path, study: str):
     candidates = [results_dir / study / "provenance.json", *sorted(results_dir.glob("*/provenance.json"))]
     for path in candidates:
         if path.is_file():
-            gpu = json.loads(path.read_text()).get("gpu", {})
+            gpu = read_provenance(path)["gpu"]
             if gpu.get("compute_capability"):
                 return gpu.get("name", "unknown GPU"), tuple(gpu["compute_capability"])
     return None

@@ -4,6 +4,9 @@ Nothing here runs a job; it maps (config, studies, results label) to paths.
 """
 from __future__ import annotations
 
+import datetime as dt
+import re
+import subprocess
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -13,30 +16,80 @@ from .config import ConfigError
 TABLE_FORMATS = ("tex", "md")
 FIGURE_FORMATS = ("pdf", "png")
 RERUN_SUFFIX = "-rerun"
+# config.schema.yaml's rule for results_label and reference_gpu: every results/<label>/ obeys it
+LABEL_PATTERN = re.compile(r"[a-z0-9][a-z0-9-]*")
+LABEL_RULE = "lower-case letters, digits and dashes, starting with a letter or digit"
+# A measurement's label, fixed by the workflow's first parse (common.smk) and inherited by its
+# jobs: a cluster job parses the workflow again, maybe on another day.
+LABEL_VARIABLE = "TMA_STUDY_RESULTS_LABEL"
+TARGETS_VARIABLE = "TMA_STUDY_MEASURE_TARGETS"   # the GPU kinds of a measure_gpus run, for its jobs
+DATED_LABEL = re.compile(r".+-[0-9]{4}-[0-9]{2}-[0-9]{2}")
 
 
 class MissingDataError(FileNotFoundError):
     """Analysis asked for raw data that is neither committed nor measured here."""
 
 
-def results_label(config: dict, detect=gpu_mod.detect, majors=(gpu_mod.HOPPER_MAJOR,)) -> str:
+class ResultsLabelError(ValueError):
+    """A results/<label>/ name that is not allowed, or a measurement that would overwrite committed data."""
+
+
+def check_label(label: str, where: str) -> str:
+    """``label`` when it obeys LABEL_PATTERN; else ResultsLabelError naming ``where`` it came from."""
+    if not isinstance(label, str) or not LABEL_PATTERN.fullmatch(label):
+        raise ResultsLabelError(f"{where}: {label!r} is not a results label ({LABEL_RULE}); "
+                                "rename or remove that folder")
+    return label
+
+
+def committed(root: Path, label: str) -> bool:
+    """Does results/<label>/ hold committed data (data this checkout shipped with)?
+
+    In the project's own git repository: files of it are tracked. Elsewhere (an unpacked
+    archive): the folder exists and is not a dated label a measurement made here by default.
+    """
+    from .harness.source import own_repository
+    folder = Path(root) / "results" / label
+    if own_repository(root):
+        listed = subprocess.run(["git", "-C", str(root), "ls-files", "--", f"results/{label}/"],
+                                capture_output=True, text=True).stdout
+        return bool(listed.strip())
+    return folder.is_dir() and not DATED_LABEL.fullmatch(label)
+
+
+def results_label(config: dict, detect=gpu_mod.detect, majors=(gpu_mod.HOPPER_MAJOR,), root: Path = Path("."),
+                  today: dt.date | None = None) -> str:
     """results/<label>/: the reference data, or a new measurement's own folder.
 
-    ``majors``: the compute-capability majors some requested study can measure on. Raises
-    GpuRequirementError (before any work) when measure=true cannot run here.
+    A measurement goes to ``results_label`` where given, else to the GPU's slug, or where that
+    is the reference GPU or holds committed data, to ``<slug>-<UTC date>`` (overwrite_reference:
+    the reference folder itself). It never writes into a folder of committed data unless
+    ``overwrite_reference`` is true. ``majors``: the compute-capability majors some requested
+    study can measure on. Raises GpuRequirementError (before any work) when measure=true cannot
+    run here, ResultsLabelError when the label would overwrite committed data.
     """
     if not config["measure"]:
-        return config["reference_gpu"]
+        return check_label(config["reference_gpu"], "config key 'reference_gpu'")
     if config.get("measure_gpus"):       # a cluster's GPU kinds: no GPU needed where Snakemake runs
-        return measure_targets(config)[0].label
+        return measure_targets(config, root=root, today=today)[0].label
     info = gpu_mod.require_architecture(detect(), tuple(majors))
-    label = config.get("results_label") or info.slug
-    return _protect_reference(label, config)
+    return new_label(info.slug, config, root, today, config.get("results_label"))
 
 
-def _protect_reference(label: str, config: dict) -> str:
-    if label == config["reference_gpu"] and not config.get("overwrite_reference", False):
-        label += RERUN_SUFFIX  # never replace the committed reference unless asked
+def new_label(slug: str, config: dict, root: Path, today: dt.date | None = None, label: str | None = None) -> str:
+    """Where a measurement on a GPU of this slug goes (results_label's rules); ``label`` where given."""
+    overwrite = bool(config.get("overwrite_reference", False))
+    if not label:
+        label = slug
+        if overwrite and label == config["reference_gpu"]:
+            pass
+        elif label == config["reference_gpu"] or committed(root, label):
+            label = f"{slug}-{(today or dt.datetime.now(dt.timezone.utc).date()).isoformat()}"
+    check_label(label, "the results label")
+    if committed(root, label) and not overwrite:
+        raise ResultsLabelError(
+            f"results/{label}/ holds committed data: a measurement would overwrite it. Choose another "
+            "folder (--config results_label=NAME) or allow it (--config overwrite_reference=true)")
     return label
 
 
@@ -48,17 +101,19 @@ class MeasureTarget:
     gpu_model: str | None = None  # the scheduler's GPU model the job asks for (None: any GPU)
 
 
-def measure_targets(config: dict, label: str | None = None) -> list[MeasureTarget]:
+def measure_targets(config: dict, label: str | None = None, root: Path = Path("."),
+                    today: dt.date | None = None) -> list[MeasureTarget]:
     """The GPU kinds a measure=true run measures on: one per ``measure_gpus`` entry (GPU slug ->
-    the scheduler's GPU model), else this machine's GPU under ``label`` (results_label's answer)."""
+    the scheduler's GPU model, each labelled as results_label labels that GPU's measurement),
+    else this machine's GPU under ``label`` (results_label's answer)."""
     gpus = config.get("measure_gpus") or {}
     if not gpus:
         return [MeasureTarget(label)] if label is not None else []
     if config.get("results_label"):
         raise ConfigError(f"config keys results_label ({config['results_label']!r}) and measure_gpus "
-                         f"({gpus!r}) both set: measure_gpus names each GPU kind's results folder "
-                         "(its slug); leave results_label null")
-    return [MeasureTarget(_protect_reference(slug, config), slug, str(model)) for slug, model in gpus.items()]
+                          f"({gpus!r}) both set: measure_gpus names each GPU kind's results folder "
+                          "(from its slug); leave results_label null")
+    return [MeasureTarget(new_label(slug, config, root, today), slug, str(model)) for slug, model in gpus.items()]
 
 
 @dataclass(frozen=True)
@@ -88,10 +143,17 @@ class Layout:
         return [f"{self.results}/{study}/derived/{f}" for f in self.studies[study].derived_files]
 
     def code_files(self, study: str) -> list[str]:
-        """The study's Python code and the shared report code: editing them reruns the analysis."""
+        """The study's Python code and raw-data schema, and the shared report code: editing them
+        reruns the analysis."""
         files = sorted((self.root / "src/tma_study/studies" / study).glob("*.py"))
+        files += sorted((self.root / "src/tma_study/studies" / study).glob("*.yaml"))
         files += sorted((self.root / "src/tma_study/report").glob("*.py"))
         return [str(f.relative_to(self.root)) for f in files]
+
+    def kernel_code_files(self, study: str) -> list[str]:
+        """The code that decides which kernels the compile step builds and checks for ``study``."""
+        files = ["src/tma_study/harness/kernel_builds.py", "src/tma_study/compile_report.py"]
+        return files + [f"src/tma_study/studies/{study}/kernels.py"]
 
     def table_files(self, study: str) -> list[str]:
         return [f"paper/tables/{t}.{ext}" for t in self.studies[study].tables for ext in TABLE_FORMATS]
@@ -111,9 +173,12 @@ class Layout:
 
     def overlay_labels(self, study: str) -> list[str]:
         """Other results/<label>/ folders with a complete run of ``study``, or that this run
-        measures (``measured_labels``): figures overlay them, comparison tables set them side by side."""
+        measures (``measured_labels``): figures overlay them, comparison tables set them side by side.
+
+        Each name must be a valid results label (it goes into file names and commands)."""
         names = (*self.studies[study].raw_files, "provenance.json")
-        on_disk = {folder.parent.name for folder in (self.root / "results").glob(f"*/{study}")
+        on_disk = {check_label(folder.parent.name, f"folder results/{folder.parent.name}/")
+                   for folder in (self.root / "results").glob(f"*/{study}")
                    if all((folder / n).is_file() for n in names)}
         return sorted((on_disk | set(self.measured_labels)) - {self.label})
 
@@ -155,8 +220,10 @@ class Layout:
         return replace(self, studies=kept), skipped
 
     def check_raw_data_present(self) -> None:
-        """Raise MissingDataError naming every raw file that analysis needs and lacks."""
-        missing = [f for study in self.studies for f in self.raw_files(study) if not (self.root / f).exists()]
+        """Raise MissingDataError naming every raw file that analysis needs and lacks (the
+        kernels the data were measured with included: the kernel tables read them)."""
+        needed = [f"{self.results}/{study}/{name}" for study, s in self.studies.items() for name in s.measured_files]
+        missing = [f for f in needed if not (self.root / f).exists()]
         if missing:
             raise MissingDataError(
                 "analysis needs raw data that is not here: " + ", ".join(missing) + ". Restore the "

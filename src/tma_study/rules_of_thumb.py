@@ -8,11 +8,11 @@ wording and numbers it computes from its own derived data; this module checks ea
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pandas as pd
 
+from .harness.provenance import read as read_provenance
 from .paper import write_paragraph_table
 
 ROW_KEYS = ("situation", "rule", "evidence", "figure")
@@ -50,7 +50,7 @@ def collect(results_dir: Path, studies: dict) -> pd.DataFrame:
         if study.rules is None:
             continue
         study_dir = Path(results_dir) / name
-        provenance = json.loads((study_dir / "provenance.json").read_text())
+        provenance = read_provenance(study_dir / "provenance.json", study=name)
         own = study.entry("rules")(study_dir / "derived", provenance)
         check_rows(own, study)
         rows += [{"study": name, "situation": r["situation"], "rule of thumb": r["rule"],

@@ -21,8 +21,8 @@ from tma_study.harness.gpu_lock import VisibleDevice, claim_device, devices_from
 
 FAKE_GPUS_DIR = Path(__file__).resolve().parent / "fake_gpus"
 VENV_BIN = Path(sys.executable).parent
-STUDIES = ("crossover", "multicast", "dsm", "paged_kv")
-LABEL = "h200-rerun"     # a measurement on an H200 never overwrites the reference results/h200/
+STUDIES = ("crossover", "multicast", "dsm")   # their measure steps need no torch
+LABEL = "fake-gpus"
 
 
 def fake_devices(count: int) -> list[VisibleDevice]:
@@ -132,7 +132,8 @@ def measure_through_snakemake(root: Path, fake_gpus: int, *resources: str) -> li
            "FAKE_GPUS": str(fake_gpus), "FAKE_MEASURE_S": "4"}
     env.pop("CUDA_VISIBLE_DEVICES", None)
     targets = [f"build/measure/{LABEL}/{study}" for study in STUDIES]
-    result = subprocess.run([str(VENV_BIN / "snakemake"), *targets, "-c4", "--config", "measure=true", *resources],
+    result = subprocess.run([str(VENV_BIN / "snakemake"), *targets, "-c4", "--config", "measure=true",
+                             f"results_label={LABEL}", f"run_studies={','.join(STUDIES)}", *resources],
                             cwd=root, env=env, capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stdout + result.stderr
     seen = []

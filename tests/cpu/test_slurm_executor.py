@@ -7,6 +7,7 @@
   sbatch, ask for one GPU of the right model on the GPU partition, and compile jobs ask for
   CPUs on the CPU partition and no GPU.
 """
+import datetime as dt
 import hashlib
 import json
 import os
@@ -19,19 +20,25 @@ from pathlib import Path
 import pytest
 import yaml
 
-from test_pipeline_no_gpu import REFERENCE_GPU, copy_checkout
+from test_pipeline_no_gpu import copy_checkout
+from tma_study import cli
+from tma_study import gpu as gpu_mod
+from tma_study.config import ConfigError
+from tma_study.harness import gpu_lock
+from tma_study.pipeline import Layout, MeasureTarget, measure_targets, results_label
+from tma_study.studies import discover
 
 REPO = Path(__file__).resolve().parents[2]
 PROFILE = REPO / "profiles" / "slurm" / "config.yaml"
 VENV_BIN = Path(sys.executable).parent
-# What the SLURM run builds: one study's analysis, its claims and a compile job. Widen it to the
-# whole main job (an empty list) once the main job no longer compiles every kernel.
-TARGETS = [
-    *[f"figures/crossover_{name}.{ext}" for name in ("bandwidth", "map", "latency") for ext in ("pdf", "png")],
-    *[f"paper/tables/crossover_{name}.{ext}" for name in ("summary", "crossovers") for ext in ("tex", "md")],
-    f"results/{REFERENCE_GPU}/claims.tsv", f"results/{REFERENCE_GPU}/claims.md",
-    "build/compile/dsm/resources.csv",
-]
+# What the SLURM run builds: the main job (every figure, table, claim and generated paper input
+# from the committed data; "all" is its rule) and one small compile job. Narrow it to single
+# files for a quicker run.
+TARGETS = ["all", "build/compile/dsm/resources.csv"]
+# What is compared with the local run: every file under these, except records of when and how
+# long (the compile step's timings).
+COMPARED = ("figures", "paper/tables", "paper/generated", "results", "build/compile/dsm")
+NOT_COMPARED = ("compile.json",)
 INSTALL = ("needs a running SLURM cluster: as root, apt-get install slurm-wlm munge, then "
            "bash .ci/start_slurm.sh (a one-node cluster on localhost)")
 PIPELINE_ENV = {"MPLBACKEND": "Agg", "SOURCE_DATE_EPOCH": "0"}   # PDFs without the time they were drawn
@@ -95,8 +102,9 @@ elif name in ("squeue", "sacct") and "Account%256" not in " ".join(sys.argv):
 def recorded_sbatch_calls(tmp_path_factory) -> list[str]:
     """The sbatch command lines of a measure=true run on two GPU kinds plus one compile job."""
     root = copy_checkout(tmp_path_factory.mktemp("checkout"))
-    for made in ("build/config/crossover.json", "build/compile/crossover/resources.csv"):
-        (root / made).parent.mkdir(parents=True, exist_ok=True)   # the measure jobs' inputs, made
+    for made in ("build/config/crossover.json", "build/compile/crossover/resources.csv",
+                 "build/config/dsm.json"):
+        (root / made).parent.mkdir(parents=True, exist_ok=True)   # the submitted jobs' inputs, made here
         (root / made).write_text("{}\n")
     fake_bin, log = root / "fake-slurm-bin", root / "sbatch-calls.jsonl"
     fake_bin.mkdir()
@@ -104,11 +112,11 @@ def recorded_sbatch_calls(tmp_path_factory) -> list[str]:
         (fake_bin / name).write_text(RECORDER.format(python=sys.executable, log=str(log)))
         (fake_bin / name).chmod((fake_bin / name).stat().st_mode | stat.S_IEXEC)
     profile = filled_profile(root / "filled-profile", "cpu-part", "gpu-part")
-    result = run_snakemake(root, "build/measure/h200-rerun/crossover", "build/measure/h100-80gb-hbm3/crossover",
+    result = run_snakemake(root, "build/measure/h800/crossover", "build/measure/h100-80gb-hbm3/crossover",
                            "build/compile/dsm/resources.csv", "--profile", str(profile),
                            "--slurm-status-command", "squeue", "--slurm-init-seconds-before-status-checks", "1",
                            "--latency-wait", "0",
-                           "--config", "measure=true", "measure_gpus={h200: h200, h100-80gb-hbm3: h100}",
+                           "--config", "measure=true", "run_studies=crossover,dsm", "measure_gpus={h800: h800, h100-80gb-hbm3: h100}",
                            path_first=fake_bin, timeout_s=300)
     calls = [" ".join(json.loads(line)) for line in log.read_text().splitlines()] if log.exists() else []
     assert calls, f"no sbatch call recorded:\n{output_of(result)}"
@@ -121,7 +129,7 @@ def call_of(calls: list[str], comment: str) -> str:
     return found[0]
 
 
-@pytest.mark.parametrize("label, model", [("h200-rerun", "h200"), ("h100-80gb-hbm3", "h100")])
+@pytest.mark.parametrize("label, model", [("h800", "h800"), ("h100-80gb-hbm3", "h100")])
 def test_a_measure_job_asks_for_one_gpu_of_its_model_on_the_gpu_partition(recorded_sbatch_calls, label, model):
     call = call_of(recorded_sbatch_calls, f"rule_measure_wildcards_{label}_crossover")
     assert f"--gpus={model}:1" in call.split()
@@ -144,8 +152,11 @@ def slurm_unavailable_reason() -> str | None:
     return None
 
 
-def digests(root: Path, files: list[str]) -> dict[str, str]:
-    return {f: hashlib.sha256((root / f).read_bytes()).hexdigest() for f in files}
+def digests(root: Path) -> dict[str, str]:
+    """sha256 of every compared file, by its path in the checkout."""
+    files = [f for where in COMPARED for f in sorted((root / where).rglob("*"))
+             if f.is_file() and f.name not in NOT_COMPARED]
+    return {str(f.relative_to(root)): hashlib.sha256(f.read_bytes()).hexdigest() for f in files}
 
 
 def test_the_pipeline_through_slurm_equals_a_local_run(tmp_path):
@@ -167,5 +178,53 @@ def test_the_pipeline_through_slurm_equals_a_local_run(tmp_path):
     log = result.stdout + result.stderr
     for rule in ("compile", "aggregate_crossover", "figure", "tables_crossover", "claims"):   # each a SLURM job
         assert f"slurm_logs/rule_{rule}/" in log, f"no SLURM job of rule {rule}:\n{output_of(result)}"
-    assert "localrule " not in log, output_of(result)
-    assert digests(on_slurm, TARGETS) == digests(local, TARGETS)
+    assert [line for line in log.splitlines() if line.startswith("localrule ") and line != "localrule all:"] == []
+    expected, found = digests(local), digests(on_slurm)
+    assert "build/compile/dsm/resources.csv" in expected and any(f.startswith("figures/") for f in expected)
+    assert sorted(set(found) ^ set(expected)) == []
+    assert [f for f in expected if found[f] != expected[f]] == []
+
+
+# ------------------------------------------------------------------ a cluster's GPU kinds
+def kinds_config(**overrides) -> dict:
+    return {"measure": True, "reference_gpu": "h200", "studies": {"crossover": {}},
+            "measure_gpus": {"h100-80gb-hbm3": "h100", "h200": "h200"}, **overrides}
+
+
+def test_each_gpu_kind_gets_its_own_folder_and_model_without_a_gpu_here(tmp_path):
+    day = dt.date(2026, 12, 4)
+
+    def no_gpu_lookup():
+        raise AssertionError("a measure_gpus run must not look for a GPU where Snakemake runs")
+    assert measure_targets(kinds_config(), root=tmp_path, today=day) == [
+        MeasureTarget("h100-80gb-hbm3", "h100-80gb-hbm3", "h100"),
+        MeasureTarget("h200-2026-12-04", "h200", "h200")]   # the reference GPU: a dated folder
+    assert results_label(kinds_config(), detect=no_gpu_lookup, root=tmp_path, today=day) == "h100-80gb-hbm3"
+
+
+def test_results_label_and_measure_gpus_together_are_refused(tmp_path):
+    with pytest.raises(ConfigError, match="results_label .* and measure_gpus .* both set"):
+        measure_targets(kinds_config(results_label="mine"), root=tmp_path)
+
+
+def test_the_other_kinds_of_this_run_are_overlaid(tmp_path):
+    layout = Layout({"crossover": discover()["crossover"]}, "h100-80gb-hbm3", root=tmp_path,
+                    measured_labels=("h200-2026-12-04",))
+    assert layout.overlay_labels("crossover") == ["h200-2026-12-04"]
+
+
+def test_a_job_on_a_gpu_of_another_kind_refuses_to_measure(tmp_path, monkeypatch, capsys):
+    h100 = gpu_mod.GpuInfo(name="NVIDIA H100 80GB HBM3", compute_capability=(9, 0), sm_count=132,
+                           l2_bytes=52428800, smem_per_block_optin_bytes=232448, smem_per_sm_bytes=233472,
+                           max_sm_clock_khz=1980000, memory_clock_khz=2619000, memory_bus_bits=5120,
+                           total_memory_bytes=80 << 30, driver_version=13000)
+    monkeypatch.setattr(gpu_lock, "visible_devices", lambda: [])
+    monkeypatch.setattr(gpu_mod, "detect", lambda device_ordinal=0: h100)
+    measured = []
+    monkeypatch.setattr(cli, "_study", lambda name: type("S", (), {
+        "name": name, "architectures": (9,), "missing_measure_modules": lambda self: [],
+        "entry": lambda self, what: lambda *a: measured.append(a)})())
+    assert cli.main(["measure", "crossover", "--out", str(tmp_path / "out"), "--expect-gpu", "h200"]) == 1
+    assert "slug 'h100-80gb-hbm3'" in capsys.readouterr().err and measured == []
+    assert cli.main(["measure", "crossover", "--out", str(tmp_path / "out"), "--expect-gpu", "h100-80gb-hbm3"]) == 0
+    assert len(measured) == 1

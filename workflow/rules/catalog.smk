@@ -17,4 +17,4 @@ rule catalog:
     params:
         python=PYTHON,
     shell:
-        "{params.python} -m tma_study catalog --catalog catalog --out paper/tables > {log} 2>&1"
+        "{params.python} -m tma_study catalog --catalog catalog --out paper/tables > {log:q} 2>&1"

@@ -35,4 +35,4 @@ rule claims:
         python=PYTHON,
         results=lambda wildcards, output: Path(output.tsv).parent,
     shell:
-        "{params.python} -m tma_study claims --results {params.results} > {log} 2>&1"
+        "{params.python} -m tma_study claims --results {params.results:q} > {log:q} 2>&1"

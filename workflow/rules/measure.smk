@@ -9,18 +9,10 @@ import re
 if MEASURE:
     MEASURE_TARGET = {target.label: target for target in MEASURE_TARGETS}
 
-    rule study_config:
-        output:
-            "build/config/{study}.json",
-        log:
-            "logs/study_config/{study}.log",
-        run:
-            Path(output[0]).write_text(json.dumps(config, indent=2))
-
     rule measure:
         input:
             config="build/config/{study}.json",
-            resources="build/compile/{study}/resources.csv",  # SASS checked before GPU time
+            resources="build/compile/{study}/resources.csv",  # compiled and SASS-checked before GPU time
         output:
             staged=directory("build/measure/{label}/{study}"),
         log:
@@ -33,13 +25,13 @@ if MEASURE:
         params:
             python=PYTHON,
             expect=lambda wildcards: (
-                f"--expect-gpu {MEASURE_TARGET[wildcards.label].slug}"
+                "--expect-gpu " + shlex.quote(MEASURE_TARGET[wildcards.label].slug)
                 if MEASURE_TARGET[wildcards.label].slug
                 else ""
             ),
         shell:
-            "{params.python} -m tma_study measure {wildcards.study} --config {input.config} --out {output.staged} "
-            "{params.expect} 2>&1 | tee {log}"
+            "{params.python} -m tma_study measure {wildcards.study:q} --config {input.config:q} "
+            "--out {output.staged:q} {params.expect} 2>&1 | tee {log:q}"
 
     for _label in MEASURE_TARGET:
         # publish_<study> for results/<LABEL>/, publish_<study>_<label> for a cluster's other GPUs
@@ -54,14 +46,12 @@ if MEASURE:
                 input:
                     staged=f"build/measure/{_label}/{_name}",
                 output:
-                    [
-                        f"results/{_label}/{_name}/{f}"
-                        for f in (*_study.raw_files, "provenance.json")
-                    ],
+                    [f"results/{_label}/{_name}/{f}" for f in _study.measured_files],
                 log:
                     f"logs/publish/{_label}/{_name}.log",
                 params:
                     python=PYTHON,
                     destination=f"results/{_label}/{_name}",
                 shell:
-                    "{params.python} -m tma_study publish --staged {input.staged} --out {params.destination} > {log} 2>&1"
+                    "{params.python} -m tma_study publish --staged {input.staged:q} --out {params.destination:q} "
+                    "> {log:q} 2>&1"

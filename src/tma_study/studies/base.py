@@ -4,6 +4,8 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass
 
+KERNELS_FILE = "kernels.csv"
+
 
 @dataclass(frozen=True)
 class Study:
@@ -20,7 +22,7 @@ class Study:
     derived_files: tuple[str, ...]      # aggregate writes these
     figures: tuple[str, ...]            # figures/<figure>.pdf|png, each from notebooks/<figure>.py
     tables: tuple[str, ...]             # paper/tables/<table>.tex|md
-    kernels: str                        # () -> list[(name, python function, signature)]
+    kernels: str                        # (study config section) -> list[harness.kernel_builds.KernelBuild]
     measure: str                        # (study_config, gpu_probe_config, out_dir) -> None; GPU
     aggregate: str                      # (raw_dir, derived_dir, repeat_dir | None) -> None; CPU
     write_tables: str                   # (derived_dir, provenance, tables_dir) -> None; CPU
@@ -28,12 +30,31 @@ class Study:
     rules: str | None = None            # (derived_dir, provenance) -> list of rule-of-thumb rows
     macros: str | None = None           # (derived_dir, provenance) -> {LaTeX macro name: text}
     compare: str | None = None          # ({label: derived_dir}, reference label) -> DataFrame (what moved)
+    # Rules between config keys that the study's config schema cannot state:
+    # (study_config, expand=False) -> list of messages naming each key; expand=True (at the
+    # measure step's start) may also build the whole sweep.
+    check_config: str | None = None
     # True: the analysis-only job leaves the study out (saying so) while results/<label>/<study>/
     # holds no data, instead of failing: for studies whose data may not be committed yet.
     skip_analysis_without_data: bool = False
 
     # Compute-capability majors whose GPUs the measure step runs on (9: Hopper, 10: Blackwell).
     architectures: tuple[int, ...] = (9,)
+    # Modules the measure step imports beyond the base install (pyproject's "measure" extra):
+    # checked when a measurement starts, before any compile or GPU work.
+    measure_needs: tuple[str, ...] = ()
+
+    def missing_measure_modules(self) -> list[str]:
+        """The modules of ``measure_needs`` this Python cannot import."""
+        import importlib.util
+        return [m for m in self.measure_needs if importlib.util.find_spec(m) is None]
+
+    @property
+    def measured_files(self) -> tuple[str, ...]:
+        """What a measure run writes into results/<gpu>/<study>/: the raw files, kernels.csv
+        (the resources of the kernels it timed, which the kernel table reads) and provenance.json."""
+        kernels = () if KERNELS_FILE in self.raw_files else (KERNELS_FILE,)
+        return (*self.raw_files, *kernels, "provenance.json")
 
     def entry(self, which: str):
         """Import and return the function behind entry point ``which`` (e.g. "measure")."""
