@@ -28,6 +28,13 @@ FA3_SUBJECT = "fa3_forward"
 # paper/tables/<name>.tex|md written by write_tables
 TABLES = ("catalog_fa3", "catalog_fa3_paged_kv", "catalog_fa3_tiles", "catalog_other")
 TABLE_FORMATS = ("tex", "md")
+# <derived dir>/<file> written by write_derived, read by the catalog's claims (config/claims/catalog.yaml)
+DERIVED_FILES = ("entries.csv", "mechanisms.csv")
+DERIVED_DIR = "build/catalog/derived"
+# mechanisms grouped as the paper counts them: the TMA engine (loads, multicast, stores), cp.async,
+# the SM's own loads and stores, and the rest (on-chip copies, DSM signals, atomics)
+FAMILIES = {"tma": "tma", "tma_multicast": "tma", "tma_store": "tma", "cp_async": "cp_async",
+            "plain_load": "plain", "plain_store": "plain", "dsm": "other", "other": "other"}
 
 MECHANISM_LABELS = {"tma": "TMA", "tma_multicast": "TMA multicast", "cp_async": "cp.async",
                     "plain_load": "plain loads", "plain_store": "plain stores", "tma_store": "TMA store",
@@ -328,6 +335,32 @@ def write_tables(catalog: dict[str, dict], tables_dir: Path) -> list[Path]:
     sources = "; ".join(f"{t}: {_source_caption(d)}" for t, d in others)
     _write(tables_dir, "catalog_other", f"Other kernels: mechanism per operand ({sources})", tex, md, wide)
     return [tables_dir / f"{name}.{ext}" for name in TABLES for ext in TABLE_FORMATS]
+
+
+def derived_tables(catalog: dict[str, dict]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(entries, mechanisms): one row per catalog entry, and per subject and mechanism family the
+    number of entries and the operands they move (the numbers the catalog's claims check)."""
+    entries = pd.DataFrame([{"subject": subject, "entry": e["id"], "operand": e["operand"],
+                             "direction": e["direction"], "mechanism": e["mechanism"],
+                             "family": FAMILIES[e["mechanism"]]}
+                            for subject, document in sorted(catalog.items()) for e in document["entries"]])
+    rows = []
+    for (subject, family), group in entries.groupby(["subject", "family"], sort=True):
+        rows.append({"subject": subject, "family": family, "entries": len(group),
+                     "entries_of_subject": int((entries.subject == subject).sum()),
+                     "operands": "; ".join(dict.fromkeys(group.operand))})
+    return entries, pd.DataFrame(rows)
+
+
+def write_derived(catalog: dict[str, dict], derived_dir: Path) -> list[Path]:
+    """<derived_dir>/entries.csv and mechanisms.csv from a loaded catalog."""
+    derived_dir = Path(derived_dir)
+    derived_dir.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for name, frame in zip(DERIVED_FILES, derived_tables(catalog)):
+        atomic_write_text(derived_dir / name, frame.to_csv(index=False))
+        paths.append(derived_dir / name)
+    return paths
 
 
 def table_files(tables_dir: str = "paper/tables") -> list[str]:

@@ -66,6 +66,7 @@ def main(argv=None) -> int:
     p = sub.add_parser("catalog", help="validate the data-movement catalog and write its tables")
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--catalog", type=Path, default=config_mod.REPO_ROOT / "catalog")
+    p.add_argument("--derived", type=Path, default=None, help="also write the counts the catalog's claims check")
     paper_cli.add_commands(sub)
     args = parser.parse_args(argv)
 
@@ -75,7 +76,10 @@ def main(argv=None) -> int:
     if args.command == "catalog":
         from . import catalog as catalog_mod
         try:
-            catalog_mod.write_tables(catalog_mod.load(args.catalog), args.out)
+            catalog = catalog_mod.load(args.catalog)
+            catalog_mod.write_tables(catalog, args.out)
+            if args.derived is not None:
+                catalog_mod.write_derived(catalog, args.derived)
         except catalog_mod.CatalogError as error:
             raise SystemExit(str(error)) from None
         return 0
