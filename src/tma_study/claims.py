@@ -62,6 +62,7 @@ class Claim:
     check: dict | list
     needs: str | None = None
     source: str = ""            # the claims file, for messages
+    instead: str | None = None  # the claim stating what the data show where this expectation fails
 
     @property
     def checks(self) -> list[dict]:
@@ -189,7 +190,8 @@ def parse_file(path: Path, studies: dict | None = None) -> list[Claim]:
     if messages:
         raise ClaimsError("invalid claims:\n  " + "\n  ".join(messages))
     claims = [Claim(id=c["id"], statement=c["statement"], study=c["study"], figure=c["figure"],
-                    check=c["check"], needs=c.get("needs"), source=source) for c in data["claims"]]
+                    check=c["check"], needs=c.get("needs"), source=source, instead=c.get("instead"))
+              for c in data["claims"]]
     messages = [m for claim in claims for m in _semantic_messages(claim, studies)]
     if messages:
         raise ClaimsError("invalid claims:\n  " + "\n  ".join(messages))
@@ -205,6 +207,10 @@ def load_claims(directory: Path = CLAIMS_DIR, studies: dict | None = None) -> li
         if claim.id in seen:
             messages.append(f"{claim.source}: claim {claim.id!r} key 'id': already used in {seen[claim.id]}")
         seen.setdefault(claim.id, claim.source)
+    for claim in claims:
+        if claim.instead is not None and claim.instead not in seen:
+            messages.append(f"{claim.source}: claim {claim.id!r} key 'instead': no claim {claim.instead!r} "
+                            f"in {directory}/")
     if messages:
         raise ClaimsError("invalid claims:\n  " + "\n  ".join(messages))
     return claims

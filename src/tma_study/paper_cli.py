@@ -2,7 +2,7 @@
 
     tma-study claims --results results/h200 [--study-dir catalog=build/catalog] [--strict]
                                                            results/h200/claims.tsv and claims.md
-    tma-study rules-of-thumb --results DIR --study S ... --out paper/tables
+    tma-study rules-of-thumb --results DIR --study S ... [--claims TSV] --out paper/tables
     tma-study compare STUDY --reference LABEL --run LABEL=DERIVED_DIR ... --out paper/tables
     tma-study paper-generated --results DIR --study S ... [--claims TSV] --paper paper
     tma-study build-paper [--paper paper]                  paper/main.pdf (needs latexmk, pdflatex)
@@ -26,6 +26,7 @@ def add_commands(sub) -> None:
     p = sub.add_parser("rules-of-thumb", help="paper/tables/rules_of_thumb.tex|md from every study given")
     p.add_argument("--results", type=Path, required=True)
     p.add_argument("--study", action="append", default=[])
+    p.add_argument("--claims", type=Path, default=None, help="claims.tsv: keep the rows whose claims pass")
     p.add_argument("--out", type=Path, required=True)
     p = sub.add_parser("compare", help="paper/tables/<study>_comparison.tex|md: what moved between runs")
     p.add_argument("study")
@@ -81,7 +82,7 @@ def run(args) -> int:
         return 0
     if args.command == "rules-of-thumb":
         from . import rules_of_thumb
-        print(rules_of_thumb.write(args.results, _studies(args.study), args.out).to_string())
+        print(rules_of_thumb.write(args.results, _studies(args.study), args.out, args.claims).to_string())
         return 0
     if args.command == "compare":
         from .paper import write_comparison

@@ -12,11 +12,14 @@ STUDY_OPTIONS = " ".join(f"--study {name}" for name in STUDIES)
 rule rules_of_thumb:
     input:
         **PAPER_INPUTS,
+        claims=f"{RESULTS}/claims.tsv",
         code=["src/tma_study/rules_of_thumb.py"]
         + [f for name in STUDIES for f in LAYOUT.code_files(name)],
     output:
         tex="paper/tables/rules_of_thumb.tex",
         md="paper/tables/rules_of_thumb.md",
+        refuted_tex="paper/tables/rules_refuted.tex",
+        refuted_md="paper/tables/rules_refuted.md",
     log:
         "logs/paper/rules_of_thumb.log",
     params:
@@ -25,7 +28,7 @@ rule rules_of_thumb:
         results=lambda wildcards, input: Path(input.provenance[0]).parent.parent,
     shell:
         "{params.python} -m tma_study rules-of-thumb --results {params.results} {params.studies} "
-        "--out paper/tables > {log} 2>&1"
+        "--claims {input.claims} --out paper/tables > {log} 2>&1"
 
 
 rule paper_generated:
