@@ -352,6 +352,25 @@ def derived_tables(catalog: dict[str, dict]) -> tuple[pd.DataFrame, pd.DataFrame
     return entries, pd.DataFrame(rows)
 
 
+def macros(derived_dir: Path) -> dict[str, str]:
+    """``\\catalog...`` macros for the paper: per subject, its entries and the count per family."""
+    counts = pd.read_csv(Path(derived_dir) / "mechanisms.csv")
+    names = {"fa3_forward": "FaThree", "flashinfer_hopper": "Flashinfer", "cutlass_gemm": "Cutlass"}
+    out = {}
+    for subject, group in counts.groupby("subject"):
+        name = names.get(subject)
+        if name is None:
+            continue
+        out[f"catalog{name}Entries"] = str(int(group.entries_of_subject.iloc[0]))
+        for family in FAMILY_NAMES:
+            rows = group[group.family == family]
+            out[f"catalog{name}{FAMILY_NAMES[family]}"] = str(int(rows.entries.sum()))
+    return out
+
+
+FAMILY_NAMES = {"tma": "Tma", "cp_async": "CpAsync", "plain": "Plain", "other": "Other"}
+
+
 def write_derived(catalog: dict[str, dict], derived_dir: Path) -> list[Path]:
     """<derived_dir>/entries.csv and mechanisms.csv from a loaded catalog."""
     derived_dir = Path(derived_dir)

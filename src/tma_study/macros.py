@@ -117,9 +117,24 @@ def claims_macros(claims_tsv: Path | None, studies: dict) -> dict[str, str]:
     return macros
 
 
-def collect(results_dir: Path, studies: dict, claims_tsv: Path | None = None) -> dict[str, str]:
-    """Every macro: the run's GPU, the claims' tally and each study's own."""
-    macros = {**run_macros(results_dir, studies), **claims_macros(claims_tsv, studies)}
+def source_macros(results_dir: Path, catalog_derived: Path | None) -> dict[str, str]:
+    """The catalog's counts (from its derived tables) and the labelled B200 projection (published
+    specifications applied to the measured crossover), where their inputs are present."""
+    from . import catalog, projection
+    macros = {}
+    if catalog_derived is not None and (Path(catalog_derived) / "mechanisms.csv").is_file():
+        macros.update(catalog.macros(catalog_derived))
+    crossover = Path(results_dir) / "crossover" / "derived"
+    if (crossover / "peaks.csv").is_file():
+        macros.update(projection.macros(projection.load_specs(), crossover))
+    return macros
+
+
+def collect(results_dir: Path, studies: dict, claims_tsv: Path | None = None,
+            catalog_derived: Path | None = None) -> dict[str, str]:
+    """Every macro: the run's GPU, the claims' tally, the catalog, the projection and each study's own."""
+    macros = {**run_macros(results_dir, studies), **claims_macros(claims_tsv, studies),
+              **source_macros(results_dir, catalog_derived)}
     check_macros(macros, "tma_study.macros")
     for name, study in studies.items():
         if study.macros is None:
@@ -158,6 +173,7 @@ def parse(tex: str) -> dict[str, str]:
     return dict(re.findall(r"^\\newcommand\{\\([A-Za-z]+)\}\{(.*)\}$", tex, flags=re.MULTILINE))
 
 
-def write(results_dir: Path, studies: dict, out: Path, claims_tsv: Path | None = None) -> Path:
-    atomic_write_text(Path(out), render(collect(results_dir, studies, claims_tsv), f"{results_dir}/"))
+def write(results_dir: Path, studies: dict, out: Path, claims_tsv: Path | None = None,
+          catalog_derived: Path | None = None) -> Path:
+    atomic_write_text(Path(out), render(collect(results_dir, studies, claims_tsv, catalog_derived), f"{results_dir}/"))
     return Path(out)

@@ -21,6 +21,7 @@ from .claims import notebook_title
 from .config import REPO_ROOT
 from .harness.atomic import atomic_write_text
 from .report.tables import latex_escape, to_markdown, write_table
+from .report.tables import to_latex as _to_latex
 
 SECTIONS = Path("sections") / "studies"       # relative to paper/
 GENERATED = Path("generated")
@@ -52,6 +53,12 @@ def paragraph_table(frame, caption: str, label: str, widths_cm: list[float], lon
     lines += body
     lines += [r"\bottomrule", r"\end{tabular}", r"\end{table}", ""]
     return "\n".join(lines)
+
+
+def to_latex_table(frame, caption_tex: str, label: str) -> str:
+    """A small float table whose caption is LaTeX already (it may hold a \\ref)."""
+    text = _to_latex(frame, "CAPTION", label)
+    return text.replace(r"\caption{CAPTION}", rf"\caption{{{caption_tex}}}")
 
 
 def _breakable(text) -> str:
@@ -118,9 +125,14 @@ def generated_section(study) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_generated(results_dir: Path, studies: dict, paper_dir: Path, claims_tsv: Path | None = None) -> None:
+def write_generated(results_dir: Path, studies: dict, paper_dir: Path, claims_tsv: Path | None = None,
+                    catalog_derived: Path | None = None) -> None:
     paper_dir = Path(paper_dir)
-    macros_mod.write(results_dir, studies, paper_dir / GENERATED / "macros.tex", claims_tsv)
+    macros_mod.write(results_dir, studies, paper_dir / GENERATED / "macros.tex", claims_tsv, catalog_derived)
+    from . import projection
+    atomic_write_text(paper_dir / GENERATED / "projection.tex", to_latex_table(
+        projection.table(projection.load_specs()), "Published specifications the projection of Section~\\ref{sec:generality} "
+        "uses (config/gpu\\_specs.yaml; dense tensor rates, per GPU).", "tab:projection"))
     if claims_tsv is not None:
         figures = {f for study in studies.values() for f in study.figures}
         write_claims_table(claims_tsv, paper_dir / GENERATED / "claims.tex", figures)

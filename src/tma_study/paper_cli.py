@@ -37,6 +37,7 @@ def add_commands(sub) -> None:
     p.add_argument("--results", type=Path, required=True)
     p.add_argument("--study", action="append", default=[])
     p.add_argument("--claims", type=Path, default=None, help="claims.tsv, for the claims' tally")
+    p.add_argument("--catalog-derived", type=Path, default=None, help="the catalog's derived tables, for its counts")
     p.add_argument("--paper", type=Path, default=Path("paper"))
     p = sub.add_parser("build-paper", help="paper/main.pdf with latexmk (needs a TeX installation)")
     p.add_argument("--paper", type=Path, default=Path("paper"))
@@ -93,7 +94,7 @@ def run(args) -> int:
         return 0
     if args.command == "paper-generated":
         from .paper import write_generated
-        write_generated(args.results, _studies(args.study), args.paper, args.claims)
+        write_generated(args.results, _studies(args.study), args.paper, args.claims, args.catalog_derived)
         return 0
     if args.command == "build-paper":
         import subprocess

@@ -35,13 +35,17 @@ rule paper_generated:
     input:
         **PAPER_INPUTS,
         claims=f"{RESULTS}/claims.tsv",
+        catalog=CATALOG_DERIVED,
+        specs="config/gpu_specs.yaml",
         sections=sorted(str(p) for p in Path("paper/sections/studies").glob("*.tex")),
-        code=["src/tma_study/macros.py", "src/tma_study/paper.py"]
+        code=["src/tma_study/macros.py", "src/tma_study/paper.py", "src/tma_study/projection.py",
+              "src/tma_study/catalog.py"]
         + [f for name in STUDIES for f in LAYOUT.code_files(name)],
     output:
         macros="paper/generated/macros.tex",
         studies="paper/generated/studies.tex",
         claims="paper/generated/claims.tex",
+        projection="paper/generated/projection.tex",
         fallback=[
             f"paper/generated/study_{name}.tex"
             for name in STUDIES
@@ -53,9 +57,10 @@ rule paper_generated:
         python=PYTHON,
         studies=STUDY_OPTIONS,
         results=lambda wildcards, input: Path(input.claims).parent,
+        catalog=lambda wildcards, input: Path(input.catalog[0]).parent,
     shell:
         "{params.python} -m tma_study paper-generated --results {params.results} {params.studies} "
-        "--claims {input.claims} --paper paper > {log} 2>&1"
+        "--claims {input.claims} --catalog-derived {params.catalog} --paper paper > {log} 2>&1"
 
 
 rule paper:
