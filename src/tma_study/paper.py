@@ -161,8 +161,12 @@ def write_comparison(study, derived_dirs: dict[str, Path], reference: str, table
         note = "Only the reference run is present; other runs under results/ appear here when they exist."
     else:
         note = "'moved' names the runs whose value differs from the reference."
-    write_table(frame, tables_dir, f"{study.name}_comparison",
+    name = f"{study.name}_comparison"
+    write_table(frame, tables_dir, name,
                 f"Runs of study {study.name} compared with the reference {reference}: {runs}. {note}")
+    if len(derived_dirs) == 1:          # nothing to compare: the paper prints no empty table
+        atomic_write_text(Path(tables_dir) / f"{name}.tex",
+                          f"% {name}: only the reference run {reference} is present; nothing to compare.\n")
 
 
 def build_pdf(paper_dir: Path, out_pdf: Path, build_dir: Path) -> Path:

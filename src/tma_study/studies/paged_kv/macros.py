@@ -133,6 +133,22 @@ def _fa3(speedup: pd.DataFrame) -> dict[str, str]:
             _name("fa three block n max"): number(max(t.block_n for t in tiles)),
             _name("fa three block m min"): number(min(t.block_m for t in tiles)),
             _name("fa three block m max"): number(max(t.block_m for t in tiles))}
+    return out | _fa3_cost(speedup)
+
+
+def _fa3_cost(speedup: pd.DataFrame) -> dict[str, str]:
+    """Where FA3's rule picks the slower path: how often per dtype, and how much longer its choice
+    takes than the faster path (the largest and the median share)."""
+    if "fa3_slowdown" not in speedup:
+        return {}
+    misses = speedup[speedup.fa3_agrees.astype(str).str.lower() == "false"]
+    out = {_name("fa three max slowdown percent"): percent(speedup.fa3_slowdown.max() - 1, 1)}
+    for dtype, short in DTYPE_NAMES.items():
+        mine = misses[misses.dtype == dtype]
+        out[_name("fa three misses", short)] = number(len(mine))
+        if len(mine):
+            out[_name("fa three", short, "max loss percent")] = percent(mine.fa3_slowdown.max() - 1, 1)
+            out[_name("fa three", short, "median loss percent")] = percent(mine.fa3_slowdown.median() - 1, 1)
     return out
 
 
