@@ -31,10 +31,14 @@ def _tally(prefix: tuple[str, ...], tally: facts.Tally) -> dict[str, str]:
 
 
 def _page_rule(prefix: tuple[str, ...], rule: facts.PageRule) -> dict[str, str]:
-    return {**_tally(prefix, rule.tally), _name(*prefix, "page verdict"): rule.verdict,
-            _name(*prefix, "speedup median"): ratio(rule.speedup_median),
-            _name(*prefix, "speedup min"): ratio(rule.speedup_min),
-            _name(*prefix, "speedup max"): ratio(rule.speedup_max)}
+    out = {**_tally(prefix, rule.tally), _name(*prefix, "page verdict"): rule.verdict,
+           _name(*prefix, "speedup median"): ratio(rule.speedup_median),
+           _name(*prefix, "speedup min"): ratio(rule.speedup_min),
+           _name(*prefix, "speedup max"): ratio(rule.speedup_max),
+           _name(*prefix, "smallest page"): number(rule.pages[0])}
+    if rule.tma_from is not None:       # the page size from which cp.async never won
+        out[_name(*prefix, "tma from page")] = number(rule.tma_from)
+    return out
 
 
 def _sweep(speedup: pd.DataFrame, tuning: pd.DataFrame) -> dict[str, str]:
