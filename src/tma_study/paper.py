@@ -26,6 +26,8 @@ from .report.tables import to_latex as _to_latex
 SECTIONS = Path("sections") / "studies"       # relative to paper/
 GENERATED = Path("generated")
 TEX_PACKAGES = ("texlive-latex-base", "texlive-latex-recommended", "texlive-latex-extra", "latexmk")
+PDF_TEXT_PACKAGE = "poppler-utils"          # pdftotext, for checking what a reader of the PDF sees
+MIN_TABLE_SCALE = 0.9       # no table may be shrunk further to fit the page (main.tex logs each factor)
 NEEDED_PROGRAMS = ("latexmk", "pdflatex")
 
 
@@ -183,3 +185,23 @@ def build_pdf(paper_dir: Path, out_pdf: Path, build_dir: Path) -> Path:
                     f"-outdir={build_dir}", "main.tex"], cwd=paper_dir, check=True)
     shutil.copyfile(build_dir / "main.pdf", out_pdf)
     return Path(out_pdf)
+
+
+def pdf_text_problems(text: str) -> list[str]:
+    """What a reader would see as broken in the PDF's text: glyphs of a missing font encoding
+    (a '<' printed as an inverted exclamation mark), undefined references or citations ('??')."""
+    problems = []
+    for mark, what in (("\u00a1", "an inverted exclamation mark (a '<' or '>' without T1 font encoding)"),
+                       ("\u00bf", "an inverted question mark (a '>' without T1 font encoding)"),
+                       ("??", "an undefined reference or citation")):
+        lines = [line.strip() for line in text.splitlines() if mark in line]
+        if lines:
+            problems.append(f"{what}, {len(lines)} lines, e.g.: {lines[0][:120]}")
+    return problems
+
+
+def shrunk_tables(log_text: str, minimum: float = MIN_TABLE_SCALE) -> list[str]:
+    """The tables main.tex had to scale below ``minimum`` to fit the page ('tma-table-scale' lines)."""
+    import re
+    found = re.findall(r"tma-table-scale: table (\S+) ([0-9.]+)", log_text)
+    return [f"table {label} shrunk to {float(factor):.0%}" for label, factor in found if float(factor) < minimum]
