@@ -85,22 +85,27 @@ def make_combine(num_splits: int):
 
 
 @functools.cache
-def combine_kernel(num_splits: int):
-    """The compiled combine for ``num_splits`` splits (compiled once per count per process)."""
-    return cuda.jit(COMBINE_SIGNATURE)(make_combine(num_splits))
+def combine_kernel(num_splits: int, cache=None):
+    """The compiled combine for ``num_splits`` splits (once per count per process): from
+    ``cache`` (a tma_kernels.cache.KernelCache, its cubin loaded) or compiled by numba."""
+    if cache is None:
+        return cuda.jit(COMBINE_SIGNATURE)(make_combine(num_splits))
+    from ..loaded import load
+    return load(cache.compile(f"combine_splits_{num_splits}", make_combine(num_splits), COMBINE_SIGNATURE),
+                COMBINE_SIGNATURE)
 
 
 def launch_combine(partial, lse, final, num_splits: int, rows: int, head_dim: int, stream=0,
-                   dependent: bool = True) -> None:
+                   dependent: bool = True, cache=None) -> None:
     """Enqueue the combine of ``num_splits`` splits of ``rows`` rows on ``stream``. With
     ``dependent``, as a programmatic dependent launch: it is scheduled while the attention
     ahead of it still runs (the attention kernel triggers it at its start) and waits in
     ``griddepcontrol.wait`` for the attention's end, so the kernel boundary's launch gap and
-    the combine's ramp overlap the attention's tail."""
+    the combine's ramp overlap the attention's tail. ``cache``: as combine_kernel's."""
     if not 1 <= head_dim <= MAX_HEAD_DIM:
         raise ValueError(f"head_dim={head_dim}: the combine runs one thread per head dimension, "
                          f"at most {MAX_HEAD_DIM}")
-    kernel = combine_kernel(num_splits)
+    kernel = combine_kernel(num_splits, cache)
     if dependent:
         launch_dependent(kernel, rows, head_dim, 0, partial, lse, final, rows, head_dim,
                          stream=None if stream == 0 else stream)

@@ -102,28 +102,30 @@ class DeviceProblem:
             buffer.copy_to_device(np.full(buffer.size, np.nan, dtype=np.float32))
 
 
-def compile_attention(variant: Variant, cache: bool = True):
-    """``variant``'s attention kernel compiled for this GPU; with ``cache``, through numba's
-    on-disk cache (tma_study.harness.parallel_compile fills it from worker processes)."""
+def compile_attention(variant: Variant, cache=None):
+    """``variant``'s attention kernel for this GPU: from ``cache`` (a tma_kernels.cache.KernelCache:
+    compiled there once per machine, its cubin loaded) or, without one, compiled by numba."""
     from numba import cuda
 
-    from ..jit_cache import jit_cached
     from .kernel import SIGNATURE, make_attention_kernel
-    if cache:
-        return jit_cached(SIGNATURE, repr(variant), launch_bounds=variant.launch_bounds)(
-            make_attention_kernel(variant))
-    return cuda.jit(SIGNATURE, launch_bounds=variant.launch_bounds)(make_attention_kernel(variant))
+    if cache is None:
+        return cuda.jit(SIGNATURE, launch_bounds=variant.launch_bounds)(make_attention_kernel(variant))
+    from ..loaded import load
+    return load(cache.compile(variant.name, make_attention_kernel(variant), SIGNATURE), SIGNATURE)
 
 
 class AttentionRunner:
     """One compiled variant, launched on DeviceProblems (with splits, followed by the combine
-    for that split count: combine.combine_kernel, compiled on first use)."""
+    for that split count: combine.combine_kernel, compiled on first use). ``kernel``: the
+    variant's kernel, already loaded; else compiled through ``cache`` (see compile_attention),
+    which the combines use too."""
 
-    def __init__(self, variant: Variant, cache: bool = False):
+    def __init__(self, variant: Variant, cache=None, kernel=None):
         from tma_kernels import launch
 
         self.variant = variant
-        self.kernel = compile_attention(variant, cache)
+        self.cache = cache
+        self.kernel = kernel if kernel is not None else compile_attention(variant, cache)
         launch.set_max_dynamic_shared_bytes(self.kernel, variant.dynamic_shared_bytes)
 
     def grid(self, problem, num_splits: int) -> tuple[int, int]:
@@ -160,4 +162,4 @@ class AttentionRunner:
             np.float32(p.scale * LOG2_E))
         if num_splits > 1:
             launch_combine(device.partial, device.lse, device.final, num_splits, device.rows, p.head_dim,
-                           stream)
+                           stream, cache=self.cache)

@@ -1,13 +1,13 @@
 """Command line the Snakemake rules call (also usable by hand).
 
-    tma-study compile   STUDY --out DIR [--workers N]                      (CPU) numba -> PTX -> cubin -> SASS,
-                        resources.csv; fails when an expected instruction is missing
+    tma-study compile   STUDY --out DIR [--config FILE] [--workers N]      (CPU) numba -> PTX -> cubin -> SASS
+                        through the kernel cache, resources.csv; fails when an expected instruction is missing
     tma-study measure   STUDY --out DIR [--config config/config.yaml]      (Hopper GPU)
                         (--config takes a whole pipeline config, YAML or JSON)
     tma-study aggregate STUDY --raw DIR --out DIR [--repeat DIR]           (CPU)
     tma-study tables    STUDY --derived DIR --provenance FILE --out DIR    (CPU)
     tma-study publish   --staged DIR --out DIR                             copy a finished measurement into results/
-    tma-study kernel-table STUDY --resources CSV --out DIR                 (CPU)
+    tma-study kernel-table STUDY --kernels CSV --out DIR                   (CPU) from results/<gpu>/<study>/kernels.csv
     tma-study check-gpu                                                    says whether this machine can measure
     tma-study catalog   --out DIR [--catalog DIR]      validate catalog/*.yaml, write its tables (CPU)
 
@@ -36,6 +36,15 @@ def _study(name: str):
     return studies[name]
 
 
+def _study_section(config_path: Path, name: str) -> dict:
+    """The validated section studies.<name> of the pipeline config at ``config_path``."""
+    config = config_mod.load(config_path, discover())
+    if name not in config["studies"]:
+        raise SystemExit(f"config file {config_path} has no section studies.{name}; it has: "
+                         f"{', '.join(sorted(config['studies']))}")
+    return config["studies"][name]
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="tma-study", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -60,7 +69,8 @@ def main(argv=None) -> int:
     p.add_argument("--out", type=Path, required=True)
     p = sub.add_parser("kernel-table", help="paper table of the kernels' resources and SASS checks")
     p.add_argument("study")
-    p.add_argument("--resources", type=Path, required=True)
+    p.add_argument("--kernels", type=Path, required=True,
+                   help="results/<gpu>/<study>/kernels.csv: the kernels the data were measured with")
     p.add_argument("--out", type=Path, required=True)
     sub.add_parser("check-gpu")
     p = sub.add_parser("catalog", help="validate the data-movement catalog and write its tables")
@@ -95,12 +105,12 @@ def main(argv=None) -> int:
     study = _study(args.study)
     if args.command == "kernel-table":
         from .compile_report import write_kernel_table
-        write_kernel_table(study, args.resources, args.out)
+        write_kernel_table(study, args.kernels, args.out)
     elif args.command == "compile":
         from .compile_report import compile_study
         if args.workers < 1:
             parser.error(f"--workers {args.workers}: give at least 1")
-        compile_study(study, args.out, workers=args.workers)
+        compile_study(study, _study_section(args.config, study.name), args.out, workers=args.workers)
     elif args.command == "measure":
         config = config_mod.load(args.config, discover())
         gpu_mod.require_architecture(gpu_mod.detect(), study.architectures, f"study {study.name}")

@@ -64,6 +64,11 @@ class Layout:
         files += sorted((self.root / "src/tma_study/report").glob("*.py"))
         return [str(f.relative_to(self.root)) for f in files]
 
+    def kernel_code_files(self, study: str) -> list[str]:
+        """The code that decides which kernels the compile step builds and checks for ``study``."""
+        files = ["src/tma_study/harness/kernel_builds.py", "src/tma_study/compile_report.py"]
+        return files + [f"src/tma_study/studies/{study}/kernels.py"]
+
     def table_files(self, study: str) -> list[str]:
         return [f"paper/tables/{t}.{ext}" for t in self.studies[study].tables for ext in TABLE_FORMATS]
 
@@ -125,8 +130,10 @@ class Layout:
         return Layout(kept, self.label, self.root), skipped
 
     def check_raw_data_present(self) -> None:
-        """Raise MissingDataError naming every raw file that analysis needs and lacks."""
-        missing = [f for study in self.studies for f in self.raw_files(study) if not (self.root / f).exists()]
+        """Raise MissingDataError naming every raw file that analysis needs and lacks (the
+        kernels the data were measured with included: the kernel tables read them)."""
+        needed = [f"{self.results}/{study}/{name}" for study, s in self.studies.items() for name in s.measured_files]
+        missing = [f for f in needed if not (self.root / f).exists()]
         if missing:
             raise MissingDataError(
                 "analysis needs raw data that is not here: " + ", ".join(missing) + ". Restore the "

@@ -1,57 +1,130 @@
-"""The on-disk kernel cache that lets paged_kv compile its kernels in parallel processes.
+"""The content-addressed kernel cache (tma_kernels.cache): what its key follows, that an entry
+is found again (also by another function object of the same kernel), that a refused build is
+remembered, and that a kernel it cannot describe is compiled and never stored."""
+import threading
 
-Without a GPU nothing compiles, so these check the two keys: the cache folder follows the
-kernel sources (numba's own key misses edits to called device functions), and an entry's
-key follows the caller's key, not the closure (whose pickle differs between processes,
-which made every process miss on the H200)."""
-from pathlib import Path
-from types import SimpleNamespace
+import pytest
 
-from tma_kernels.jit_cache import keyed_cache
+from tma_kernels import build, cache
+from tma_kernels.fingerprint import Unfingerprintable, fingerprint
 
-from tma_study.harness import parallel_compile
-
-CODEGEN = SimpleNamespace(magic_tuple=lambda: ("nvptx64-nvidia-cuda", "sm_90a", ""))
+SIGNATURE = "void(uint32[::1])"
 
 
-def _factory(inner_value):
+def _factory(value):
     def helper():             # a new function object per call, as the kernel factories make
-        return inner_value
+        return value
 
     def kernel(out):
         out[0] = helper()
     return kernel
 
 
-def test_entry_key_follows_the_given_key_not_the_closure():
-    a, b = _factory(1), _factory(1)
+def _fake_compiled(name):
+    return build.CompiledKernel(name=name, ptx=".visible .entry k(\n", cubin=b"\x7fELF", sass="  /*0000*/ EXIT ;",
+                                registers=8, shared_bytes_static=0, stack_frame_bytes=0,
+                                spill_store_bytes=0, spill_load_bytes=0)
+
+
+@pytest.fixture
+def compiles(monkeypatch):
+    """Record the names compile_for_sm90a is asked for, returning a fake build."""
+    asked = []
+
+    def fake(function, signature, name=None, launch_bounds=None):
+        asked.append(name)
+        return _fake_compiled(name)
+    monkeypatch.setattr(cache, "compile_for_sm90a", fake)
+    return asked
+
+
+def test_key_follows_the_closure_values_not_the_function_objects(tmp_path):
+    kernels = cache.KernelCache(tmp_path)
+    a, b, other = _factory(1), _factory(1), _factory(2)
     assert a.__closure__[0].cell_contents is not b.__closure__[0].cell_contents
-    key_a = keyed_cache(a, "Variant(stages=2)")._index_key(("sig",), CODEGEN)
-    key_b = keyed_cache(b, "Variant(stages=2)")._index_key(("sig",), CODEGEN)
-    other = keyed_cache(a, "Variant(stages=4)")._index_key(("sig",), CODEGEN)
-    assert key_a == key_b
-    assert key_a != other
+    assert kernels.key("k", a, SIGNATURE) == kernels.key("k", b, SIGNATURE)
+    assert kernels.key("k", a, SIGNATURE) != kernels.key("k", other, SIGNATURE)
+    assert kernels.key("k", a, SIGNATURE) != kernels.key("k", a, "void(uint64[::1])")
+    assert kernels.key("k", a, SIGNATURE) != kernels.key("k", a, SIGNATURE, launch_bounds=(128, 2))
+    assert kernels.key("k", a, SIGNATURE) != kernels.key("k2", a, SIGNATURE)
 
 
-def test_cache_folder_follows_the_kernel_sources(tmp_path: Path):
-    kernels = tmp_path / "kernels"
-    (kernels / "paged_kv").mkdir(parents=True)
-    source = kernels / "paged_kv" / "consumer.py"
-    source.write_text("X = 1\n")
-    first = parallel_compile.cache_dir(kernels)
-    assert parallel_compile.cache_dir(kernels) == first
-    source.write_text("X = 2\n")
-    assert parallel_compile.cache_dir(kernels) != first
-    assert first.parent == parallel_compile.CACHE_ROOT
+def test_key_follows_the_toolkit_sources(tmp_path, monkeypatch):
+    kernels_root = tmp_path / "kernels"
+    kernels_root.mkdir()
+    (kernels_root / "consumer.py").write_text("X = 1\n")
+    monkeypatch.setattr(cache, "KERNELS_ROOT", kernels_root)
+    cache.toolkit_digest.cache_clear()
+    first = cache.KernelCache(tmp_path / "c").key("k", _factory(1), SIGNATURE)
+    (kernels_root / "consumer.py").write_text("X = 2\n")
+    cache.toolkit_digest.cache_clear()
+    try:
+        assert cache.KernelCache(tmp_path / "c").key("k", _factory(1), SIGNATURE) != first
+    finally:
+        monkeypatch.undo()
+        cache.toolkit_digest.cache_clear()
 
 
-def declines_odd(item):
-    """A compile function for warm(): builds even items, declines odd ones (returns False)."""
-    return item % 2 == 0
+def test_an_entry_is_compiled_once_then_found(tmp_path, compiles):
+    kernels = cache.KernelCache(tmp_path)
+    first = kernels.compile("k", _factory(1), SIGNATURE)
+    again = cache.KernelCache(tmp_path).compile("k", _factory(1), SIGNATURE)   # another process's view
+    assert compiles == ["k"]
+    assert again == first
+    assert kernels.stats.compiled == 1
+    assert "hit rate" in kernels.stats.line()
 
 
-def test_warm_returns_the_items_its_function_declined(tmp_path: Path, monkeypatch):
-    monkeypatch.setattr(parallel_compile, "use_cache_dir", lambda path: None)   # numba's cache untouched
-    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
-    declined = parallel_compile.warm(f"{__name__}:declines_odd", [1, 2, 3, 4], tmp_path, workers=1)
-    assert declined == [1, 3]
+def test_an_unreadable_entry_is_compiled_again(tmp_path, compiles):
+    kernels = cache.KernelCache(tmp_path)
+    kernels.compile("k", _factory(1), SIGNATURE)
+    key = kernels.key("k", _factory(1), SIGNATURE)
+    (tmp_path / key[:2] / key / "meta.json").write_text("{not json")
+    kernels.compile("k", _factory(1), SIGNATURE)
+    assert compiles == ["k", "k"]
+
+
+def test_a_refused_build_is_remembered(tmp_path, monkeypatch):
+    calls = []
+
+    def refuse(function, signature, name=None, launch_bounds=None):
+        calls.append(name)
+        raise build.CudaToolError("ptxas: register target too low")
+    monkeypatch.setattr(cache, "compile_for_sm90a", refuse)
+    for _ in range(2):
+        with pytest.raises(build.CudaToolError, match="register target too low"):
+            cache.KernelCache(tmp_path).compile("k", _factory(1), SIGNATURE)
+    assert calls == ["k"]
+    assert cache.KernelCache(tmp_path).lookup("k", _factory(1), SIGNATURE) == "ptxas: register target too low"
+
+
+def test_a_kernel_holding_an_object_without_a_stable_description_is_never_stored(tmp_path, compiles):
+    lock = threading.Lock()          # repr shows an address
+
+    def kernel(out):
+        out[0] = lock.locked()
+    with pytest.raises(Unfingerprintable):
+        fingerprint(kernel)
+    kernels = cache.KernelCache(tmp_path)
+    kernels.compile("k", kernel, SIGNATURE)
+    kernels.compile("k", kernel, SIGNATURE)
+    assert compiles == ["k", "k"]
+    assert kernels.stats.uncacheable == 2
+    assert not any(tmp_path.iterdir())
+
+
+def test_a_real_kernel_round_trips_through_the_cache(tmp_path):
+    from numba import cuda
+
+    @cuda.jit(device=True, inline=True)
+    def twice(x):
+        return x * 2
+
+    def kernel(out):
+        out[0] = twice(out[0])
+    kernels = cache.KernelCache(tmp_path)
+    compiled = kernels.compile("twice", kernel, SIGNATURE)
+    found = cache.KernelCache(tmp_path).lookup("twice", kernel, SIGNATURE)
+    assert found == compiled
+    assert found.has_instruction("EXIT")
+    assert found.registers == compiled.registers

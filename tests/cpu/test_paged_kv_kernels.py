@@ -22,7 +22,6 @@ import functools
 import re
 
 import pytest
-from tma_kernels.build import compile_for_sm90a
 from tma_kernels.paged_kv import (
     COMBINE_SIGNATURE,
     SIGNATURE,
@@ -33,6 +32,8 @@ from tma_kernels.paged_kv import (
 )
 from tma_kernels.paged_kv.geometry import STATIC_SHARED_BYTES, WGMMA_LAYOUTS
 from tma_kernels.paged_kv.runner import check_page_size
+
+from tma_study.harness.kernel_builds import kernel_cache
 
 MMA_SASS = {"bf16": ("HMMA.16816.F32.BF16",), "e4m3": ("F2FP.F16.E4M3.UNPACK_B", "HMMA.16816.F32")}
 PATH_SASS = {"tma": ("UTMALDG.4D",), "cp_async": ("LDGSTS.E.BYPASS.128",)}
@@ -84,7 +85,7 @@ WGMMA_SASS = {"bf16": "HGMMA.64", "e4m3": "QGMMA.64"}
 
 @functools.cache
 def compiled(variant):
-    return compile_for_sm90a(make_attention_kernel(variant), SIGNATURE, name=variant.name)
+    return kernel_cache().compile(variant.name, make_attention_kernel(variant), SIGNATURE)
 
 
 @pytest.mark.parametrize("variant", VARIANTS, ids=lambda v: v.name)
@@ -188,7 +189,7 @@ def test_combine_loads_unroll(num_splits):
     loads (one lse and one partial per split) are all in the SASS, issued without a loop
     between them, with no local memory; exp2 runs on MUFU.EX2, not powf. It waits for the
     attention's grid first (griddepcontrol.wait: ACQBULK), as a dependent launch must."""
-    kernel = compile_for_sm90a(make_combine(num_splits), COMBINE_SIGNATURE, name=f"combine_{num_splits}")
+    kernel = kernel_cache().compile(f"combine_splits_{num_splits}", make_combine(num_splits), COMBINE_SIGNATURE)
     opcodes = kernel.opcode_counts()
     assert opcodes.get("LDG.E", 0) == 2 * num_splits, opcodes
     assert opcodes.get("MUFU.EX2", 0) == num_splits, opcodes
@@ -275,7 +276,11 @@ def test_rowsplit_sass():
 def test_rs_takes_wide_pv_calls_only_where_registers_allow():
     """kq_wgmma_rs: 32 results a P V wgmma call at one CTA of 5 warps an SM, 16 under two CTAs'
     launch bounds or at the dual layout's 9 warps."""
-    from tma_kernels.paged_kv.consumer_pv import RS_MAX_RESULTS, RS_WIDE_RESULTS, rs_max_results
+    from tma_kernels.paged_kv.consumer_pv import (
+        RS_MAX_RESULTS,
+        RS_WIDE_RESULTS,
+        rs_max_results,
+    )
     common = dict(dtype="e4m3", head_dim=256, block_n=64, rows_per_warp=8, stages=4)
     assert rs_max_results(Variant(**common, consumer_warps=4, score_layout="kq_wgmma_rs")) == RS_WIDE_RESULTS
     assert rs_max_results(Variant(**common, consumer_warps=4, score_layout="kq_wgmma_rs",

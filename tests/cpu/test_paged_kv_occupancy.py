@@ -1,6 +1,6 @@
 """Decode kernels fit the CTAs per SM that the split-KV grid assumes (``decode_min_ctas_per_sm``),
 and as many as shared memory allows where the registers give that for free
-(``measure.residency_targets`` / ``measure.fit_residency``).
+(``kernels.residency_targets`` / ``measure.fit_residency``).
 
 The H200 smoke run measured e4m3 cp.async decode at 848 GB/s against 2718 (e4m3 TMA) and
 2783 (bf16 cp.async). Cause: the 5-warp cp.async CTA (1 consumer + 4 producer warps) at
@@ -19,11 +19,12 @@ import functools
 import types
 
 import pytest
-from tma_kernels.build import compile_for_sm90a
 from tma_kernels.paged_kv import SIGNATURE, Variant, make_attention_kernel
 from tma_kernels.paged_kv.geometry import resident_ctas_per_sm
 
-from tma_study.studies.paged_kv.measure import BOUNDED_SPILL_BYTES, fit_residency, residency_targets
+from tma_study.harness.kernel_builds import kernel_cache
+from tma_study.studies.paged_kv.kernels import BOUNDED_SPILL_BYTES, residency_targets
+from tma_study.studies.paged_kv.measure import fit_residency
 
 # Spilled bytes tolerated for a launch-bounded variant: e4m3 cp.async decode needs 176
 # registers and is capped at 168 (the most that fits two 5-warp CTAs), ptxas spills 216 B
@@ -35,7 +36,7 @@ STATIC_SHARED_BYTES = 96
 
 @functools.cache
 def compiled(variant):
-    return compile_for_sm90a(make_attention_kernel(variant), SIGNATURE, name=variant.name)
+    return kernel_cache().compile(variant.name, make_attention_kernel(variant), SIGNATURE)
 
 
 def resident(variant):
@@ -131,7 +132,7 @@ def test_fit_residency_falls_back_to_the_config_target_with_its_spill_allowance(
 
 
 def test_fit_residency_skips_a_build_ptxas_refused():
-    """A launch-bounded build that does not compile (measure.compile_bounded returned False,
+    """A launch-bounded build that does not compile (ptxas refused it: kernels.KernelBuild.may_be_refused,
     so it is not among the runners) is passed over for the next target."""
     v = dataclasses.replace(E4M3_TMA_DECODE, load_path="cp_async", producer_warps=4)
     (top, _), _ = residency_targets(v, 2)

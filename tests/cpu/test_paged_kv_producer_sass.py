@@ -27,9 +27,10 @@ import functools
 import re
 
 import pytest
-from tma_kernels.build import compile_for_sm90a
 from tma_kernels.paged_kv import SIGNATURE, Variant, make_attention_kernel
 from tma_kernels.paged_kv.producers import GatherPlan, make_producer
+
+from tma_study.harness.kernel_builds import kernel_cache
 
 _LABEL = re.compile(r"^\.(L_x_\d+):\s*$")
 _INSTRUCTION = re.compile(r"^\s*/\*[0-9a-f]+\*/\s+(?P<text>.*?)\s*;?\s*$")
@@ -45,7 +46,7 @@ VARIANTS = [Variant(dtype="e4m3", **DECODE), Variant(dtype="bf16", **DECODE),
 
 @functools.cache
 def compiled(variant):
-    return compile_for_sm90a(make_attention_kernel(variant), SIGNATURE, name=variant.name)
+    return kernel_cache().compile(variant.name, make_attention_kernel(variant), SIGNATURE)
 
 
 def parse(sass):

@@ -30,7 +30,6 @@ import secrets
 import numpy as np
 import pytest
 from numba import cuda, float32, uint32, uint64
-
 from tma_kernels.launch import (
     CLUSTER_SIZES,
     launch_cluster,
@@ -53,6 +52,8 @@ from tma_kernels.ptx import (
     tma_load_2d_multicast,
 )
 from tma_kernels.tensor_map import encode, tiled_2d, to_device
+
+from tma_study.harness.kernel_builds import load_cached
 
 pytestmark = pytest.mark.gpu
 
@@ -151,8 +152,9 @@ KERNELS = {
 
 @functools.cache
 def jitted(name):
+    """KERNELS[name] compiled through the kernel cache and loaded (as the measure step does)."""
     function, signature = KERNELS[name]
-    return cuda.jit(signature)(function)
+    return load_cached(name, function, signature)
 
 
 def fresh_seed() -> int:

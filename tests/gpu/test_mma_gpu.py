@@ -14,6 +14,7 @@ import pytest
 from numba import cuda
 from tma_kernels.ptx.mma import mma_e4m3_m16n8k32, mma_e4m3_m16n8k32_via_f16
 
+from tma_study.harness.kernel_builds import load_cached
 from tma_study.studies.paged_kv.numerics import e4m3_bits_to_float
 
 pytestmark = pytest.mark.gpu
@@ -40,8 +41,9 @@ KERNELS = {"mma_e4m3": (one_mma(mma_e4m3_m16n8k32), SIGNATURE),
 
 @functools.cache
 def jitted(name):
+    """KERNELS[name] compiled through the kernel cache and loaded (as the measure step does)."""
     function, signature = KERNELS[name]
-    return cuda.jit(signature)(function)
+    return load_cached(name, function, signature)
 
 
 def _pack(a_bits, b_bits):

@@ -331,7 +331,9 @@ def _case_id(case):
 @functools.cache
 def _runner(key):
     from tma_kernels.paged_kv.runner import AttentionRunner
-    return AttentionRunner(VARIANTS[key])
+
+    from tma_study.harness.kernel_builds import kernel_cache
+    return AttentionRunner(VARIANTS[key], kernel_cache())
 
 
 def _run(key, problem, splits, seed, key_growth=0.0):
@@ -464,6 +466,7 @@ def test_combine_matches_numpy(num_splits, head_dim):
     from numba import cuda
     from tma_kernels.paged_kv import launch_combine
 
+    from tma_study.harness.kernel_builds import kernel_cache
     seed = int.from_bytes(os.urandom(4), "little")
     rng = np.random.default_rng(seed)
     rows = 37
@@ -474,7 +477,7 @@ def test_combine_matches_numpy(num_splits, head_dim):
     lse[0, 1:] = rng.uniform(-20, 20, rows - 1)          # every other row: at least one split
     final = cuda.device_array(rows * head_dim, np.float32)
     launch_combine(cuda.to_device(partial.ravel()), cuda.to_device(lse.ravel()), final, num_splits,
-                   rows, head_dim)
+                   rows, head_dim, cache=kernel_cache())
     got = final.copy_to_host().reshape(rows, head_dim)
     lse64 = lse.astype(np.float64)
     top = lse64.max(axis=0)
@@ -486,13 +489,16 @@ def test_combine_matches_numpy(num_splits, head_dim):
 
 
 def test_cached_build_reports_its_resources():
-    """measure.fit_residency reads the registers and static shared memory of a kernel built
-    through the on-disk cache (tma_kernels.jit_cache); numba once answered a dict by signature
-    there, and the full sweep stopped at its first decode kernel."""
+    """measure.fit_residency reads the registers and static shared memory of a kernel loaded
+    from the kernel cache (tma_kernels.loaded); the registers are ptxas's for that cubin."""
     from tma_kernels.paged_kv.runner import AttentionRunner
 
+    from tma_study.harness.kernel_builds import kernel_cache
     from tma_study.studies.paged_kv.measure import kernel_columns, resident_ctas
-    runner = AttentionRunner(VARIANTS["bf16_d128_tma_w4"], cache=True)
+    variant = VARIANTS["bf16_d128_tma_w4"]
+    runner = AttentionRunner(variant, kernel_cache())
+    compiled = kernel_cache().compile(variant.name, make_attention_kernel(variant), SIGNATURE)
+    assert runner.kernel.get_regs_per_thread() == compiled.registers
     assert isinstance(runner.kernel.get_regs_per_thread(), int)
     assert isinstance(runner.kernel.get_shared_mem_per_block(), int)
     assert resident_ctas(runner) >= 1

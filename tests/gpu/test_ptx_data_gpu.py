@@ -39,7 +39,6 @@ import os
 import numpy as np
 import pytest
 from numba import cuda, uint32, uint64
-
 from tma_kernels.launch import launch_cluster
 from tma_kernels.ptx import (
     addr_of,
@@ -98,6 +97,8 @@ from tma_kernels.ptx import (
     tma_store_2d,
 )
 from tma_kernels.tensor_map import encode, spec_for_array, to_device
+
+from tma_study.harness.kernel_builds import load_cached
 
 pytestmark = pytest.mark.gpu
 
@@ -565,8 +566,9 @@ KERNELS = {
 
 @functools.cache
 def jitted(name):
+    """KERNELS[name] compiled through the kernel cache and loaded (as the measure step does)."""
     function, signature = KERNELS[name]
-    return cuda.jit(signature)(function)
+    return load_cached(name, function, signature)
 
 
 # ---------------------------------------------------------------- host helpers

@@ -18,7 +18,6 @@ import secrets
 import numpy as np
 import pytest
 from numba import cuda, float32, uint64
-
 from tma_kernels.ptx import (
     fence_mbarrier_init_cluster,
     mbarrier_arrive_expect_tx,
@@ -35,6 +34,8 @@ from tma_kernels.tensor_map import (
     tiled_2d,
     to_device,
 )
+
+from tma_study.harness.kernel_builds import load_cached
 
 pytestmark = pytest.mark.gpu
 
@@ -77,8 +78,9 @@ KERNELS = {"tma_tile_copy": (tma_tile_copy, "void(uint64, float32[:, ::1])")}
 
 @functools.cache
 def jitted(name):
+    """KERNELS[name] compiled through the kernel cache and loaded (as the measure step does)."""
     function, signature = KERNELS[name]
-    return cuda.jit(signature)(function)
+    return load_cached(name, function, signature)
 
 
 def boxes(extent: int, box: int) -> int:

@@ -27,6 +27,7 @@ from tma_kernels.paged_kv.geometry import (
 from tma_kernels.ptx import fence_proxy_async_shared, named_barrier_sync, smem_u32
 from tma_kernels.ptx.wgmma import K_STEP_BYTES, M, k_major_descriptor, make_wgmma_ss
 
+from tma_study.harness.kernel_builds import load_cached
 from tma_study.studies.paged_kv.numerics import e4m3_bits_to_float
 
 pytestmark = pytest.mark.gpu
@@ -84,8 +85,9 @@ KERNELS = {f"wgmma_{dtype}_d{head_dim}_n{n}": (make_kernel(dtype, head_dim, n), 
 
 @functools.cache
 def jitted(name):
+    """KERNELS[name] compiled through the kernel cache and loaded (as the measure step does)."""
     function, signature = KERNELS[name]
-    return cuda.jit(signature)(function)
+    return load_cached(name, function, signature)
 
 
 def _random(rng, dtype, rows, head_dim):

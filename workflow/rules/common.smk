@@ -20,13 +20,18 @@ try:
     if config["measure"]:
         LAYOUT, _skipped = LAYOUT.measurable_on(gpu_mod.detect().compute_capability[0])
         for _name in _skipped:
-            print(f"note: study {_name} cannot measure on this GPU: not measured or analysed in this run",
-                  file=sys.stderr)
+            print(
+                f"note: study {_name} cannot measure on this GPU: not measured or analysed in this run",
+                file=sys.stderr,
+            )
     else:
         LAYOUT, _skipped = LAYOUT.without_absent_optional_studies()
         for _name in _skipped:
-            print(f"note: study {_name} has no data in {LAYOUT.results}/{_name}/ yet: not analysed "
-                  "(measure it with --config measure=true on its GPU)", file=sys.stderr)
+            print(
+                f"note: study {_name} has no data in {LAYOUT.results}/{_name}/ yet: not analysed "
+                "(measure it with --config measure=true on its GPU)",
+                file=sys.stderr,
+            )
         LAYOUT.check_raw_data_present()
 except (config_mod.ConfigError, gpu_mod.GpuRequirementError, MissingDataError) as error:
     raise WorkflowError(str(error)) from None
@@ -38,3 +43,15 @@ RESULTS = LAYOUT.results
 FIGURE_STUDY = LAYOUT.figure_study()
 # jobs run the CLI with the interpreter that runs Snakemake (its venv)
 PYTHON = sys.executable
+
+
+def study_config_text(name):
+    """build/config/<name>.json: the validated config holding study ``name`` alone."""
+    alone = {
+        "measure": False,
+        "reference_gpu": config["reference_gpu"],
+        "studies": {name: config["studies"][name]},
+    }
+    if "gpu_probe" in config:
+        alone["gpu_probe"] = config["gpu_probe"]
+    return json.dumps(alone, indent=2, sort_keys=True) + "\n"

@@ -1,8 +1,32 @@
-# numba -> PTX -> cubin (ptxas, sm_90a) -> SASS (nvdisasm), with each kernel's resource usage.
-# Needs no GPU; runs in the default job, so a kernel that stops compiling fails the main job.
+# The compile step: every kernel a study times, numba -> PTX -> cubin (ptxas, sm_90a) -> SASS
+# (nvdisasm), through the kernel cache under build/kernel-cache/, with each kernel's resources
+# and a check of the instructions it must contain. Needs no GPU. Not part of the default job
+# (the kernel tables read what the measure run recorded: results/<gpu>/<study>/kernels.csv);
+# `snakemake kernels` runs it for every study, and --config measure=true before any GPU time.
+# Its inputs are the kernel sources and the study's section of the validated config, so an
+# edit of either reruns it.
+
+KERNEL_SOURCES = sorted(str(p) for p in Path("kernels").rglob("*.py"))
+
+
+rule study_config:
+    output:
+        "build/config/{study}.json",
+    log:
+        "logs/study_config/{study}.log",
+    params:
+        # the validated config of this study alone: a change of its section (and only that)
+        # reruns this rule and what depends on it
+        text=lambda wildcards: study_config_text(wildcards.study),
+    run:
+        Path(output[0]).write_text(params.text)
 
 
 rule compile:
+    input:
+        config="build/config/{study}.json",
+        kernels=KERNEL_SOURCES,
+        study_code=lambda wildcards: LAYOUT.kernel_code_files(wildcards.study),
     output:
         resources="build/compile/{study}/resources.csv",
     log:
@@ -12,13 +36,19 @@ rule compile:
         python=PYTHON,
         outdir=lambda wildcards: f"build/compile/{wildcards.study}",
     shell:
-        "{params.python} -m tma_study compile {wildcards.study} --out {params.outdir} "
-        "--workers {threads} > {log} 2>&1"
+        "{params.python} -m tma_study compile {wildcards.study} --config {input.config} "
+        "--out {params.outdir} --workers {threads} 2>&1 | tee {log}"
+
+
+rule kernels:
+    input:
+        [f"build/compile/{name}/resources.csv" for name in STUDIES],
 
 
 rule kernel_table:
     input:
-        resources="build/compile/{study}/resources.csv",
+        kernels=f"{RESULTS}/{{study}}/kernels.csv",
+        code="src/tma_study/compile_report.py",
     output:
         tex="paper/tables/{study}_kernels.tex",
         md="paper/tables/{study}_kernels.md",
@@ -27,5 +57,5 @@ rule kernel_table:
     params:
         python=PYTHON,
     shell:
-        "{params.python} -m tma_study kernel-table {wildcards.study} --resources {input.resources} "
+        "{params.python} -m tma_study kernel-table {wildcards.study} --kernels {input.kernels} "
         "--out paper/tables > {log} 2>&1"

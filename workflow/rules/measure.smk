@@ -4,18 +4,10 @@
 
 if MEASURE:
 
-    rule study_config:
-        output:
-            "build/config/{study}.json",
-        log:
-            "logs/study_config/{study}.log",
-        run:
-            Path(output[0]).write_text(json.dumps(config, indent=2))
-
     rule measure:
         input:
             config="build/config/{study}.json",
-            resources="build/compile/{study}/resources.csv",  # SASS checked before GPU time
+            resources="build/compile/{study}/resources.csv",  # compiled and SASS-checked before GPU time
         output:
             staged=directory(f"build/measure/{LABEL}/{{study}}"),
         log:
@@ -36,10 +28,7 @@ if MEASURE:
             input:
                 staged=f"build/measure/{LABEL}/{_name}",
             output:
-                [
-                    f"{RESULTS}/{_name}/{f}"
-                    for f in (*_study.raw_files, "provenance.json")
-                ],
+                [f"{RESULTS}/{_name}/{f}" for f in _study.measured_files],
             log:
                 f"logs/publish/{LABEL}/{_name}.log",
             params:

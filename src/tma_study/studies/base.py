@@ -5,6 +5,9 @@ import importlib
 from dataclasses import dataclass
 
 
+KERNELS_FILE = "kernels.csv"
+
+
 @dataclass(frozen=True)
 class Study:
     """A study's contract with the pipeline.
@@ -20,7 +23,7 @@ class Study:
     derived_files: tuple[str, ...]      # aggregate writes these
     figures: tuple[str, ...]            # figures/<figure>.pdf|png, each from notebooks/<figure>.py
     tables: tuple[str, ...]             # paper/tables/<table>.tex|md
-    kernels: str                        # () -> list[(name, python function, signature)]
+    kernels: str                        # (study config section) -> list[harness.kernel_builds.KernelBuild]
     measure: str                        # (study_config, gpu_probe_config, out_dir) -> None; GPU
     aggregate: str                      # (raw_dir, derived_dir, repeat_dir | None) -> None; CPU
     write_tables: str                   # (derived_dir, provenance, tables_dir) -> None; CPU
@@ -34,6 +37,13 @@ class Study:
 
     # Compute-capability majors whose GPUs the measure step runs on (9: Hopper, 10: Blackwell).
     architectures: tuple[int, ...] = (9,)
+
+    @property
+    def measured_files(self) -> tuple[str, ...]:
+        """What a measure run writes into results/<gpu>/<study>/: the raw files, kernels.csv
+        (the resources of the kernels it timed, which the kernel table reads) and provenance.json."""
+        kernels = () if KERNELS_FILE in self.raw_files else (KERNELS_FILE,)
+        return (*self.raw_files, *kernels, "provenance.json")
 
     def entry(self, which: str):
         """Import and return the function behind entry point ``which`` (e.g. "measure")."""

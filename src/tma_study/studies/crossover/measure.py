@@ -22,6 +22,7 @@ from tma_study import gpu as gpu_mod
 from tma_study.config import REPO_ROOT
 from tma_study.harness import atomic, provenance, timing
 from tma_study.harness.buffers import ChecksumOutputs, fresh_rng, poison
+from tma_study.harness.kernel_builds import StudyKernels
 from tma_study.harness.stats import summarize
 
 from . import reference
@@ -82,24 +83,23 @@ def _chunk_tensor_map(device_array, nbytes: int, bytes_per_transfer: int):
     return tensor_map.to_device(tensor_map.encode(spec), spec)
 
 
-def _compile(study: dict, configs: list[StreamConfig]):
-    from numba import cuda
-
+def _kernels(study: dict, configs: list[StreamConfig]):
+    """(stream kernels, latency kernels by mechanism, the read-ceiling kernel, StudyKernels),
+    loaded from the kernel cache, each allowed the dynamic shared memory its sweep needs."""
     from tma_kernels import launch
-    from tma_kernels.crossover import (KERNEL_SIGNATURE, LATENCY_SIGNATURE, READ_SIGNATURE,
-                                       latency_kernel, read_stream, stream_kernel)
     from tma_kernels.crossover.latency import latency_dynamic_shared_bytes
     from tma_kernels.crossover.ring import dynamic_shared_bytes
 
+    kernels = StudyKernels("crossover", study)
     streams, latencies = {}, {}
     for mechanism in study["mechanisms"]:
-        streams[mechanism] = cuda.jit(KERNEL_SIGNATURE)(stream_kernel(mechanism))
+        streams[mechanism] = kernels[f"stream_{mechanism}"]
         launch.set_max_dynamic_shared_bytes(streams[mechanism], max(
             dynamic_shared_bytes(c.stages, c.stage_bytes) for c in configs if c.mechanism == mechanism))
-        latencies[mechanism] = cuda.jit(LATENCY_SIGNATURE)(latency_kernel(mechanism))
+        latencies[mechanism] = kernels[f"latency_{mechanism}"]
         launch.set_max_dynamic_shared_bytes(
             latencies[mechanism], latency_dynamic_shared_bytes(max(study["bytes_per_transfer"])))
-    return streams, latencies, cuda.jit(READ_SIGNATURE)(read_stream)
+    return streams, latencies, kernels["read_stream"], kernels
 
 
 def _checked(name: str, got: int, want: int) -> None:
@@ -190,9 +190,9 @@ def _measure_latency(study: dict, kernels: dict, gpu: gpu_mod.GpuInfo) -> pd.Dat
     """Pointer chases: cold (L2 flushed first, data from HBM) then warm (same chunks, from L2)."""
     from numba import cuda
     from numba.cuda.cudadrv.driver import device_memset
+    from tma_kernels.crossover.latency import latency_dynamic_shared_bytes
 
     from tma_study.harness.progress import Progress
-    from tma_kernels.crossover.latency import latency_dynamic_shared_bytes
     settings = study["latency"]
     nbytes, hops = settings["hbm_bytes"], settings["hops"]
     scratch = cuda.device_array(L2_FLUSH_FACTOR * gpu.l2_bytes // ELEMENT_BYTES, np.uint32)
@@ -256,7 +256,8 @@ def measure(study: dict, gpu_probe: dict, out_dir: Path) -> None:
     started = provenance.utc_now()
     clocks_before = provenance.nvidia_smi_clocks()
     configs = stream_configs(study, gpu.smem_per_sm_bytes)
-    streams, latencies, read_kernel = _compile(study, configs)
+    streams, latencies, read_kernel, kernels = _kernels(study, configs)
+    timing_started = provenance.utc_now()       # the kernels' compile (or cache lookup) and loading end here
     working_sets = {name: WorkingSet(name, ws["bytes"], ws["bytes_per_launch"], gpu.l2_bytes)
                     for name, ws in study["working_sets"].items()}
     ceiling_cases = _ceiling_cases(read_kernel, working_sets, gpu.sm_count)
@@ -282,9 +283,10 @@ def measure(study: dict, gpu_probe: dict, out_dir: Path) -> None:
                "max_active_clusters_256_threads": _max_active_clusters(read_kernel, gpu_probe.get("cluster_sizes", [])),
                "timer": "cuda-bench (nvbench) cold samples: L2 flushed before every sample; device "
                         "events; l2 working set made resident by an untimed pass inside each sample",
-               "configurations": len(configs),
+               "configurations": len(configs), "timing_started_utc": timing_started,
                "numpy_row_stack_shim_applied": numpy_compat.SHIM_APPLIED})
     with atomic.staged_directory(out_dir) as staging:
+        kernels.table().to_csv(staging / "kernels.csv", index=False)
         stream.to_csv(staging / "stream.csv", index=False)
         ceilings.to_csv(staging / "ceilings.csv", index=False)
         latency.to_csv(staging / "latency.csv", index=False)

@@ -20,6 +20,7 @@ import pandas as pd
 from tma_study import gpu as gpu_mod
 from tma_study.config import REPO_ROOT
 from tma_study.harness import atomic, provenance, timing
+from tma_study.harness.kernel_builds import StudyKernels
 from tma_study.harness.progress import Progress
 from tma_study.harness.stats import summarize
 from tma_study.studies.multicast import reference
@@ -30,12 +31,12 @@ from .grid import BroadcastConfig, broadcast_configs
 MULTICAST_RELEASE = "warp"       # as the DSM rings release: once per consumer warp
 
 
-def compile_kernels() -> dict:
-    from numba import cuda
-    from tma_kernels.dsm import broadcast, make_broadcast
-    from tma_kernels.multicast import SIGNATURE, cluster_stream
-    kernels = {v: cuda.jit(broadcast.SIGNATURE)(make_broadcast(v)) for v in broadcast.VARIANTS}
-    kernels["multicast"] = cuda.jit(SIGNATURE)(cluster_stream(True, MULTICAST_RELEASE))
+def compile_kernels(study_kernels: StudyKernels | None = None) -> dict:
+    """{broadcast variant: loaded kernel}, the multicast ring included, from the kernel cache."""
+    from tma_kernels.dsm import broadcast
+    study_kernels = study_kernels or StudyKernels("dsm", {})
+    kernels = {v: study_kernels[f"broadcast_{v}"] for v in broadcast.VARIANTS}
+    kernels["multicast"] = study_kernels["cluster_stream_multicast"]
     return kernels
 
 
@@ -134,7 +135,7 @@ class NeighbourReadCase:
                 "grid_ctas": self.grid.ctas, "busy_cta_share": self.grid.busy_share, "bytes_read": self.bytes_read}
 
 
-def measure_latency(settings: dict) -> pd.DataFrame:
+def measure_latency(settings: dict, study_kernels: StudyKernels | None = None) -> pd.DataFrame:
     """clock64 chases through CTA ``target``'s shared memory, per cluster size."""
     from numba import cuda
     from tma_kernels import launch
@@ -142,7 +143,7 @@ def measure_latency(settings: dict) -> pd.DataFrame:
 
     from tma_study.studies.crossover.reference import chase_chain, follow
     from tma_study.studies.multicast.device import fresh_rng
-    kernel = cuda.jit(latency.SIGNATURE)(latency.chase)
+    kernel = (study_kernels or StudyKernels("dsm", {}))["dsm_latency_chase"]
     rng = fresh_rng()
     out = cuda.device_array(2, np.uint64)
     rows = []
@@ -175,16 +176,15 @@ def measure_latency(settings: dict) -> pd.DataFrame:
 
 def measure(study: dict, gpu_probe: dict, out_dir: Path) -> None:
     """Run the whole dsm study on this GPU and write its raw data into ``out_dir``."""
-    from numba import cuda
     from tma_kernels import numpy_compat  # before the first numba compile
-    from tma_kernels.dsm import bandwidth
 
     from tma_study.studies.multicast.device import ChecksumOutputs, Operand
     gpu = gpu_mod.require_hopper(gpu_mod.detect())
     started = provenance.utc_now()
     clocks_before = provenance.nvidia_smi_clocks()
     configs = broadcast_configs(study, gpu.smem_per_sm_bytes)
-    kernels = compile_kernels()
+    study_kernels = StudyKernels("dsm", study)
+    kernels = compile_kernels(study_kernels)
     operands = {name: Operand(name, ws["bytes"]) for name, ws in study["working_sets"].items()}
     outputs = ChecksumOutputs()
     progress = Progress("dsm setup", len(configs))
@@ -193,13 +193,14 @@ def measure(study: dict, gpu_probe: dict, out_dir: Path) -> None:
         progress.step(c.key)
         cases.append(BroadcastCase(c, kernels, operands, gpu.sm_count, outputs))
     reads = study["bandwidth"]
-    read_kernels = {remote: cuda.jit(bandwidth.SIGNATURE)(bandwidth.make_neighbour_read(remote))
-                    for remote in (True, False)}
+    read_kernels = {True: study_kernels["dsm_neighbour_read"], False: study_kernels["dsm_own_read"]}
+    study_kernels["dsm_latency_chase"]          # loaded before the timing starts, as the others
+    timing_started = provenance.utc_now()       # the kernels' compile (or cache lookup) and loading end here
     read_cases = [NeighbourReadCase(read_kernels[n > 1], n > 1, n, ctas, threads, reads["passes"], gpu.sm_count)
                   for n in reads["cluster_sizes"] for ctas in reads["ctas_per_sm"] for threads in reads["threads"]]
     timings = timing.run([case.timed_case(gpu.l2_bytes) for case in cases] + [r.timed_case() for r in read_cases],
                          study="dsm", **study["timing"])
-    latency = measure_latency(study["latency"])
+    latency = measure_latency(study["latency"], study_kernels)
 
     def with_time(columns: dict, key: str, nbytes: int) -> dict:
         t = timings[key].columns()
@@ -213,9 +214,10 @@ def measure(study: dict, gpu_probe: dict, out_dir: Path) -> None:
         extra={"nvidia_smi_before": clocks_before, "nvidia_smi_after": provenance.nvidia_smi_clocks(),
                "timer": "cuda-bench (nvbench) cold samples (L2 flushed before every sample), device events; "
                         "latency: clock64 around a dependent chain in one thread",
-               "configurations": len(configs) + len(read_cases),
+               "configurations": len(configs) + len(read_cases), "timing_started_utc": timing_started,
                "numpy_row_stack_shim_applied": numpy_compat.SHIM_APPLIED})
     with atomic.staged_directory(out_dir) as staging:
+        study_kernels.table().to_csv(staging / "kernels.csv", index=False)
         broadcast.to_csv(staging / "broadcast.csv", index=False)
         latency.to_csv(staging / "latency.csv", index=False)
         bandwidth_rows.to_csv(staging / "bandwidth.csv", index=False)

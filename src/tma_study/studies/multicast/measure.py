@@ -20,6 +20,7 @@ import pandas as pd
 from tma_study import gpu as gpu_mod
 from tma_study.config import REPO_ROOT
 from tma_study.harness import atomic, provenance, timing
+from tma_study.harness.kernel_builds import StudyKernels
 from tma_study.harness.progress import Progress
 
 from . import reference
@@ -27,11 +28,16 @@ from .grid import ROW_BYTES, ClusterConfig, cluster_configs
 from .traffic import run_under_ncu
 
 
-def compile_kernels(releases=("warp", "cta")) -> dict:
-    """{(multicast, release): compiled dispatcher} for the builds of the ring."""
-    from numba import cuda
-    from tma_kernels.multicast import SIGNATURE, cluster_stream
-    return {(multicast, release): cuda.jit(SIGNATURE)(cluster_stream(multicast, release))
+def kernel_name(multicast: bool, release: str) -> str:
+    """The compile list's name of the ring built with or without multicast, releasing per
+    ``release`` (kernels.py)."""
+    return f"cluster_stream_{'multicast' if multicast else 'own_copy'}" + ("" if release == "warp" else f"_{release}_release")
+
+
+def compile_kernels(releases=("warp", "cta"), study_kernels: StudyKernels | None = None) -> dict:
+    """{(multicast, release): loaded kernel} for the builds of the ring, from the kernel cache."""
+    study_kernels = study_kernels or StudyKernels("multicast", {})
+    return {(multicast, release): study_kernels[kernel_name(multicast, release)]
             for multicast in (False, True) for release in releases}
 
 
@@ -144,7 +150,9 @@ def measure(study: dict, gpu_probe: dict, out_dir: Path) -> None:
     clocks_before = provenance.nvidia_smi_clocks()
     patterns = ("1d", "2d") if study.get("cluster_shapes_2d") else ("1d",)
     configs = cluster_configs(study, gpu.smem_per_sm_bytes, patterns)
-    kernels = compile_kernels(tuple(study["releases"]))
+    study_kernels = StudyKernels("multicast", study)
+    kernels = compile_kernels(tuple(study["releases"]), study_kernels)
+    timing_started = provenance.utc_now()       # the kernels' compile (or cache lookup) and loading end here
     operands = make_operands(study, patterns)
     outputs = ChecksumOutputs()
     progress = Progress("multicast setup", len(configs))
@@ -169,9 +177,10 @@ def measure(study: dict, gpu_probe: dict, out_dir: Path) -> None:
         extra={"nvidia_smi_before": clocks_before, "nvidia_smi_after": provenance.nvidia_smi_clocks(),
                "timer": "cuda-bench (nvbench) cold samples: L2 flushed before every sample; device events; "
                         "an L2-resident working set is made resident by an untimed pass inside each sample",
-               "configurations": len(configs),
+               "configurations": len(configs), "timing_started_utc": timing_started,
                "numpy_row_stack_shim_applied": numpy_compat.SHIM_APPLIED})
     with atomic.staged_directory(out_dir) as staging:
+        study_kernels.table().to_csv(staging / "kernels.csv", index=False)
         stream.to_csv(staging / "stream.csv", index=False)
         occupancy_table(kernels, configs).to_csv(staging / "occupancy.csv", index=False)
         traffic.to_csv(staging / "traffic.csv", index=False)

@@ -41,10 +41,12 @@ import pandas as pd
 
 from tma_study import gpu as gpu_mod
 from tma_study.config import REPO_ROOT
-from tma_study.harness import atomic, parallel_compile, provenance, timing
+from tma_study.harness import atomic, provenance, timing
+from tma_study.harness.kernel_builds import compile_study_builds, kernel_cache
 
 from .aggregate import SAME_BYTES_COPY, SAME_BYTES_COPY_DIRTY_L2
 from .grid import SweepConfig, sweep_configs
+from .kernels import expected_sass, residency_targets, sweep_builds
 from .problem import LSE_TOLERANCE, Problem, expected, make_inputs
 from .splits import RULE_TEXT, SplitChoice
 
@@ -57,7 +59,6 @@ CHECK_CELLS_CACHED = 8              # >= page sizes of one (shape, dtype, phase)
 FINITE_MASK = {"bf16": 0xBFFFBFFF, "e4m3": 0xBFBFBFBF}   # clear each exponent's top bit: |x| < 2
 COPY_BYTES = 1 << 30
 FILL_THREADS = 256
-BOUNDED_SPILL_BYTES = 256           # per thread, for a launch-bounded decode kernel (to L1)
 
 
 def resident_ctas(runner) -> int:
@@ -66,39 +67,6 @@ def resident_ctas(runner) -> int:
     v = runner.variant
     return resident_ctas_per_sm(runner.kernel.get_regs_per_thread(), v.threads,
                                 v.dynamic_shared_bytes + runner.kernel.get_shared_mem_per_block())
-
-
-def residency_targets(variant, min_ctas_per_sm: int) -> list[tuple[int, int]]:
-    """(CTAs per SM, spilled bytes per thread allowed) to try launch bounds for, most first:
-    as many CTAs as shared memory lets reside, without spills (more residency only where
-    the registers give it for free: e4m3 at head dim 128, 172 -> 168 registers, 4 -> 6
-    CTAs), then config ``decode_min_ctas_per_sm`` with BOUNDED_SPILL_BYTES."""
-    from tma_kernels.paged_kv.geometry import resident_ctas_per_sm
-    by_shared = resident_ctas_per_sm(1, variant.threads, variant.dynamic_shared_bytes)
-    targets = [(min_ctas_per_sm, BOUNDED_SPILL_BYTES)]
-    if by_shared > min_ctas_per_sm:
-        targets.insert(0, (by_shared, 0))
-    return targets
-
-
-def bounded_variants(variant, min_ctas_per_sm: int) -> list:
-    """The launch-bounded builds of a decode ``variant`` that fit_residency chooses among."""
-    return [dataclasses.replace(variant, min_ctas_per_sm=target)
-            for target, _ in residency_targets(variant, min_ctas_per_sm) if target > 1]
-
-
-def compile_bounded(variant) -> bool:
-    """Compile a launch-bounded build into numba's cache (parallel_compile.warm's worker
-    function); False where it does not build. Its unbounded build has compiled by then, so
-    that is ptxas refusing the register cap: below what a wgmma's accumulators need ("Try to
-    compile with register target of 42 or higher", kq_wgmma_dual at 4 CTAs of 12 warps per SM).
-    fit_residency then keeps another build."""
-    from tma_kernels.paged_kv.runner import compile_attention
-    try:
-        compile_attention(variant)
-    except Exception:  # noqa: BLE001  nvJitLinkError (ERROR_PTX_COMPILE) and kin: not buildable
-        return False
-    return True
 
 
 def fit_residency(runners: dict, variant, min_ctas_per_sm: int):
@@ -115,7 +83,7 @@ def fit_residency(runners: dict, variant, min_ctas_per_sm: int):
         if resident_ctas(kept) >= target:
             continue
         bounded = runners.get(dataclasses.replace(variant, min_ctas_per_sm=target))
-        if bounded is None:             # ptxas refused that register cap (compile_bounded)
+        if bounded is None:             # ptxas refused that register cap (KernelBuild.may_be_refused)
             continue
         spilled = bounded.kernel.get_local_mem_per_thread() - runners[variant].kernel.get_local_mem_per_thread()
         if resident_ctas(bounded) > resident_ctas(kept) and spilled <= allowance:
@@ -410,35 +378,48 @@ def _sdpa_cases(configs: list[SweepConfig]):
     return cases
 
 
+def _load_builds(study: dict, builds: list) -> tuple[dict, dict]:
+    """({variant: AttentionRunner}, {name: CompiledKernel}) for every build of the compile list
+    that ptxas built, loaded
+    from the kernel cache (the compile step filled it; what is missing compiles here, on every
+    core) without compiling again."""
+    from tma_kernels.loaded import load
+    from tma_kernels.paged_kv import SIGNATURE
+    from tma_kernels.paged_kv.runner import AttentionRunner
+
+    from tma_study.harness.progress import Progress
+    from tma_study.studies import discover
+    compiled = {build.name: result for build, result in
+                compile_study_builds(discover()["paged_kv"], study, os.cpu_count() or 1, "kernels")}
+    refused = [v.name for v in builds if isinstance(compiled[v.name], str)]
+    if refused:
+        print(f"[paged_kv] {len(refused)} launch-bounded builds do not compile (register cap too low), "
+              f"left out: {', '.join(refused)}", flush=True)
+    progress = Progress("paged_kv load", len(builds) - len(refused), every=20)
+    loaded = {}
+    for variant in builds:
+        if variant.name not in refused:
+            progress.step(variant.name)
+            loaded[variant] = AttentionRunner(variant, cache=kernel_cache(),
+                                              kernel=load(compiled[variant.name], SIGNATURE))
+    return loaded, compiled
+
+
 def measure(study: dict, gpu_probe: dict, out_dir: Path) -> None:
     """Run the whole paged_kv study on this GPU and write its raw data into ``out_dir``."""
     from tma_kernels import numpy_compat
-    from tma_kernels.paged_kv.runner import TMA_L2_PROMOTION_BYTES, AttentionRunner
+    from tma_kernels.paged_kv.runner import TMA_L2_PROMOTION_BYTES
 
-    from tma_study.harness.progress import Progress
+    from tma_study.compile_report import resource_row
 
     gpu = gpu_mod.require_hopper(gpu_mod.detect())
     started = provenance.utc_now()
     clocks_before = provenance.nvidia_smi_clocks()
     configs = sweep_configs(study)
-    variants = sorted({c.variant() for c in configs}, key=lambda v: v.name)
+    variants, bounded = sweep_builds(study)
     decode_variants = {c.variant() for c in configs if c.phase.name == "decode"}
     min_ctas = study["decode_min_ctas_per_sm"]
-    cache = parallel_compile.cache_dir()
-    bounded = [b for v in sorted(decode_variants, key=lambda v: v.name) for b in bounded_variants(v, min_ctas)]
-    parallel_compile.warm("tma_kernels.paged_kv.runner:compile_attention", variants, cache,
-                          progress=Progress("paged_kv compile (parallel)", len(variants)))
-    refused = parallel_compile.warm("tma_study.studies.paged_kv.measure:compile_bounded", bounded, cache,
-                                    progress=Progress("paged_kv compile, launch-bounded (parallel)", len(bounded)))
-    if refused:
-        print(f"[paged_kv] {len(refused)} launch-bounded builds do not compile (register cap too low), "
-              f"left out: {', '.join(v.name for v in refused)}", flush=True)
-    builds = variants + [b for b in bounded if b not in refused]
-    progress = Progress("paged_kv load", len(builds))
-    loaded = {}
-    for variant in builds:
-        progress.step(variant.name)
-        loaded[variant] = AttentionRunner(variant, cache=True)
+    loaded, compiled = _load_builds(study, variants + bounded)
     runners = {v: fit_residency(loaded, v, min_ctas) if v in decode_variants else loaded[v] for v in variants}
     pools = TimedPools()
     split_cases = [_attention_case(c, runners[c.variant()], pools, gpu.sm_count) for c in configs]
@@ -473,7 +454,10 @@ def measure(study: dict, gpu_probe: dict, out_dir: Path) -> None:
                "tma_l2_promotion_bytes": TMA_L2_PROMOTION_BYTES,
                "torch_sdpa_measured": any(c["ceiling"] == "torch_sdpa_contiguous" for c, _ in ceiling_cases),
                "numpy_row_stack_shim_applied": numpy_compat.SHIM_APPLIED})
+    timed = sorted({runner.variant for runner in runners.values()}, key=lambda v: v.name)
+    kernels = pd.DataFrame([resource_row(compiled[v.name], expected_sass(v)) for v in timed])
     with atomic.staged_directory(out_dir) as staging:
         pd.DataFrame(rows).to_csv(staging / "attention.csv", index=False)
+        kernels.to_csv(staging / "kernels.csv", index=False)
         ceilings.to_csv(staging / "ceilings.csv", index=False)
         (staging / "provenance.json").write_text(json.dumps(record, indent=2, default=str) + "\n")

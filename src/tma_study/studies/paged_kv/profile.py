@@ -207,13 +207,16 @@ def launch(study: dict, config) -> str:
     from tma_kernels import numpy_compat  # noqa: F401  before numba compiles anything
     from tma_kernels.paged_kv.runner import AttentionRunner
 
-    from .measure import TimedPools, bounded_variants, fit_residency, resident_ctas
+    from tma_study.harness.kernel_builds import kernel_cache
+
+    from .kernels import bounded_variants
+    from .measure import TimedPools, fit_residency, resident_ctas
     variant = config.variant()
-    loaded = {variant: AttentionRunner(variant)}
+    loaded = {variant: AttentionRunner(variant, kernel_cache())}
     if config.phase.name == "decode":
         for bounded in bounded_variants(variant, study["decode_min_ctas_per_sm"]):
-            with contextlib.suppress(Exception):   # ptxas refused the cap: left out, as measure.compile_bounded
-                loaded[bounded] = AttentionRunner(bounded)
+            with contextlib.suppress(Exception):   # ptxas refused the cap: left out, as measure does
+                loaded[bounded] = AttentionRunner(bounded, kernel_cache())
         runner = fit_residency(loaded, variant, study["decode_min_ctas_per_sm"])
     else:
         runner = loaded[variant]
