@@ -38,8 +38,12 @@ rule paper_generated:
         catalog=CATALOG_DERIVED,
         specs="config/gpu_specs.yaml",
         sections=sorted(str(p) for p in Path("paper/sections/studies").glob("*.tex")),
-        code=["src/tma_study/macros.py", "src/tma_study/paper.py", "src/tma_study/projection.py",
-              "src/tma_study/catalog.py"]
+        code=[
+            "src/tma_study/macros.py",
+            "src/tma_study/paper.py",
+            "src/tma_study/projection.py",
+            "src/tma_study/catalog.py",
+        ]
         + [f for name in STUDIES for f in LAYOUT.code_files(name)],
     output:
         macros="paper/generated/macros.tex",
