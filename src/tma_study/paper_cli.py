@@ -6,7 +6,7 @@
     tma-study compare STUDY --reference LABEL --run LABEL=DERIVED_DIR ... --out paper/tables
     tma-study paper-generated --results DIR --study S ... [--claims TSV] --paper paper
     tma-study build-paper [--paper paper]                  paper/main.pdf (needs latexmk, pdflatex)
-    tma-study readme-tables --claims TSV [--check]         the README's claims and cost tables
+    tma-study readme-tables --claims TSV [--check]         the README's checklist and cost tables
 """
 from __future__ import annotations
 

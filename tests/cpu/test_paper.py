@@ -1,6 +1,6 @@
 """The paper's numbers and inputs: every macro the text uses is generated from the data and
 well formed, every file the paper includes is a pipeline output or a paper source, the
-README's claims table is generated, and building without TeX says what to install."""
+README's checklist is generated, and building without TeX says what to install."""
 import re
 
 import pandas as pd
@@ -201,11 +201,15 @@ def test_the_default_job_needs_no_tex():
     assert "paper/generated/macros.tex" in outputs and f"results/{REFERENCE}/claims.tsv" in outputs
 
 
-def test_the_readme_claims_table_is_generated_between_markers(generated, tmp_path):
+def test_the_readme_checklist_is_generated_between_markers(generated, tmp_path):
     results, _ = generated
-    table = readme_mod.claims_table(results / "claims.tsv")
-    for claim_id in claims_mod.read_outcomes(results / "claims.tsv").id:
-        assert f"`{claim_id}`" in table
+    table = readme_mod.checklist_table(results / "claims.tsv")
+    outcomes = claims_mod.read_outcomes(results / "claims.tsv")
+    for study in set(outcomes.study):
+        mine = outcomes[outcomes.study == study]
+        assert f"| `{study}` | {(mine.status == 'PASS').sum()} / {(mine.status == 'FAIL').sum()} /" in table
+        assert f"grep ^{study}_ " in table
+    assert "`figures/crossover_bandwidth.png`" in table and "`paper/tables/crossover_summary.md`" in table
     readme = tmp_path / "README.md"
     readme.write_text(f"intro\n{readme_mod.BEGIN}\nSTALE-TABLE\n{readme_mod.END}\noutro\n")
     assert readme_mod.update_readme(readme, results / "claims.tsv")
@@ -226,9 +230,9 @@ def test_the_cost_table_splits_compile_from_timing_where_recorded(tmp_path):
             {"gpu": {"name": "NVIDIA H200", "sm_count": 132}, "configurations": 10,
              "started_utc": "2026-12-04T00:13:11+00:00", "finished_utc": "2026-12-04T00:22:05+00:00", **extra}))
     rows = readme_mod.cost_table(tmp_path).splitlines()
-    assert "| `crossover` | NVIDIA H200 (132 SMs) | 10 | 8 min 54 s | 2026-12-04 |" in rows
-    assert ("| `paged_kv` | NVIDIA H200 (132 SMs) | 10 | 8 min 54 s (5 min 23 s compiling and loading kernels "
-            "on the CPU, 3 min 31 s timing) | 2026-12-04 |") in rows
+    assert "| `crossover` | Hopper (sm_90a) | NVIDIA H200 (132 SMs) | 10 | 8 min 54 s | 2026-12-04 |" in rows
+    assert ("| `paged_kv` | Hopper (sm_90a) | NVIDIA H200 (132 SMs) | 10 | 8 min 54 s (5 min 23 s compiling and "
+            "loading kernels on the CPU, 3 min 31 s timing) | 2026-12-04 |") in rows
 
 
 def test_a_broken_glyph_or_reference_in_the_pdf_text_is_named():

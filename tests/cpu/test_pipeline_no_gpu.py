@@ -159,7 +159,7 @@ def test_the_readme_claims_table_is_current(pipeline):
     result = subprocess.run([sys.executable, "-m", "tma_study", "readme-tables", "--check", "--claims", CLAIMS,
                              "--readme", "README.md"], cwd=root, env=env, capture_output=True, text=True)
     assert result.returncode == 0, (
-        "README.md's claims table is stale; run: .venv/bin/tma-study readme-tables --claims "
+        "README.md's generated tables are stale; run: .venv/bin/tma-study readme-tables --claims "
         f"{CLAIMS} (after snakemake -c2)\n" + output_of(result))
 
 
