@@ -56,7 +56,7 @@ repeat_best = [per_ring(folder) for _, folder in repeats]
 
 # %%
 working_sets = [ws for ws in LEVELS if ws in set(best.working_set)]
-fig = plt.figure(figsize=(5.2 * len(working_sets) + 0.8, 7.4))
+fig = plt.figure(figsize=(3.6 * len(working_sets) + 0.6, 7.6))
 grid_spec = fig.add_gridspec(len(ALTERNATIVES), len(working_sets) + 1, width_ratios=[1] * len(working_sets) + [0.04])
 axes = [[fig.add_subplot(grid_spec[r, c]) for c in range(len(working_sets))] for r in range(len(ALTERNATIVES))]
 norm = TwoSlopeNorm(vcenter=1.0, vmin=0.25, vmax=2.0)
@@ -70,21 +70,21 @@ for row, (alternative, title) in enumerate(ALTERNATIVES.items()):
         for (ring, size), value in mine.items():
             i, j = rings.index(ring), sizes.index(size)
             grid[i, j] = value
-            ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=7)
+            ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=6.5)
             for other in repeat_best:
                 theirs = ratios(other, ws, alternative).get((ring, size), np.nan)
                 crossed = min(theirs, value) < 1 - TIE and max(theirs, value) > 1 + TIE
                 if np.isfinite(theirs) and (abs(theirs / value - 1) > MOVED or crossed):
                     ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, edgecolor="black", linewidth=1.5))
         image = ax.imshow(grid, cmap="RdBu", norm=norm, aspect="auto", origin="lower")
-        ax.set_xticks(range(len(sizes)), [human_bytes(s).replace(" ", "") for s in sizes], rotation=45, fontsize=8)
-        ax.set_yticks(range(len(rings)), [human_bytes(r) for r in rings], fontsize=8)
-        ax.set_xlabel("bytes per transfer", fontsize=9)
-        ax.set_ylabel("ring bytes per SM", fontsize=9)
-        ax.set_title(f"{title}, {LEVELS[ws]}", fontsize=10)
+        ax.set_xticks(range(len(sizes)), [human_bytes(s).replace(" ", "") for s in sizes], rotation=45, fontsize=7)
+        ax.set_yticks(range(len(rings)), [human_bytes(r).replace(" ", "") for r in rings], fontsize=7)
+        ax.set_xlabel("bytes per transfer", fontsize=8)
+        ax.set_ylabel("ring bytes per SM", fontsize=8)
+        ax.set_title(f"{title}, {LEVELS[ws]}", fontsize=8.5)
 colour_axis = fig.add_subplot(grid_spec[:, -1], label="<colorbar>")
-fig.colorbar(image, cax=colour_axis, label="TMA GB/s over the alternative's GB/s")
+fig.colorbar(image, cax=colour_axis).set_label("TMA GB/s over the alternative's GB/s", fontsize=8)
 if repeats:
     fig.suptitle("outlined: the ratio moved by more than 5 % or crossed 1 in " + ", ".join(l for l, _ in repeats),
-                 fontsize=9)
+                 fontsize=8)
 finish(fig, provenance, pdf)
