@@ -27,9 +27,9 @@ COLUMNS = ["study", "situation", "rule of thumb", "evidence (measured)", "claims
 REFUTED_COLUMNS = ["study", "expectation (claim)", "what the data show", "claims", "rests on"]
 MISSING_MARKS = ("nan", "None", "??")
 TABLE, REFUTED_TABLE = "rules_of_thumb", "rules_refuted"
-# LaTeX column widths (cm) of the text that wraps; the tables fit the text width at \small. The
+# LaTeX column widths (cm) of the text that wraps; the tables fit the text width at \footnotesize. The
 # paper's rules table leaves the evidence to the claims it cites (the Markdown keeps it).
-WIDTHS_CM = {"situation": 3.8, "rule of thumb": 7.8, "claims": 1.9, "rests on": 1.9}
+WIDTHS_CM = {"situation": 4.2, "rule of thumb": 8.4, "claims": 1.8, "rests on": 1.6}
 REFUTED_WIDTHS_CM = {"expectation (claim)": 6.2, "what the data show": 6.2, "claims": 1.3, "rests on": 1.6}
 
 
@@ -128,7 +128,7 @@ def to_latex(frame: pd.DataFrame, caption: str, label: str, widths: dict[str, fl
     columns = [c for c in frame.columns if c in widths]
     spec = "".join(rf">{{\raggedright\arraybackslash}}p{{{widths[c]}cm}}" for c in columns)
     head = " & ".join(rf"\textbf{{{latex_escape(c)}}}" for c in columns) + r" \\"
-    lines = [r"{\small\setlength{\tabcolsep}{3pt}", rf"\begin{{longtable}}{{{spec}}}",
+    lines = [r"{\footnotesize\setlength{\tabcolsep}{3pt}", rf"\begin{{longtable}}{{{spec}}}",
              rf"\caption{{{latex_escape(caption)}}}\label{{{label}}} \\", r"\toprule", head, r"\midrule",
              r"\endfirsthead", r"\toprule", head, r"\midrule", r"\endhead", r"\bottomrule", r"\endlastfoot"]
     for study, group in frame.groupby("study", sort=False):
