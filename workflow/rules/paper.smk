@@ -71,8 +71,10 @@ rule paper:
     input:
         main="paper/main.tex",
         sections=sorted(str(p) for p in Path("paper/sections").rglob("*.tex")),
+        bibliography="paper/references.bib",
         generated=rules.paper_generated.output,
-        rules_of_thumb=rules.rules_of_thumb.output.tex,
+        rules_of_thumb=rules.rules_of_thumb.output,
+        catalog=[f for f in CATALOG_TABLES if f.endswith(".tex")],  # workflow/rules/catalog.smk
         figures=[f"figures/{figure}.pdf" for figure in FIGURE_STUDY],
         tables=[
             f
