@@ -33,6 +33,10 @@ WIDTHS_CM = {"situation": 4.2, "rule of thumb": 8.4, "claims": 1.8, "rests on": 
 REFUTED_WIDTHS_CM = {"expectation (claim)": 6.2, "what the data show": 6.2, "claims": 1.3, "rests on": 1.6}
 
 
+STUDY_TITLES = {"crossover": "Crossover", "multicast": "Multicast", "dsm": "Distributed shared memory",
+                "gemm": "GEMM", "paged_kv": "Paged-KV attention"}   # headings of the LaTeX table
+
+
 class RulesError(ValueError):
     """A study returned an unusable row; the message names the study, row and key."""
 
@@ -133,7 +137,8 @@ def to_latex(frame: pd.DataFrame, caption: str, label: str, widths: dict[str, fl
              r"\endfirsthead", r"\toprule", head, r"\midrule", r"\endhead", r"\bottomrule", r"\endlastfoot"]
     for study, group in frame.groupby("study", sort=False):
         if study != "none":
-            heading = rf"\textit{{{latex_escape(study)}}} (Section~\ref{{sec:{study}}})"
+            title = STUDY_TITLES.get(study, study.replace("_", " "))
+            heading = rf"\textit{{{latex_escape(title)}}} (Section~\ref{{sec:{study}}})"
             lines.append(rf"\multicolumn{{{len(columns)}}}{{l}}{{{heading}}} \\")
         lines += [" & ".join(_tex_cell(c, row[c], figures) for c in columns) + r" \\"
                   for _, row in group.iterrows()]
