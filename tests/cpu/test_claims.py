@@ -276,3 +276,28 @@ def test_strict_names_the_failing_claims(tmp_path):
                              "--claims-dir", str(claims_dir), "--strict"], capture_output=True, text=True)
     assert result.returncode == 1
     assert "1 claims FAIL: toy_too_high" in result.stderr
+
+
+# Columns whose values are exact (counts, sizes chosen by the sweep, hardware counters of bytes, a
+# measured spread itself): a threshold on them needs no margin for run-to-run noise.
+EXACT_COLUMNS = {"entries", "operands", "mechanism", "crossover_bytes", "best_ring_bytes_per_sm", "cluster_size",
+                 "cluster_x", "tile_bytes", "page_size", "l2_read_bytes_per_unique_byte",
+                 "xbar_bytes_per_unique_byte", "max_relative_difference", "share_identical", "smallest_tile_bytes",
+                 "largest_tile_bytes",
+                 "cpasync_not_measured"}
+
+
+def test_every_measured_threshold_leaves_a_stated_margin():
+    """A threshold on a measured value must be cleared by a margin (or be checked in the repeat
+    run too), and the statement must say so; exact values need none."""
+    missing = []
+    for c in load_claims(REPO / "config" / "claims", discover()):
+        for check in c.checks:
+            numeric = isinstance(check["value"], (int, float)) and not isinstance(check["value"], bool)
+            if not numeric or check["op"] == "!=" or check["column"] in EXACT_COLUMNS:
+                continue
+            if not (check.get("margin") or check.get("in_repeat")):
+                missing.append(f"{c.id}: {check['column']} {check['op']} {check['value']} has no margin")
+            elif check.get("margin") and "margin" not in c.statement:
+                missing.append(f"{c.id}: the statement does not state its margin")
+    assert not missing, "\n".join(missing)
