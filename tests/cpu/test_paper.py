@@ -23,18 +23,19 @@ GENERATED_PREFIXES = ("claims", "gpu", "resultsLabel", "studiesCount", "catalog"
 @pytest.fixture(scope="module")
 def generated(tmp_path_factory):
     """(results dir, paper dir) after claims and paper-generated ran on the reference data."""
+    from tma_study import catalog
     root = tmp_path_factory.mktemp("paper")
     results = aggregated_reference(root / "results")
     studies = configured_studies()
-    outcomes = claims_mod.check_all(claims_mod.load_claims(studies=studies), results)
+    catalog_derived = root / "catalog" / "derived"
+    catalog.write_derived(catalog.load(), catalog_derived)
+    outcomes = claims_mod.check_all(claims_mod.load_claims(studies=studies), results,
+                                    {"catalog": catalog_derived.parent})
     claims_mod.write_reports(outcomes, results)
     paper_dir = root / "paper"
     (paper_dir / "sections" / "studies").mkdir(parents=True)
     for section in (PAPER / "sections" / "studies").glob("*.tex"):
         (paper_dir / "sections" / "studies" / section.name).write_text(section.read_text())
-    from tma_study import catalog
-    catalog_derived = root / "catalog" / "derived"
-    catalog.write_derived(catalog.load(), catalog_derived)
     paper_mod.write_generated(results, studies, paper_dir, results / "claims.tsv", catalog_derived)
     return results, paper_dir
 
@@ -246,3 +247,24 @@ def test_a_table_shrunk_below_readability_is_named():
     log = "tma-table-scale: table 7 0.998\ntma-table-scale: table 29 0.768\n"
     assert paper_mod.shrunk_tables(log) == ["table 29 shrunk to 77%"]
     assert paper_mod.shrunk_tables("no tables were scaled") == []
+
+
+def cited_claims(text: str) -> list[str]:
+    return re.findall(r"\\claimref\{([a-z0-9_]+)\}", re.sub(r"(?<!\\)%.*", "", text))
+
+
+def test_every_finding_of_the_abstract_rests_on_a_passing_claim(generated):
+    results, _ = generated
+    if not (REPO / "results" / REFERENCE).is_dir():
+        pytest.skip("the abstract's findings are about the committed reference data")
+    statuses = dict(zip(*(claims_mod.read_outcomes(results / "claims.tsv")[c] for c in ("id", "status"))))
+    cited = cited_claims((PAPER / "sections" / "abstract.tex").read_text())
+    assert len(cited) >= 10, "the abstract states its findings, each with the claim it rests on"
+    assert not [c for c in cited if statuses.get(c) != "PASS"], {c: statuses.get(c) for c in cited}
+
+
+def test_every_claim_the_paper_cites_exists(generated):
+    results, _ = generated
+    known = set(claims_mod.read_outcomes(results / "claims.tsv").id)
+    cited = {c for source in SOURCES for c in cited_claims(source.read_text())}
+    assert cited and not sorted(cited - known), sorted(cited - known)
