@@ -133,9 +133,6 @@ def test_a_missing_raw_file_is_named_before_any_job(tmp_path, missing):
 # A claim is checked, never reworded to pass: this list changes only with the data, and a claim
 # that starts or stops failing fails this test until the list (and the text) follows.
 KNOWN_FAILING = {
-    "crossover_reproducible_within_1_5_percent":
-        "the reference and its repeat ran on different H200 instances: their largest per-configuration "
-        "difference exceeds the 1.5 % the claim allows (paper/tables/crossover_reproducibility.md)",
     "gemm_multicast_no_median_gain":
         "an fp8 cluster shape gains in the median (paper/tables/gemm_multicast.md); the claim predicted none",
     "gemm_multicast_rule_not_faster_holds":
