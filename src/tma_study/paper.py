@@ -50,7 +50,7 @@ def paragraph_table(frame, caption: str, label: str, widths_cm: list[float], lon
                           r"\midrule", r"\endfirsthead", r"\toprule", head, r"\midrule", r"\endhead",
                           r"\midrule", r"\endfoot", r"\bottomrule", r"\endlastfoot", *body,
                           r"\end{longtable}", "}", ""])
-    lines = [r"\begin{table}[t]", r"\centering", r"\small", rf"\caption{{{latex_escape(caption)}}}",
+    lines = [r"\begin{table}[!htbp]", r"\centering", r"\small", rf"\caption{{{latex_escape(caption)}}}",
              rf"\label{{{label}}}", rf"\begin{{tabular}}{{{columns}}}", r"\toprule", head, r"\midrule"]
     lines += body
     lines += [r"\bottomrule", r"\end{tabular}", r"\end{table}", ""]

@@ -61,7 +61,7 @@ def to_latex(frame: pd.DataFrame, caption: str, label: str) -> str:
                "".join(rf">{{\raggedright\arraybackslash}}p{{{w}cm}}" for w in widths))
     cell = latex_escape if widths is None else _breakable
     spacing = [] if widths is None else [r"\setlength{\tabcolsep}{3pt}"]
-    lines = [r"\begin{table}[tbp]", r"\centering", rf"\{size}", *spacing, rf"\caption{{{latex_escape(caption)}}}",
+    lines = [r"\begin{table}[!htbp]", r"\centering", rf"\{size}", *spacing, rf"\caption{{{latex_escape(caption)}}}",
              rf"\label{{{label}}}", rf"\begin{{tabular}}{{{columns}}}", r"\toprule",
              " & ".join(cell(c) for c in frame.columns) + r" \\", r"\midrule"]
     lines += [" & ".join(cell(v) for v in row) + r" \\" for row in frame.itertuples(index=False)]
