@@ -11,7 +11,11 @@ rule catalog:
     input:
         data=catalog_mod.catalog_files("catalog"),
         schema="workflow/schemas/catalog.schema.yaml",
-        code=["src/tma_study/catalog.py", "src/tma_study/report/tables.py"],
+        code=[
+            "src/tma_study/catalog.py",
+            "src/tma_study/catalog_counts.py",
+            "src/tma_study/report/tables.py",
+        ],
     output:
         tables=CATALOG_TABLES,
         derived=CATALOG_DERIVED,

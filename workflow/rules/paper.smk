@@ -43,6 +43,7 @@ rule paper_generated:
             "src/tma_study/paper.py",
             "src/tma_study/projection.py",
             "src/tma_study/catalog.py",
+            "src/tma_study/catalog_counts.py",
         ]
         + [f for name in STUDIES for f in LAYOUT.code_files(name)],
     output:
