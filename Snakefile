@@ -3,14 +3,13 @@
 snakemake -c4                          analyze the committed H200 reference data (no GPU)
 snakemake -c4 --config measure=true    measure on this Hopper GPU first
 snakemake -c4 figures/crossover_bandwidth.pdf    one figure
+
+config/config.yaml is read by workflow/rules/common.smk (under --configfile and --config).
 """
 
 from snakemake.utils import min_version
 
 min_version("9.0")
-
-
-configfile: "config/config.yaml"
 
 
 include: "workflow/rules/common.smk"

@@ -29,7 +29,6 @@ come from cited source lines, not from a GPU.
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -40,6 +39,7 @@ import yaml
 from .claim_checks import FAIL, NOT_MEASURED, PASS, Verdict, format_value, is_number, run_check, threshold_text
 from .config import REPO_ROOT, SCHEMA_DIR, key_path
 from .harness.atomic import atomic_write_text
+from .harness.provenance import read as read_provenance
 
 CLAIMS_DIR = REPO_ROOT / "config" / "claims"
 SCHEMA = SCHEMA_DIR / "claims.schema.yaml"
@@ -223,7 +223,7 @@ def _gpu_of(results_dir: Path, study: str):
     candidates = [results_dir / study / "provenance.json", *sorted(results_dir.glob("*/provenance.json"))]
     for path in candidates:
         if path.is_file():
-            gpu = json.loads(path.read_text()).get("gpu", {})
+            gpu = read_provenance(path)["gpu"]
             if gpu.get("compute_capability"):
                 return gpu.get("name", "unknown GPU"), tuple(gpu["compute_capability"])
     return None

@@ -4,20 +4,29 @@
                         through the kernel cache, resources.csv; fails when an expected instruction is missing
     tma-study measure   STUDY --out DIR [--config config/config.yaml]      (Hopper GPU)
                         (--config takes a whole pipeline config, YAML or JSON)
-    tma-study aggregate STUDY --raw DIR --out DIR [--repeat DIR]           (CPU)
+    tma-study aggregate STUDY --raw DIR --out DIR [--repeat DIR]           (CPU) checks the raw data first
     tma-study tables    STUDY --derived DIR --provenance FILE --out DIR    (CPU)
-    tma-study publish   --staged DIR --out DIR                             copy a finished measurement into results/
+    tma-study publish   --staged DIR --out DIR                             check a finished measurement, copy it
+                                                                           into results/
     tma-study kernel-table STUDY --kernels CSV --out DIR                   (CPU) from results/<gpu>/<study>/kernels.csv
     tma-study check-gpu                                                    says whether this machine can measure
-    tma-study catalog   --out DIR [--catalog DIR]      validate catalog/*.yaml, write its tables (CPU)
+    tma-study check-raw STUDY --raw DIR                                    check raw data against the study's schema
+    tma-study check-provenance FILE...                                     check provenance.json files, and whether
+                                                                           the commit each names holds its code
+    tma-study check-config FILE...                                         config/config.yaml under these override
+                                                                           files (as --configfile), validated
+    tma-study catalog   --out DIR [--catalog DIR] [--derived DIR]   validate catalog/*.yaml, write its tables
+                                                                    (and the counts its claims check; CPU)
 
 The paper tier's commands (claims, rules-of-thumb, compare, paper-generated, build-paper,
-readme-tables) are described in tma_study.paper_cli.
+readme-tables) are described in tma_study.paper_cli. An error is one line on stderr and a
+non-zero exit; $TMA_STUDY_TRACEBACK=1 shows the traceback of an unexpected one.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -27,6 +36,14 @@ from . import paper_cli
 from .studies import discover
 
 DEFAULT_CONFIG = config_mod.REPO_ROOT / "config" / "config.yaml"
+TRACEBACK_VARIABLE = "TMA_STUDY_TRACEBACK"
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with a usage error as one line."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 def _study(name: str):
@@ -45,9 +62,8 @@ def _study_section(config_path: Path, name: str) -> dict:
     return config["studies"][name]
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="tma-study", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="tma-study", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     for name in ("compile", "measure", "aggregate", "tables"):
         p = sub.add_parser(name)
@@ -64,7 +80,7 @@ def main(argv=None) -> int:
         if name == "tables":
             p.add_argument("--derived", type=Path, required=True)
             p.add_argument("--provenance", type=Path, required=True)
-    p = sub.add_parser("publish", help="move a complete staged measurement into results/ atomically")
+    p = sub.add_parser("publish", help="check a complete staged measurement, copy it into results/ atomically")
     p.add_argument("--staged", type=Path, required=True)
     p.add_argument("--out", type=Path, required=True)
     p = sub.add_parser("kernel-table", help="paper table of the kernels' resources and SASS checks")
@@ -73,36 +89,84 @@ def main(argv=None) -> int:
                    help="results/<gpu>/<study>/kernels.csv: the kernels the data were measured with")
     p.add_argument("--out", type=Path, required=True)
     sub.add_parser("check-gpu")
+    p = sub.add_parser("check-raw", help="check a study's raw data against its raw_schema.yaml")
+    p.add_argument("study")
+    p.add_argument("--raw", type=Path, required=True)
+    p = sub.add_parser("check-provenance", help="check provenance.json files and the commits they name")
+    p.add_argument("files", type=Path, nargs="+")
+    p = sub.add_parser("check-config", help="validate config/config.yaml under override files")
+    p.add_argument("files", type=Path, nargs="*")
     p = sub.add_parser("catalog", help="validate the data-movement catalog and write its tables")
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--catalog", type=Path, default=config_mod.REPO_ROOT / "catalog")
     p.add_argument("--derived", type=Path, default=None, help="also write the counts the catalog's claims check")
     paper_cli.add_commands(sub)
-    args = parser.parse_args(argv)
+    return parser
 
+
+def _measure(study, args) -> None:
+    """Everything that can refuse the run is checked before the GPU is touched."""
+    from .harness import source
+    missing = study.missing_measure_modules()
+    if missing:
+        raise gpu_mod.GpuRequirementError(
+            f"study {study.name}'s measure step needs {', '.join(missing)}: pip install -e '.[measure]' "
+            "(docs/dependencies.md: the CUDA 13 build the reference data were measured with)")
+    config = config_mod.load(args.config, discover(), expand=True)
+    gpu_mod.require_architecture(gpu_mod.detect(), study.architectures, f"study {study.name}")
+    source.git_state(config_mod.REPO_ROOT)      # a stated commit that is not these files stops here
+    from .harness.gpu_lock import exclusive_gpu
+    with exclusive_gpu(f"measure {study.name}"):
+        study.entry("measure")(config["studies"][study.name], config.get("gpu_probe", {}), args.out)
+
+
+def _check_config(files: list[Path]) -> None:
+    from snakemake.utils import update_config
+    config = config_mod.read_yaml(DEFAULT_CONFIG)
+    for path in files:
+        override = config_mod.read_yaml(path)
+        if not isinstance(override, dict):
+            raise config_mod.ConfigError(f"config file {path} must hold a mapping, not {type(override).__name__}")
+        update_config(config, override)
+    config_mod.validate(config, discover())
+    print(f"valid: {', '.join(map(str, [DEFAULT_CONFIG, *files]))}; studies run: "
+          f"{', '.join(config_mod.selected_studies(config))}")
+
+
+def _publish(staged: Path, out: Path) -> None:
+    from .harness import provenance, raw_data
+    from .harness.atomic import publish_directory
+    record = provenance.read(Path(staged) / "provenance.json")
+    raw_data.load(_study(record["study"]), staged)          # bad data never reach results/
+    publish_directory(staged, out)
+
+
+def _run(args, parser) -> int:
+    config_mod.check_root()                     # $TMA_STUDY_ROOT, where set, must be a checkout
     if args.command in paper_cli.COMMANDS:
         return paper_cli.run(args)
-
     if args.command == "catalog":
         from . import catalog as catalog_mod
-        try:
-            catalog = catalog_mod.load(args.catalog)
-            catalog_mod.write_tables(catalog, args.out)
-            if args.derived is not None:
-                catalog_mod.write_derived(catalog, args.derived)
-        except catalog_mod.CatalogError as error:
-            raise SystemExit(str(error)) from None
-        return 0
+        catalog = catalog_mod.load(args.catalog)
+        catalog_mod.write_tables(catalog, args.out)
+        if args.derived is not None:
+            catalog_mod.write_derived(catalog, args.derived)
+    elif args.command == "check-gpu":
+        print(json.dumps(gpu_mod.require_hopper(gpu_mod.detect()).as_dict(), indent=2))
+    elif args.command == "publish":
+        _publish(args.staged, args.out)
+    elif args.command == "check-config":
+        _check_config(args.files)
+    elif args.command == "check-provenance":
+        from .harness import provenance, source
+        for path in args.files:
+            print(f"{path}: valid; {source.check_recorded(provenance.read(path), config_mod.REPO_ROOT)}")
+    else:
+        _run_study_command(args, parser, _study(args.study))
+    return 0
 
-    if args.command == "check-gpu":
-        info = gpu_mod.require_hopper(gpu_mod.detect())
-        print(json.dumps(info.as_dict(), indent=2))
-        return 0
-    if args.command == "publish":
-        from .harness.atomic import publish_directory
-        publish_directory(args.staged, args.out)
-        return 0
-    study = _study(args.study)
+
+def _run_study_command(args, parser, study) -> None:
     if args.command == "kernel-table":
         from .compile_report import write_kernel_table
         write_kernel_table(study, args.kernels, args.out)
@@ -112,17 +176,42 @@ def main(argv=None) -> int:
             parser.error(f"--workers {args.workers}: give at least 1")
         compile_study(study, _study_section(args.config, study.name), args.out, workers=args.workers)
     elif args.command == "measure":
-        config = config_mod.load(args.config, discover())
-        gpu_mod.require_architecture(gpu_mod.detect(), study.architectures, f"study {study.name}")
-        from .harness.gpu_lock import exclusive_gpu
-        with exclusive_gpu(f"measure {study.name}"):
-            study.entry("measure")(config["studies"][study.name], config.get("gpu_probe", {}), args.out)
+        _measure(study, args)
     elif args.command == "aggregate":
         study.entry("aggregate")(args.raw, args.out, args.repeat)
+    elif args.command == "check-raw":
+        from .harness import raw_data
+        raw = raw_data.load(study, args.raw)
+        print(f"{args.raw}: valid {study.name} raw data ({raw.provenance['configurations']} configurations)")
     elif args.command == "tables":
-        prov = json.loads(args.provenance.read_text())
-        study.entry("write_tables")(args.derived, prov, args.out)
-    return 0
+        from .harness import provenance
+        study.entry("write_tables")(args.derived, provenance.read(args.provenance, study=study.name), args.out)
+
+
+def one_line(error: BaseException) -> str:
+    """An error as one line: a project error's own message; anything else with its type."""
+    text = " ".join(str(error).split("\n"))
+    text = " ".join(text.split()) or type(error).__name__
+    if isinstance(error, OSError) and error.filename is not None:
+        return f"{error.filename}: {error.strerror or text}"
+    if type(error).__module__.startswith(("tma_study", "tma_kernels")):
+        return text
+    return (f"{type(error).__name__}: {text} (unexpected: ${TRACEBACK_VARIABLE}=1 shows where)")
+
+
+def main(argv=None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        return _run(args, parser)
+    except KeyboardInterrupt:
+        print("tma-study: interrupted", file=sys.stderr)
+        return 130
+    except Exception as error:  # noqa: BLE001: every error ends as one line (below)
+        if os.environ.get(TRACEBACK_VARIABLE):
+            raise
+        print(f"tma-study {args.command}: error: {one_line(error)}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -10,12 +10,14 @@ which the kernel tables read.
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pandas as pd
 
 from tma_study.harness.atomic import atomic_write_text
 from tma_study.harness.kernel_builds import (
+    COMPILE_RECORD,
     RESOURCE_COLUMNS,
     compile_study_builds,
     missing_instructions,
@@ -32,10 +34,14 @@ def compile_study(study, study_config: dict, out_dir: Path, workers: int = 1) ->
     """Compile every kernel of ``study``'s compile list for ``study_config`` (``workers``
     processes, through the kernel cache), check its SASS, write the PTX, SASS and
     resources.csv into ``out_dir``."""
+    from tma_kernels.cache import CacheStats
+
+    from tma_study.harness.provenance import utc_now
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    started, stats = utc_now(), CacheStats()
     rows, problems, refused = [], [], []
-    for build, compiled in compile_study_builds(study, study_config, workers):
+    for build, compiled in compile_study_builds(study, study_config, workers, stats=stats):
         if isinstance(compiled, str):
             refused.append(build.name)
             continue
@@ -49,6 +55,10 @@ def compile_study(study, study_config: dict, out_dir: Path, workers: int = 1) ->
     if problems:
         raise SassCheckError("; ".join(problems))
     frame = pd.DataFrame(rows, columns=list(RESOURCE_COLUMNS))
+    record = {"started_utc": started, "finished_utc": utc_now(), "workers": workers, "builds": len(rows),
+              "refused": len(refused), "cache_hits": stats.hits, "compiled": stats.compiled,
+              "not_cacheable": stats.uncacheable}
+    atomic_write_text(out_dir / COMPILE_RECORD, json.dumps(record, indent=2) + "\n")
     atomic_write_text(out_dir / "resources.csv", frame.to_csv(index=False))
     return frame
 

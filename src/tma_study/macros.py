@@ -8,13 +8,13 @@ paper never types a number: a missing or malformed value stops the build here, b
 """
 from __future__ import annotations
 
-import json
 import math
 import re
 from pathlib import Path
 
 from .claims import FAIL, NOT_MEASURED, PASS, read_outcomes
 from .harness.atomic import atomic_write_text
+from .harness.provenance import read as read_provenance
 from .report.tables import human_bytes, latex_escape
 
 MACRO_NAME = re.compile(r"^[A-Za-z]+$")          # LaTeX command names: letters only
@@ -92,7 +92,7 @@ def run_macros(results_dir: Path, studies: dict) -> dict[str, str]:
     for name in studies:
         path = Path(results_dir) / name / "provenance.json"
         if path.is_file():
-            gpu = json.loads(path.read_text()).get("gpu", {})
+            gpu = read_provenance(path, study=name)["gpu"]
             return {"gpuName": str(gpu.get("name", "unknown GPU")), "gpuSmCount": str(gpu.get("sm_count", "?")),
                     "gpuLtwoSize": size(gpu.get("l2_bytes", 0)) if gpu.get("l2_bytes") else "unknown",
                     "resultsLabel": Path(results_dir).name, "studiesCount": str(len(studies))}
@@ -140,7 +140,7 @@ def collect(results_dir: Path, studies: dict, claims_tsv: Path | None = None,
         if study.macros is None:
             continue
         study_dir = Path(results_dir) / name
-        provenance = json.loads((study_dir / "provenance.json").read_text())
+        provenance = read_provenance(study_dir / "provenance.json", study=name)
         try:
             own = study.entry("macros")(study_dir / "derived", provenance)
         except MacroError as error:

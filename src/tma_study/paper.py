@@ -11,7 +11,6 @@
 """
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -20,6 +19,7 @@ from . import macros as macros_mod
 from .claims import notebook_title
 from .config import REPO_ROOT
 from .harness.atomic import atomic_write_text
+from .harness.provenance import read as read_provenance
 from .report.tables import latex_escape, to_markdown, write_table
 from .report.tables import to_latex as _to_latex
 
@@ -151,7 +151,7 @@ def write_generated(results_dir: Path, studies: dict, paper_dir: Path, claims_ts
 def _gpu_name(derived_dir: Path) -> str:
     provenance = Path(derived_dir).parent / "provenance.json"
     if provenance.is_file():
-        return json.loads(provenance.read_text()).get("gpu", {}).get("name", "unknown GPU")
+        return read_provenance(provenance)["gpu"]["name"]
     return "unknown GPU"
 
 

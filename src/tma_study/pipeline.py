@@ -4,6 +4,9 @@ Nothing here runs a job; it maps (config, studies, results label) to paths.
 """
 from __future__ import annotations
 
+import datetime as dt
+import re
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -12,24 +15,73 @@ from . import gpu as gpu_mod
 TABLE_FORMATS = ("tex", "md")
 FIGURE_FORMATS = ("pdf", "png")
 RERUN_SUFFIX = "-rerun"
+# config.schema.yaml's rule for results_label and reference_gpu: every results/<label>/ obeys it
+LABEL_PATTERN = re.compile(r"[a-z0-9][a-z0-9-]*")
+LABEL_RULE = "lower-case letters, digits and dashes, starting with a letter or digit"
+# A measurement's label, fixed by the workflow's first parse (common.smk) and inherited by its
+# jobs: a cluster job parses the workflow again, maybe on another day.
+LABEL_VARIABLE = "TMA_STUDY_RESULTS_LABEL"
+DATED_LABEL = re.compile(r".+-[0-9]{4}-[0-9]{2}-[0-9]{2}")
 
 
 class MissingDataError(FileNotFoundError):
     """Analysis asked for raw data that is neither committed nor measured here."""
 
 
-def results_label(config: dict, detect=gpu_mod.detect, majors=(gpu_mod.HOPPER_MAJOR,)) -> str:
+class ResultsLabelError(ValueError):
+    """A results/<label>/ name that is not allowed, or a measurement that would overwrite committed data."""
+
+
+def check_label(label: str, where: str) -> str:
+    """``label`` when it obeys LABEL_PATTERN; else ResultsLabelError naming ``where`` it came from."""
+    if not isinstance(label, str) or not LABEL_PATTERN.fullmatch(label):
+        raise ResultsLabelError(f"{where}: {label!r} is not a results label ({LABEL_RULE}); "
+                                "rename or remove that folder")
+    return label
+
+
+def committed(root: Path, label: str) -> bool:
+    """Does results/<label>/ hold committed data (data this checkout shipped with)?
+
+    In the project's own git repository: files of it are tracked. Elsewhere (an unpacked
+    archive): the folder exists and is not a dated label a measurement made here by default.
+    """
+    from .harness.source import own_repository
+    folder = Path(root) / "results" / label
+    if own_repository(root):
+        listed = subprocess.run(["git", "-C", str(root), "ls-files", "--", f"results/{label}/"],
+                                capture_output=True, text=True).stdout
+        return bool(listed.strip())
+    return folder.is_dir() and not DATED_LABEL.fullmatch(label)
+
+
+def results_label(config: dict, detect=gpu_mod.detect, majors=(gpu_mod.HOPPER_MAJOR,), root: Path = Path("."),
+                  today: dt.date | None = None) -> str:
     """results/<label>/: the reference data, or a new measurement's own folder.
 
-    ``majors``: the compute-capability majors some requested study can measure on. Raises
-    GpuRequirementError (before any work) when measure=true cannot run here.
+    A measurement goes to ``results_label`` where given, else to the GPU's slug, or where that
+    is the reference GPU or holds committed data, to ``<slug>-<UTC date>`` (overwrite_reference:
+    the reference folder itself). It never writes into a folder of committed data unless
+    ``overwrite_reference`` is true. ``majors``: the compute-capability majors some requested
+    study can measure on. Raises GpuRequirementError (before any work) when measure=true cannot
+    run here, ResultsLabelError when the label would overwrite committed data.
     """
     if not config["measure"]:
-        return config["reference_gpu"]
+        return check_label(config["reference_gpu"], "config key 'reference_gpu'")
     info = gpu_mod.require_architecture(detect(), tuple(majors))
-    label = config.get("results_label") or info.slug
-    if label == config["reference_gpu"] and not config.get("overwrite_reference", False):
-        label += RERUN_SUFFIX  # never replace the committed reference unless asked
+    overwrite = bool(config.get("overwrite_reference", False))
+    label = config.get("results_label")
+    if not label:
+        label = info.slug
+        if overwrite and label == config["reference_gpu"]:
+            pass
+        elif label == config["reference_gpu"] or committed(root, label):
+            label = f"{info.slug}-{(today or dt.datetime.now(dt.timezone.utc).date()).isoformat()}"
+    check_label(label, "the results label")
+    if committed(root, label) and not overwrite:
+        raise ResultsLabelError(
+            f"results/{label}/ holds committed data: a measurement would overwrite it. Choose another "
+            "folder (--config results_label=NAME) or allow it (--config overwrite_reference=true)")
     return label
 
 
@@ -59,8 +111,10 @@ class Layout:
         return [f"{self.results}/{study}/derived/{f}" for f in self.studies[study].derived_files]
 
     def code_files(self, study: str) -> list[str]:
-        """The study's Python code and the shared report code: editing them reruns the analysis."""
+        """The study's Python code and raw-data schema, and the shared report code: editing them
+        reruns the analysis."""
         files = sorted((self.root / "src/tma_study/studies" / study).glob("*.py"))
+        files += sorted((self.root / "src/tma_study/studies" / study).glob("*.yaml"))
         files += sorted((self.root / "src/tma_study/report").glob("*.py"))
         return [str(f.relative_to(self.root)) for f in files]
 
@@ -86,9 +140,12 @@ class Layout:
     # ------------------------------------------------------------ other runs, claims, paper
 
     def overlay_labels(self, study: str) -> list[str]:
-        """Other results/<label>/ folders with a complete run of ``study``: figures overlay them."""
+        """Other results/<label>/ folders with a complete run of ``study``: figures overlay them.
+
+        Each name must be a valid results label (it goes into file names and commands)."""
         names = (*self.studies[study].raw_files, "provenance.json")
-        return sorted(folder.parent.name for folder in (self.root / "results").glob(f"*/{study}")
+        return sorted(check_label(folder.parent.name, f"folder results/{folder.parent.name}/")
+                      for folder in (self.root / "results").glob(f"*/{study}")
                       if folder.parent.name != self.label and all((folder / n).is_file() for n in names))
 
     def overlay_derived_files(self, study: str) -> list[str]:

@@ -12,13 +12,13 @@ times it quotes.
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pandas as pd
 
 from .claims import FAIL, NOT_MEASURED, PASS, read_outcomes
 from .harness.atomic import atomic_write_text
+from .harness.provenance import read as read_provenance
 
 BEGIN, END = "<!-- checklist:begin -->", "<!-- checklist:end -->"
 COST_BEGIN, COST_END = "<!-- cost:begin -->", "<!-- cost:end -->"
@@ -66,24 +66,38 @@ def _architectures(study: str) -> str:
 
 
 def cost_table(results_dir: Path) -> str:
-    """Markdown: per study measured under ``results_dir``: the GPUs it measures on, the GPU of
-    the run, its configurations and the GPU time of its measure step."""
+    """Markdown: per study measured under ``results_dir``: the GPUs it measures on, the GPU of the
+    run, its configurations, the compile step (where the run recorded it) and the measure step,
+    split into taking the kernels from the kernel cache and loading them, and timing."""
     results_dir = Path(results_dir)
     lines = [f"Generated from `{results_dir.as_posix()}/<study>/provenance.json` by `tma-study readme-tables`.",
-             "", "| study | measures on | measured on | configurations | GPU time of `measure` | measured (UTC) |",
-             "| --- | --- | --- | --- | --- | --- |"]
+             "", "| study | measures on | measured on | configurations | compile step (CPU) | measure step (GPU) "
+             "| measured (UTC) |", "| --- | --- | --- | --- | --- | --- | --- |"]
     for provenance_file in sorted(results_dir.glob("*/provenance.json")):
-        provenance = json.loads(provenance_file.read_text())
-        seconds = _seconds(provenance["started_utc"], provenance["finished_utc"])
-        took = _duration(seconds)
-        if "timing_started_utc" in provenance:      # a study whose kernels compile inside measure
-            timed = _seconds(provenance["timing_started_utc"], provenance["finished_utc"])
-            took += f" ({_duration(seconds - timed)} compiling and loading kernels on the CPU, {_duration(timed)} timing)"
-        gpu = provenance.get("gpu", {})
         study = provenance_file.parent.name
+        provenance = read_provenance(provenance_file, study=study)
+        gpu = provenance.get("gpu", {})
         lines.append(f"| `{study}` | {_architectures(study)} | {gpu.get('name', '?')} ({gpu.get('sm_count', '?')} SMs) "
-                     f"| {provenance.get('configurations', '?')} | {took} | {str(provenance['started_utc'])[:10]} |")
+                     f"| {provenance.get('configurations', '?')} | {_compile_step(provenance)} "
+                     f"| {_measure_step(provenance)} | {str(provenance['started_utc'])[:10]} |")
     return "\n".join(lines)
+
+
+def _compile_step(provenance: dict) -> str:
+    step = provenance.get("compile_step")
+    if not step:
+        return "not recorded"
+    took = _duration(_seconds(step["started_utc"], step["finished_utc"]))
+    return f"{took} ({step['builds']} kernels, {step['compiled']} compiled, {step['cache_hits']} from the cache)"
+
+
+def _measure_step(provenance: dict) -> str:
+    seconds = _seconds(provenance["started_utc"], provenance["finished_utc"])
+    if "timing_started_utc" not in provenance:
+        return _duration(seconds)
+    timed = _seconds(provenance["timing_started_utc"], provenance["finished_utc"])
+    before = "taking and loading the kernels" if "kernel_cache" in provenance else "compiling and loading the kernels"
+    return f"{_duration(seconds)} ({_duration(seconds - timed)} {before}, {_duration(timed)} timing)"
 
 
 def _seconds(start: str, end: str) -> float:

@@ -13,13 +13,13 @@ and writes ``paper/tables/rules_of_thumb.tex|md`` and ``rules_refuted.tex|md``.
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pandas as pd
 
 from .claims import FAIL, PASS, load_claims, read_outcomes
 from .harness.atomic import atomic_write_text
+from .harness.provenance import read as read_provenance
 from .report.tables import latex_escape, to_markdown
 
 ROW_KEYS = ("situation", "rule", "evidence", "figure")
@@ -77,7 +77,7 @@ def collect(results_dir: Path, studies: dict, claims_tsv: Path | None = None) ->
         if study.rules is None:
             continue
         study_dir = Path(results_dir) / name
-        provenance = json.loads((study_dir / "provenance.json").read_text())
+        provenance = read_provenance(study_dir / "provenance.json", study=name)
         own = study.entry("rules")(study_dir / "derived", provenance)
         check_rows(own, study)
         for r in own:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from raw_fixture import valid_provenance
 from tma_study.harness import l2_state
 from tma_study.studies.dsm import aggregate as dsm_aggregate
 from tma_study.studies.multicast import aggregate as mc_aggregate
@@ -18,9 +19,9 @@ TILES = (4096, 65536)
 
 def _provenance(folder: Path, gpu: str) -> None:
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "provenance.json").write_text(json.dumps({"gpu": {"name": gpu, "sm_count": 132},
-                                                        "finished_utc": "2026-01-01T00:00:00",
-                                                        "l2_before_each_sample": l2_state.DESCRIPTIONS["clean"]}))
+    record = valid_provenance(folder.name, 1, gpu={"name": gpu},
+                              l2_before_each_sample=l2_state.DESCRIPTIONS["clean"])
+    (folder / "provenance.json").write_text(json.dumps(record))
 
 
 def multicast_run(root: Path, label: str, multicast_us: dict, gpu: str = "synthetic GPU") -> Path:

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from raw_fixture import timed, valid_provenance
 from tma_study.harness.stats import summarize
-from tma_study.harness.timing import Timing
 from tma_study.studies.crossover.grid import TMA_ENGINE_MECHANISMS, TMA_ENGINE_PRODUCER_THREADS, StreamConfig
 
 MECHANISMS = ("tma_tile", "bulk_copy", "cp_async", "plain_loads")
@@ -28,13 +28,7 @@ SM_CLOCK_MHZ = 1980.0
 
 def timing_columns(time_us: float, relative_iqr: float = DEFAULT_RELATIVE_IQR, samples: int = 40) -> dict:
     """What ``Timing.columns()`` gives for cuda-bench cold samples with this median and IQR."""
-    seconds, half_iqr = time_us * 1e-6, time_us * 1e-6 * relative_iqr / 2
-    summary = {"nv/cold/time/gpu/median": seconds,
-               "nv/cold/time/gpu/q1": seconds - half_iqr, "nv/cold/time/gpu/q3": seconds + half_iqr,
-               "nv/cold/time/gpu/min": seconds - 2 * half_iqr, "nv/cold/time/gpu/max": seconds + 3 * half_iqr,
-               "nv/cold/time/gpu/stdev/relative": relative_iqr / 1.35,
-               "nv/cold/sample_size": samples, "nv/cold/sm_clock_rate/mean": SM_CLOCK_MHZ * 1e6}
-    return Timing("fixture", summary).columns()
+    return timed(time_us, samples, relative_iqr)
 
 
 def _with_bandwidth(columns: dict, bytes_moved: int, gbps: float, relative_iqr: float) -> dict:
@@ -106,12 +100,9 @@ def realistic_tables() -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     return pd.DataFrame(stream), pd.DataFrame(ceilings), pd.DataFrame(latency)
 
 
-def provenance_record() -> dict:
-    return {"study": "crossover",
-            "gpu": {"name": "NVIDIA H200 (synthetic test data)", "sm_count": 132, "l2_bytes": 62914560},
-            "git": {"commit": "0" * 40, "dirty": False}, "source_sha256": "f" * 64,
-            "config_sha256": "e" * 64, "started_utc": "2026-01-01T00:00:00+00:00",
-            "finished_utc": "2026-01-01T00:03:00+00:00"}
+def provenance_record(configurations: int = 1) -> dict:
+    """A valid provenance.json of synthetic crossover data with ``configurations`` stream rows."""
+    return valid_provenance("crossover", configurations)
 
 
 def write_raw_folder(folder: Path, stream: pd.DataFrame, ceilings: pd.DataFrame, latency: pd.DataFrame) -> Path:
@@ -121,7 +112,7 @@ def write_raw_folder(folder: Path, stream: pd.DataFrame, ceilings: pd.DataFrame,
     stream.to_csv(folder / "stream.csv", index=False)
     ceilings.to_csv(folder / "ceilings.csv", index=False)
     latency.to_csv(folder / "latency.csv", index=False)
-    (folder / "provenance.json").write_text(json.dumps(provenance_record(), indent=2) + "\n")
+    (folder / "provenance.json").write_text(json.dumps(provenance_record(len(stream)), indent=2) + "\n")
     return folder
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from raw_fixture import valid_provenance
 from tma_study.studies.gemm import shapes as shapes_mod
 from tma_study.studies.gemm import variants as V
 from tma_study.studies.gemm.measure import (
@@ -37,7 +38,8 @@ def _timing(flop: int, tflops: float) -> dict:
     us = flop / (tflops * 1e12) * 1e6
     return {"time_us_median": us, "time_us_q1": us * 0.995, "time_us_q3": us * 1.005, "time_us_iqr": us * 0.01,
             "time_us_min": us * 0.99, "time_us_max": us * 1.02, "time_relative_stdev": 0.004, "samples": 50,
-            "sm_clock_mhz_mean": 1980.0, "tflops": tflops, "max_error_over_bound": 0.1}
+            "sm_clock_mhz_mean": 1980.0, "timing_status": "ok", "tflops": flop / (us * 1e-6) / 1e12,
+            "max_error_over_bound": 0.1}
 
 
 def _tflops(v: V.Variant, shape: shapes_mod.Shape) -> float:
@@ -64,13 +66,12 @@ def write_raw_folder(folder: Path) -> Path:
         for v in V.variants(STUDY, "sm100"):
             rows.append({**v.columns(), "implementation": "cutlass", **shape.columns(), "status": NOT_MEASURED["sm100"]})
     pd.DataFrame(rows).assign(measured_on="synthetic test data").to_csv(folder / "gemm.csv", index=False)
-    pd.DataFrame([{"variant": v.name, "registers": 168, "abi_stages": 4, "abi_shared_storage_bytes": 200000,
-                   "spill_store_bytes": 0, "compile_seconds": 45.0, "expected_sass": "UTMALDGx4 HGMMAx8"}
+    pd.DataFrame([{**v.columns(), "registers": 168, "abi_stages": 4, "abi_shared_storage_bytes": 200000,
+                   "spill_store_bytes": 0, "spill_load_bytes": 0, "compile_seconds": 45.0,
+                   "expected_sass": "UTMALDGx4 HGMMAx8"}
                   for v in V.variants(STUDY)]).to_csv(folder / "kernels.csv", index=False)
-    provenance = {"study": "gemm", "gpu": {"name": "synthetic test data", "sm_count": 132},
-                  "started_utc": "2026-11-29T10:00:00+00:00", "finished_utc": "2026-11-29T10:04:00+00:00",
-                  "measured_arch": "sm90", "not_measured_arches": {"sm100": NOT_MEASURED["sm100"]},
-                  "configurations": len(rows), "estimated_gpu_seconds": 200.0, "packages": {},
-                  "source_sha256": "0" * 64, "config": STUDY}
+    provenance = valid_provenance("gemm", sum(r["status"] == MEASURED for r in rows), config=STUDY,
+                                  gpu={"name": "synthetic test data"}, measured_arch="sm90",
+                                  not_measured_arches={"sm100": NOT_MEASURED["sm100"]}, estimated_gpu_seconds=200.0)
     (folder / "provenance.json").write_text(json.dumps(provenance, indent=2))
     return folder

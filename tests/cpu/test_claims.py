@@ -1,5 +1,6 @@
 """The claims' check language: PASS, FAIL and NOT MEASURED on small derived tables, the
 tolerance, the row selection, and a bad claim stopped with its file, id and key named."""
+import json
 import re
 from pathlib import Path
 
@@ -7,6 +8,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from raw_fixture import valid_provenance
 from tma_study import claims as claims_mod
 from tma_study.claims import (
     FAIL,
@@ -37,7 +39,7 @@ def results(tmp_path) -> Path:
     derived.mkdir(parents=True)
     PEAKS.to_csv(derived / "peaks.csv", index=False)
     (tmp_path / "toy" / "provenance.json").write_text(
-        '{"gpu": {"name": "NVIDIA H200", "compute_capability": [9, 0]}}')
+        json.dumps(valid_provenance("toy", 1, gpu={"name": "NVIDIA H200", "compute_capability": [9, 0]})))
     return tmp_path
 
 

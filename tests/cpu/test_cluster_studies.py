@@ -147,10 +147,13 @@ def test_dsm_winners_and_ties():
     assert winner.winner == "multicast" and winner.runner_up == "dsm_pull" and winner.tie
 
 
-def test_runner_stated_commit_wins_over_a_stale_git(monkeypatch, tmp_path):
+def test_a_runner_stated_commit_that_cannot_be_checked_is_kept_apart_from_the_commit(monkeypatch, tmp_path):
+    """A copy without .git cannot check $TMA_STUDY_SOURCE_COMMIT: the source hash alone names the
+    code, and the record says so (tests/cpu/test_provenance_source.py checks the other cases)."""
     monkeypatch.setenv(provenance.SOURCE_COMMIT_VARIABLE, "abc123")
     state = provenance.git_state(tmp_path)
-    assert state["commit"] == "abc123" and "stated by the runner" in state["commit_source"]
+    assert state["commit"] is None and state["stated_commit"] == "abc123"
+    assert "source_sha256 alone" in state["commit_source"]
     monkeypatch.delenv(provenance.SOURCE_COMMIT_VARIABLE)
     assert provenance.git_state(tmp_path)["commit"] is None     # no .git, nothing stated
 

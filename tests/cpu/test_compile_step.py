@@ -1,6 +1,7 @@
 """The compile step's SASS check: a kernel whose SASS lacks an instruction its study relies
 on stops the step, names the kernel and the instruction, and writes no resources.csv; a
 build that may be refused (a launch-bounded one) and was refused is left out, not an error."""
+import json
 from types import SimpleNamespace
 
 import pytest
@@ -16,7 +17,8 @@ def _compiled(name, sass_line):
 
 
 def _fake_builds(results):
-    def fake(study, study_config, workers, label="compile"):
+    def fake(study, study_config, workers, label="compile", stats=None):
+        stats.hits, stats.compiled = 1, len(results) - 1
         return results
     return fake
 
@@ -41,5 +43,7 @@ def test_a_refused_build_that_may_be_refused_is_left_out(tmp_path, monkeypatch, 
     monkeypatch.setattr(compile_report, "compile_study_builds", _fake_builds(results))
     frame = compile_report.compile_study(STUDY, {}, tmp_path / "out")
     assert list(frame["kernel"]) == ["kernel0"]
+    record = json.loads((tmp_path / "out" / "compile.json").read_text())
+    assert (record["builds"], record["refused"], record["cache_hits"], record["compiled"]) == (1, 1, 1, 1)
     assert frame.loc[0, "expected_sass"] == "LDGSTSx1"
     assert "kernel0_m6" in capsys.readouterr().out

@@ -129,8 +129,10 @@ def throttled(tmp_path_factory):
     raw = write_raw_folder(root / "results" / "gemm")
     gemm = pd.read_csv(raw / "gemm.csv")
     at = (gemm.variant == BAR_VARIANT) & (gemm["shape"] == SQUARE_8192)
-    gemm.loc[at, "status"] = THROTTLED
-    gemm.loc[at, ["tflops", "time_us_median", "samples", "sm_clock_mhz_mean"]] = float("nan")
+    gemm.loc[at, ["status", "timing_status"]] = THROTTLED          # as measure.py writes such a row
+    timed = [c for c in gemm.columns if c.startswith("time_")] + ["tflops", "sm_clock_mhz_mean"]
+    gemm.loc[at, timed] = float("nan")
+    gemm.loc[at, "samples"] = 0
     weak = (gemm.variant == "sm90_tma_cooperative_bf16_t128x256x64_c2x1") & (gemm["shape"] == SQUARE_8192)
     gemm.loc[weak, ["samples", "sm_clock_mhz_mean"]] = [3, 1486.0]
     gemm.to_csv(raw / "gemm.csv", index=False)
@@ -210,14 +212,13 @@ def _multicast_stream(status_of_tile: dict[int, float]) -> pd.DataFrame:
 
 
 def test_the_multicast_rule_is_scored_at_the_gemm_cluster_and_a_tile(throttled, tmp_path):
-    from tma_study.studies.gemm.predict import multicast_verdicts, score_multicast
+    from tma_study.studies.gemm.predict import multicast_stream_verdicts, score_multicast
 
     derived, _ = throttled
     folder = tmp_path / "multicast"
     folder.mkdir()
     # bf16 A tile (128 x 64 x 2 B) = 16 KiB: multicast loses; fp8 A tile = 8 KiB: multicast wins
-    _multicast_stream({16384: 110.0, 8192: 80.0}).to_csv(folder / "stream.csv", index=False)
-    verdicts = multicast_verdicts(folder)
+    verdicts = multicast_stream_verdicts(_multicast_stream({16384: 110.0, 8192: 80.0}))
     gains = pd.read_csv(derived / "multicast.csv")
     rows = pd.DataFrame(score_multicast(gains, verdicts, folder))
     every = rows[rows.scope == "every cluster"].iloc[0]

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from raw_fixture import timed
 from test_paged_kv_study import synthetic_raw
 
 from tma_study.harness import l2_state
@@ -30,8 +31,7 @@ DIRTY_EXTRA_US = 4.0        # the synthetic write-back of the flush's dirty line
 
 
 def copy_row(ceiling: str, size: int, time_us: float, samples: int) -> dict:
-    return {"ceiling": ceiling, "bytes_moved": size, "time_us_median": time_us, "samples": samples,
-            "gbps": size / (time_us * 1e3), "timing_status": "ok"}
+    return {"ceiling": ceiling, "bytes_moved": size, **timed(time_us, samples), "gbps": size / (time_us * 1e3)}
 
 
 def small_ceilings() -> pd.DataFrame:

@@ -297,9 +297,10 @@ def consumer_run(tmp_path_factory):
     attention = pd.read_csv(raw / "attention.csv")
     split = attention.score_layout == OTHER
     factor = attention.seqlen_q.map({1: SPLIT_FASTER_Q1, 4: SPLIT_SLOWER_Q4}).where(split, 1.0)
-    for column in ("time_us_median", "time_us_q1", "time_us_q3"):
+    for column in ("time_us_median", "time_us_q1", "time_us_q3", "time_us_iqr", "time_us_min", "time_us_max"):
         attention[column] *= factor
     attention["gbps"] /= factor
+    attention["tflops"] /= factor
     attention.to_csv(raw / "attention.csv", index=False)
     aggregate(raw, root / "derived")
     write_tables(root / "derived", json.loads((raw / "provenance.json").read_text()), root / "tables")

@@ -13,7 +13,9 @@ import pandas as pd
 import pytest
 import yaml
 
+from raw_fixture import timed, untimed, valid_provenance
 from tma_study import config as config_mod
+from tma_study.harness.timing import Timing
 from tma_study.report import figures
 from tma_study.studies import discover
 from tma_study.studies.paged_kv import STUDY, grid
@@ -225,7 +227,7 @@ def test_decode_consumers_may_differ_by_dtype(study_config):
         sweep_configs(study_config)
 
 
-NOT_TIMED = "not measured: no valid cold sample within the timeout (synthetic)"
+NOT_TIMED = Timing.NO_SAMPLE
 # a cell with no timed combination (all NaN): it must say "not measured", not vanish
 # (shape, dtype, phase, batch, query tokens, context, page, path)
 UNTIMED_CELL = ("llama3_8b", "e4m3", "decode", 1, 1, 8192, 64, "cp_async")
@@ -262,6 +264,12 @@ def cell_of(c) -> tuple:
             c.load_path)
 
 
+def copy_ceiling(ceiling: str, bytes_moved: int, gbps: float, samples: int = 40) -> dict:
+    """A ceilings.csv row measuring ``gbps`` over ``bytes_moved``."""
+    t = timed(bytes_moved / (gbps * 1e3), samples)
+    return {"ceiling": ceiling, "bytes_moved": bytes_moved, **t, "gbps": bytes_moved / (t["time_us_median"] * 1e3)}
+
+
 def synthetic_raw(folder: Path, study_config) -> Path:
     """attention.csv / ceilings.csv / provenance.json with the columns measure.py writes."""
     folder.mkdir(parents=True)
@@ -275,23 +283,21 @@ def synthetic_raw(folder: Path, study_config) -> Path:
             2 if c.dtype == "bf16" else 1)
         rows.append({**c.columns(), **c.split(synthetic_resident_ctas(c), SM_COUNT).columns(), "kernel": c.variant().name, "registers": 168,
                      "local_bytes_per_thread": 0, "resident_ctas_per_sm": synthetic_resident_ctas(c),
-                     "launch_min_ctas_per_sm": 1, "time_us_median": time, "time_us_q1": 0.99 * time,
-                     "time_us_q3": 1.01 * time, "timing_status": NOT_TIMED if math.isnan(time) else "ok",
-                     "bytes_moved": kv, "gbps": kv / (time * 1e3), "flops": 1e12, "tflops": 1e12 / (time * 1e6)})
+                     "launch_min_ctas_per_sm": 1, **(untimed() if math.isnan(time) else timed(time, relative_iqr=0.02)),
+                     "bytes_moved": kv, "gbps": kv / (time * 1e3), "flops": 10**12, "tflops": 1e12 / (time * 1e6)})
     pd.DataFrame(rows).to_csv(folder / "attention.csv", index=False)
-    ceilings = [{"ceiling": "d2d_copy", "bytes_moved": 2**31, "gbps": COPY_GBPS, "time_us_median": 537.0}]
+    ceilings = [copy_ceiling("d2d_copy", 2**31, COPY_GBPS)]
     decode_bytes = {r["bytes_moved"] for r in rows if r["phase"] == "decode"}
-    ceilings += [{"ceiling": "d2d_copy_same_bytes", "bytes_moved": kv, "gbps": SAME_BYTES_COPY_FRACTION * COPY_GBPS,
-                  "time_us_median": kv / (SAME_BYTES_COPY_FRACTION * COPY_GBPS * 1e3)} for kv in sorted(decode_bytes)]
+    ceilings += [copy_ceiling("d2d_copy_same_bytes", kv, SAME_BYTES_COPY_FRACTION * COPY_GBPS)
+                 for kv in sorted(decode_bytes)]
     for shape in study_config["shapes"]:
         for batch in (32, 128):
-            ceilings.append({"ceiling": "torch_sdpa_contiguous", "shape": shape, "seqlen_q": 1, "batch": batch,
-                             "context_tokens": 8192, "gbps": 3000.0, "time_us_median": 100.0})
+            ceilings.append({**copy_ceiling("torch_sdpa_contiguous", 300_000_000, 3000.0), "shape": shape,
+                             "seqlen_q": 1, "batch": batch, "context_tokens": 8192})
     pd.DataFrame(ceilings).to_csv(folder / "ceilings.csv", index=False)
-    (folder / "provenance.json").write_text(json.dumps({
-        "gpu": {"name": "synthetic test data", "sm_count": SM_COUNT}, "finished_utc": "2026-01-01T00:00:00",
-        "source_sha256": "0" * 64, "config": study_config, "configurations": len(rows),
-        "tma_page_lookup": "a tile ahead"}))
+    (folder / "provenance.json").write_text(json.dumps(valid_provenance(
+        "paged_kv", len(rows), config=study_config, gpu={"name": "synthetic test data", "sm_count": SM_COUNT},
+        tma_page_lookup="a tile ahead")))
     return folder
 
 

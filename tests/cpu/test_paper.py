@@ -6,6 +6,7 @@ import re
 import pandas as pd
 import pytest
 from paper_fixture import REFERENCE, REPO, aggregated_reference, configured_studies, expanded_macros
+from raw_fixture import valid_provenance
 
 from tma_study import claims as claims_mod
 from tma_study import macros as macros_mod
@@ -222,18 +223,26 @@ def test_the_readme_checklist_is_generated_between_markers(generated, tmp_path):
 
 
 def test_the_cost_table_splits_compile_from_timing_where_recorded(tmp_path):
-    """A study whose provenance records when its timing began (paged_kv: its kernels compile on the
-    CPU inside ``measure``) shows that share apart; the others show the whole step."""
+    """A measure run that records when its timing began shows that share apart (taking its kernels
+    from the kernel cache where it records the cache, compiling them itself before that), and the
+    compile step that filled the cache where the run recorded it; a run with neither shows the
+    whole step. Each row names the GPUs the study measures on (its declaration)."""
     import json
-    for study, extra in (("crossover", {}), ("paged_kv", {"timing_started_utc": "2026-12-04T00:18:34+00:00"})):
+    compile_step = {"started_utc": "2026-12-04T00:10:00+00:00", "finished_utc": "2026-12-04T00:11:30+00:00",
+                    "builds": 9, "refused": 0, "cache_hits": 2, "compiled": 7, "not_cacheable": 0, "workers": 16}
+    for study, extra in (("crossover", {}), ("dsm", {"timing_started_utc": "2026-12-04T00:13:13+00:00",
+                                                    "kernel_cache": {"hits": 9}, "compile_step": compile_step}),
+                         ("paged_kv", {"timing_started_utc": "2026-12-04T00:18:34+00:00"})):
         (tmp_path / study).mkdir()
-        (tmp_path / study / "provenance.json").write_text(json.dumps(
-            {"gpu": {"name": "NVIDIA H200", "sm_count": 132}, "configurations": 10,
-             "started_utc": "2026-12-04T00:13:11+00:00", "finished_utc": "2026-12-04T00:22:05+00:00", **extra}))
+        (tmp_path / study / "provenance.json").write_text(json.dumps(valid_provenance(
+            study, 10, gpu={"name": "NVIDIA H200", "sm_count": 132}, **{
+                "started_utc": "2026-12-04T00:13:11+00:00", "finished_utc": "2026-12-04T00:22:05+00:00", **extra})))
     rows = readme_mod.cost_table(tmp_path).splitlines()
-    assert "| `crossover` | Hopper (sm_90a) | NVIDIA H200 (132 SMs) | 10 | 8 min 54 s | 2026-12-04 |" in rows
-    assert ("| `paged_kv` | Hopper (sm_90a) | NVIDIA H200 (132 SMs) | 10 | 8 min 54 s (5 min 23 s compiling and "
-            "loading kernels on the CPU, 3 min 31 s timing) | 2026-12-04 |") in rows
+    assert "| `crossover` | Hopper (sm_90a) | NVIDIA H200 (132 SMs) | 10 | not recorded | 8 min 54 s | 2026-12-04 |" in rows
+    assert ("| `dsm` | Hopper (sm_90a) | NVIDIA H200 (132 SMs) | 10 | 1 min 30 s (9 kernels, 7 compiled, 2 from the "
+            "cache) | 8 min 54 s (0 min 2 s taking and loading the kernels, 8 min 52 s timing) | 2026-12-04 |") in rows
+    assert ("| `paged_kv` | Hopper (sm_90a) | NVIDIA H200 (132 SMs) | 10 | not recorded | 8 min 54 s (5 min 23 s "
+            "compiling and loading the kernels, 3 min 31 s timing) | 2026-12-04 |") in rows
 
 
 def test_a_broken_glyph_or_reference_in_the_pdf_text_is_named():

@@ -1,8 +1,12 @@
 """Where the pipeline reads and writes: results labels and the files each study needs."""
+import datetime
+import re
+import subprocess
+
 import pytest
 
 from tma_study.gpu import GpuInfo, GpuRequirementError
-from tma_study.pipeline import Layout, MissingDataError, results_label
+from tma_study.pipeline import Layout, MissingDataError, ResultsLabelError, results_label
 from tma_study.studies import discover
 
 
@@ -21,8 +25,22 @@ def test_analysis_reads_the_reference_without_asking_for_a_gpu():
     assert results_label(config(measure=False), detect=lambda: None) == "h200"
 
 
-def test_measuring_on_the_reference_gpu_never_overwrites_the_reference_by_default():
-    assert results_label(config(), detect=gpu) == "h200-rerun"
+def test_measuring_on_the_reference_gpu_goes_to_a_new_dated_label_by_default(tmp_path):
+    label = results_label(config(), detect=gpu, root=tmp_path, today=datetime.date(2026, 12, 4))
+    assert label == "h200-2026-12-04"
+
+
+def test_measuring_never_writes_into_committed_data_unless_asked(tmp_path):
+    """results/h200-rerun/ is committed (the reproducibility run): an explicit label naming it
+    stops before any work, unless overwrite_reference says so."""
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    (tmp_path / "results" / "h200-rerun").mkdir(parents=True)
+    (tmp_path / "results" / "h200-rerun" / "provenance.json").write_text("{}")
+    subprocess.run(["git", "-C", str(tmp_path), "add", "results"], check=True)
+    with pytest.raises(ResultsLabelError, match="results/h200-rerun/ holds committed data"):
+        results_label(config(results_label="h200-rerun"), detect=gpu, root=tmp_path)
+    assert results_label(config(results_label="h200-rerun", overwrite_reference=True), detect=gpu,
+                         root=tmp_path) == "h200-rerun"
 
 
 def test_overwriting_the_reference_must_be_asked_for():
@@ -68,9 +86,10 @@ def test_a_gpu_no_requested_study_supports_stops_and_names_the_architectures():
         results_label(config(), detect=lambda: gpu("NVIDIA A100", major=8), majors=(9, 10))
 
 
-def test_the_measure_command_refuses_a_study_on_the_wrong_architecture(monkeypatch):
+def test_the_measure_command_refuses_a_study_on_the_wrong_architecture(monkeypatch, capsys):
     from tma_study import cli
     from tma_study import gpu as gpu_mod
     monkeypatch.setattr(gpu_mod, "detect", lambda: gpu("NVIDIA B200", major=10))
-    with pytest.raises(GpuRequirementError, match="NVIDIA B200 .*needs an NVIDIA Hopper GPU"):
-        cli.main(["measure", "crossover", "--out", "/tmp/never-written"])
+    assert cli.main(["measure", "crossover", "--out", "/tmp/never-written"]) == 1
+    error = capsys.readouterr().err
+    assert re.search("NVIDIA B200 .*needs an NVIDIA Hopper GPU", error) and error.count("\n") == 1

@@ -18,13 +18,15 @@ for _name, _study in STUDIES.items():
             python=PYTHON,
             raw=lambda wildcards, input: Path(input.raw[0]).parent,
             repeat=lambda wildcards, input: (
-                f"--repeat {Path(input.repeat[0]).parent}" if input.repeat else ""
+                f"--repeat {shlex.quote(str(Path(input.repeat[0]).parent))}"
+                if input.repeat
+                else ""
             ),
             derived=lambda wildcards, output: Path(output[0]).parent,
             study=_name,
         shell:
-            "{params.python} -m tma_study aggregate {params.study} --raw {params.raw} {params.repeat} "
-            "--out {params.derived} > {log} 2>&1"
+            "{params.python} -m tma_study aggregate {params.study:q} --raw {params.raw:q} {params.repeat} "
+            "--out {params.derived:q} > {log:q} 2>&1"
 
     rule:
         name:
@@ -42,8 +44,8 @@ for _name, _study in STUDIES.items():
             derived=lambda wildcards, input: Path(input.derived[0]).parent,
             study=_name,
         shell:
-            "{params.python} -m tma_study tables {params.study} --derived {params.derived} "
-            "--provenance {input.provenance} --out paper/tables > {log} 2>&1"
+            "{params.python} -m tma_study tables {params.study:q} --derived {params.derived:q} "
+            "--provenance {input.provenance:q} --out paper/tables > {log:q} 2>&1"
 
 
 rule figure:

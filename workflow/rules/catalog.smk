@@ -25,4 +25,4 @@ rule catalog:
         python=PYTHON,
     shell:
         "{params.python} -m tma_study catalog --catalog catalog --out paper/tables "
-        f"--derived {catalog_mod.DERIVED_DIR} > {{log}} 2>&1"
+        f"--derived {catalog_mod.DERIVED_DIR} > {{log:q}} 2>&1"

@@ -39,5 +39,5 @@ rule claims:
         results=lambda wildcards, output: Path(output.tsv).parent,
         catalog=lambda wildcards, input: Path(input.catalog[0]).parent.parent,
     shell:
-        "{params.python} -m tma_study claims --results {params.results} "
-        "--study-dir catalog={params.catalog} > {log} 2>&1"
+        "{params.python} -m tma_study claims --results {params.results:q} "
+        "--study-dir catalog={params.catalog:q} > {log:q} 2>&1"

@@ -1,28 +1,96 @@
-# Shared by every rule file: the validated config, the studies it asks for, and where
-# their files live (tma_study.pipeline.Layout).
+# Shared by every rule file: the project root, the validated config, the studies it asks for,
+# where their files live (tma_study.pipeline.Layout), and the raw data checked before any job.
 import json
+import os
+import shlex
 import sys
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
+from snakemake.utils import update_config
 
-from tma_study import config as config_mod
-from tma_study import gpu as gpu_mod
-from tma_study.pipeline import Layout, MissingDataError, results_label
-from tma_study.studies import discover
+# The project root is this workflow's folder, whatever checkout the venv's package comes from:
+# this checkout's packages go first on the path (for this process and, through PYTHONPATH,
+# every job), and $TMA_STUDY_ROOT tells the package where schemas, config and results are.
+ROOT = Path(workflow.basedir).resolve()
+_PACKAGES = ROOT / "build" / "python-path"
+for _name, _source in (
+    ("tma_study", ROOT / "src" / "tma_study"),
+    ("tma_kernels", ROOT / "kernels"),
+):
+    _link = _PACKAGES / _name
+    if not (_link.is_symlink() and _link.resolve() == _source):
+        _PACKAGES.mkdir(parents=True, exist_ok=True)
+        _link.unlink(missing_ok=True)
+        _link.symlink_to(_source, target_is_directory=True)
+os.environ["TMA_STUDY_ROOT"] = str(ROOT)
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    filter(None, [str(_PACKAGES), os.environ.get("PYTHONPATH")])
+)
+sys.path.insert(0, str(_PACKAGES))
+
+import tma_study  # noqa: E402
+
+if not Path(tma_study.__file__).resolve().is_relative_to(ROOT):
+    raise WorkflowError(
+        f"Python imports tma_study from {Path(tma_study.__file__).parent}, not from this "
+        f"workflow's checkout {ROOT}: start Snakemake in a fresh process"
+    )
+
+from tma_study import config as config_mod  # noqa: E402
+from tma_study import gpu as gpu_mod  # noqa: E402
+from tma_study.harness import raw_data  # noqa: E402
+from tma_study.harness.provenance import ProvenanceError  # noqa: E402
+from tma_study.harness.raw_schema import RawSchemaError  # noqa: E402
+from tma_study.pipeline import (  # noqa: E402
+    LABEL_VARIABLE,
+    Layout,
+    MissingDataError,
+    ResultsLabelError,
+    results_label,
+)
+from tma_study.studies import discover  # noqa: E402
 
 KNOWN_STUDIES = discover()
 try:
-    config_mod.validate(config_mod.coerce_command_line(config), KNOWN_STUDIES)
-    _requested = {name: KNOWN_STUDIES[name] for name in config["studies"]}
+    # config/config.yaml under the command line's --configfile and --config values (read here,
+    # not by a configfile: directive, so a YAML error names its file, line and column)
+    if not workflow.config_settings.replace_workflow_config:
+        _merged = config_mod.read_yaml(ROOT / "config" / "config.yaml")
+        update_config(_merged, dict(config))
+        config.clear()
+        config.update(_merged)
+    config_mod.coerce_command_line(config, workflow.config_settings.config)
+    config_mod.validate(config, KNOWN_STUDIES, expand=config.get("measure") is True)
+    _requested = {
+        name: KNOWN_STUDIES[name] for name in config_mod.selected_studies(config)
+    }
     _majors = sorted({m for study in _requested.values() for m in study.architectures})
-    LAYOUT = Layout(_requested, results_label(config, majors=_majors))
+    if (
+        config["measure"]
+        and not config.get("results_label")
+        and os.environ.get(LABEL_VARIABLE)
+    ):
+        config["results_label"] = os.environ[
+            LABEL_VARIABLE
+        ]  # a job of this run: the run's label
+    LAYOUT = Layout(_requested, results_label(config, majors=_majors, root=ROOT))
     if config["measure"]:
+        os.environ[LABEL_VARIABLE] = LAYOUT.label
         LAYOUT, _skipped = LAYOUT.measurable_on(gpu_mod.detect().compute_capability[0])
         for _name in _skipped:
             print(
                 f"note: study {_name} cannot measure on this GPU: not measured or analysed in this run",
                 file=sys.stderr,
+            )
+        _missing = {n: s.missing_measure_modules() for n, s in LAYOUT.studies.items()}
+        if any(_missing.values()):
+            raise gpu_mod.GpuRequirementError(
+                "the measure step needs "
+                + "; ".join(
+                    f"{', '.join(m)} for study {n}" for n, m in _missing.items() if m
+                )
+                + ": pip install -e '.[measure]' (docs/dependencies.md)"
             )
     else:
         LAYOUT, _skipped = LAYOUT.without_absent_optional_studies()
@@ -33,7 +101,19 @@ try:
                 file=sys.stderr,
             )
         LAYOUT.check_raw_data_present()
-except (config_mod.ConfigError, gpu_mod.GpuRequirementError, MissingDataError) as error:
+        # every raw file analysis will read, checked against its study's schema before any job
+        for _name, _study in LAYOUT.studies.items():
+            for _label in [LAYOUT.label, *LAYOUT.overlay_labels(_name)]:
+                raw_data.load(_study, Path("results") / _label / _name)
+except (
+    config_mod.ConfigError,
+    gpu_mod.GpuRequirementError,
+    MissingDataError,
+    ResultsLabelError,
+    raw_data.RawDataError,
+    ProvenanceError,
+    RawSchemaError,
+) as error:
     raise WorkflowError(str(error)) from None
 
 MEASURE = config["measure"]
@@ -41,8 +121,9 @@ STUDIES = LAYOUT.studies
 LABEL = LAYOUT.label
 RESULTS = LAYOUT.results
 FIGURE_STUDY = LAYOUT.figure_study()
-# jobs run the CLI with the interpreter that runs Snakemake (its venv)
-PYTHON = sys.executable
+# jobs run the CLI with the interpreter that runs Snakemake (its venv); every value that goes
+# into a shell command is quoted (shlex.quote, or {...:q} in a rule's shell string)
+PYTHON = shlex.quote(sys.executable)
 
 
 def study_config_text(name):

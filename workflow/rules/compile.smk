@@ -36,8 +36,8 @@ rule compile:
         python=PYTHON,
         outdir=lambda wildcards: f"build/compile/{wildcards.study}",
     shell:
-        "{params.python} -m tma_study compile {wildcards.study} --config {input.config} "
-        "--out {params.outdir} --workers {threads} 2>&1 | tee {log}"
+        "{params.python} -m tma_study compile {wildcards.study:q} --config {input.config:q} "
+        "--out {params.outdir:q} --workers {threads} 2>&1 | tee {log:q}"
 
 
 rule kernels:
@@ -57,5 +57,5 @@ rule kernel_table:
     params:
         python=PYTHON,
     shell:
-        "{params.python} -m tma_study kernel-table {wildcards.study} --kernels {input.kernels} "
-        "--out paper/tables > {log} 2>&1"
+        "{params.python} -m tma_study kernel-table {wildcards.study:q} --kernels {input.kernels:q} "
+        "--out paper/tables > {log:q} 2>&1"

@@ -42,7 +42,8 @@ if "gemm" in config["studies"]:
                 gemm_variants.parse_name(wildcards.variant)
             ),
         shell:
-            "{params.python} -m tma_study.studies.gemm.build source {wildcards.variant} --out {output} > {log} 2>&1"
+            "{params.python} -m tma_study.studies.gemm.build source {wildcards.variant:q} --out {output:q} "
+            "> {log:q} 2>&1"
 
     rule gemm_object:
         input:
@@ -62,8 +63,8 @@ if "gemm" in config["studies"]:
                 gemm_build.flags(gemm_variants.parse_name(wildcards.variant).arch)
             ),
         shell:
-            "{params.python} -m tma_study.studies.gemm.build object {wildcards.variant} "
-            "--source {input.source} --out {output.obj} > {log} 2>&1"
+            "{params.python} -m tma_study.studies.gemm.build object {wildcards.variant:q} "
+            "--source {input.source:q} --out {output.obj:q} > {log:q} 2>&1"
 
     rule gemm_library:
         input:
@@ -78,8 +79,8 @@ if "gemm" in config["studies"]:
         params:
             python=PYTHON,
         shell:
-            "{params.python} -m tma_study.studies.gemm.build link {wildcards.gemm_arch} "
-            "--objects {input} --out {output} > {log} 2>&1"
+            "{params.python} -m tma_study.studies.gemm.build link {wildcards.gemm_arch:q} "
+            "--objects {input:q} --out {output:q} > {log:q} 2>&1"
 
     rule gemm_resources:
         input:
@@ -92,8 +93,8 @@ if "gemm" in config["studies"]:
         params:
             python=PYTHON,
         shell:
-            "{params.python} -m tma_study.studies.gemm.build resources --reports {input.reports} "
-            "--out {output} > {log} 2>&1"
+            "{params.python} -m tma_study.studies.gemm.build resources --reports {input.reports:q} "
+            "--out {output:q} > {log:q} 2>&1"
 
     rule gemm_build:
         input:
@@ -110,5 +111,5 @@ if "gemm" in config["studies"]:
         params:
             python=PYTHON,
         shell:
-            "{params.python} -m tma_study.studies.gemm.tables kernels --kernels {input.kernels} "
-            "--out paper/tables > {log} 2>&1"
+            "{params.python} -m tma_study.studies.gemm.tables kernels --kernels {input.kernels:q} "
+            "--out paper/tables > {log:q} 2>&1"

@@ -17,8 +17,8 @@ if MEASURE:
         params:
             python=PYTHON,
         shell:
-            "{params.python} -m tma_study measure {wildcards.study} --config {input.config} --out {output.staged} "
-            "2>&1 | tee {log}"
+            "{params.python} -m tma_study measure {wildcards.study:q} --config {input.config:q} "
+            "--out {output.staged:q} 2>&1 | tee {log:q}"
 
     for _name, _study in STUDIES.items():
 
@@ -35,4 +35,5 @@ if MEASURE:
                 python=PYTHON,
                 destination=f"{RESULTS}/{_name}",
             shell:
-                "{params.python} -m tma_study publish --staged {input.staged} --out {params.destination} > {log} 2>&1"
+                "{params.python} -m tma_study publish --staged {input.staged:q} --out {params.destination:q} "
+                "> {log:q} 2>&1"

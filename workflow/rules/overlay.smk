@@ -25,8 +25,8 @@ for _name, _study in STUDIES.items():
                 derived=lambda wildcards, output: Path(output[0]).parent,
                 study=_name,
             shell:
-                "{params.python} -m tma_study aggregate {params.study} --raw {params.raw} "
-                "--out {params.derived} > {log} 2>&1"
+                "{params.python} -m tma_study aggregate {params.study:q} --raw {params.raw:q} "
+                "--out {params.derived:q} > {log:q} 2>&1"
 
     if _study.compare is not None:
 
@@ -44,11 +44,11 @@ for _name, _study in STUDIES.items():
             params:
                 python=PYTHON,
                 runs=" ".join(
-                    f"--run {label}=results/{label}/{_name}/derived"
+                    f"--run {shlex.quote(f'{label}=results/{label}/{_name}/derived')}"
                     for label in [LABEL, *LAYOUT.overlay_labels(_name)]
                 ),
                 study=_name,
                 reference=LABEL,
             shell:
-                "{params.python} -m tma_study compare {params.study} --reference {params.reference} "
-                "{params.runs} --out paper/tables > {log} 2>&1"
+                "{params.python} -m tma_study compare {params.study:q} --reference {params.reference:q} "
+                "{params.runs} --out paper/tables > {log:q} 2>&1"

@@ -6,7 +6,7 @@ PAPER_INPUTS = {
     "derived": [f for name in STUDIES for f in LAYOUT.derived_files(name)],
     "provenance": [f"{RESULTS}/{name}/provenance.json" for name in STUDIES],
 }
-STUDY_OPTIONS = " ".join(f"--study {name}" for name in STUDIES)
+STUDY_OPTIONS = " ".join(f"--study {shlex.quote(name)}" for name in STUDIES)
 
 
 rule rules_of_thumb:
@@ -27,8 +27,8 @@ rule rules_of_thumb:
         studies=STUDY_OPTIONS,
         results=lambda wildcards, input: Path(input.provenance[0]).parent.parent,
     shell:
-        "{params.python} -m tma_study rules-of-thumb --results {params.results} {params.studies} "
-        "--claims {input.claims} --out paper/tables > {log} 2>&1"
+        "{params.python} -m tma_study rules-of-thumb --results {params.results:q} {params.studies} "
+        "--claims {input.claims:q} --out paper/tables > {log:q} 2>&1"
 
 
 rule paper_generated:
@@ -64,8 +64,8 @@ rule paper_generated:
         results=lambda wildcards, input: Path(input.claims).parent,
         catalog=lambda wildcards, input: Path(input.catalog[0]).parent,
     shell:
-        "{params.python} -m tma_study paper-generated --results {params.results} {params.studies} "
-        "--claims {input.claims} --catalog-derived {params.catalog} --paper paper > {log} 2>&1"
+        "{params.python} -m tma_study paper-generated --results {params.results:q} {params.studies} "
+        "--claims {input.claims:q} --catalog-derived {params.catalog:q} --paper paper > {log:q} 2>&1"
 
 
 rule paper:
@@ -89,5 +89,5 @@ rule paper:
     params:
         python=PYTHON,
     shell:
-        "{params.python} -m tma_study build-paper --paper paper --build-dir build/paper > {log} 2>&1 "
-        "|| {{ tail -n 40 {log} >&2; exit 1; }}"
+        "{params.python} -m tma_study build-paper --paper paper --build-dir build/paper > {log:q} 2>&1 "
+        "|| {{ tail -n 40 {log:q} >&2; exit 1; }}"

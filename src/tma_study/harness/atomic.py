@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import stat
 import tempfile
 from pathlib import Path
 from typing import Iterator
@@ -63,6 +64,7 @@ def staged_directory(final_dir: Path) -> Iterator[Path]:
     staging = Path(tempfile.mkdtemp(dir=final_dir.parent, prefix=f"{STAGING_PREFIX}{final_dir.name}-"))
     try:
         yield staging
+        os.chmod(staging, 0o777 & ~_umask())    # mkdtemp's 0700 -> what mkdir would give
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
@@ -75,16 +77,42 @@ def staged_directory(final_dir: Path) -> Iterator[Path]:
         shutil.rmtree(retired, ignore_errors=True)
 
 
+class PublishError(ValueError):
+    """A staged measurement that is not only regular data files."""
+
+
+def _copy_regular_file(source: Path, target: Path) -> None:
+    """Copy the content of regular file ``source`` (never through a symbolic link) into a new
+    ``target`` with the permissions an ordinary ``open(target, "w")`` gives."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)
+    with os.fdopen(os.open(source, flags), "rb") as reading:
+        if not stat.S_ISREG(os.fstat(reading.fileno()).st_mode):
+            raise PublishError(f"{source}: not a regular file; a measurement publishes regular files only")
+        with open(target, "xb") as writing:
+            shutil.copyfileobj(reading, writing)
+    os.chmod(target, 0o666 & ~_umask())
+
+
 def publish_directory(staged: Path, destination: Path) -> None:
     """Copy every data file of a finished staged measurement into ``destination``, atomically.
 
-    Hidden files are left behind: Snakemake marks a ``directory()`` output with a
-    ``.snakemake_timestamp`` file, which is bookkeeping, not measured data.
+    Only regular files are copied, by content, with ordinary permissions; a symbolic link, a
+    folder or any other kind of entry stops the publication, naming it (nothing is followed
+    into results/). Hidden files are left behind: Snakemake marks a ``directory()`` output
+    with a ``.snakemake_timestamp`` file, which is bookkeeping, not measured data.
     """
     staged = Path(staged)
     if not (staged / "provenance.json").exists():
         raise FileNotFoundError(f"{staged} holds no provenance.json: the measurement did not finish")
+    entries = sorted(p for p in staged.iterdir() if not p.name.startswith("."))
+    odd = [p for p in entries if p.is_symlink() or not stat.S_ISREG(p.lstat().st_mode)]
+    if odd:
+        raise PublishError(f"{odd[0]}: a {'symbolic link' if odd[0].is_symlink() else 'non-regular entry'} in a "
+                           "staged measurement; only regular files are published into results/")
+    destination = Path(destination)
+    linked = [p for p in (destination, destination.parent) if p.is_symlink()]
+    if linked:
+        raise PublishError(f"{linked[0]} is a symbolic link: a measurement is published into a real folder only")
     with staged_directory(destination) as target:
-        for path in staged.iterdir():
-            if path.is_file() and not path.name.startswith("."):
-                shutil.copy2(path, target / path.name)
+        for path in entries:
+            _copy_regular_file(path, target / path.name)

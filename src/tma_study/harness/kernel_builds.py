@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 import os
 from pathlib import Path
 
 from tma_study.config import REPO_ROOT
 
 CACHE_VARIABLE = "TMA_KERNEL_CACHE"
+COMPILE_RECORD = "compile.json"     # beside resources.csv: when the compile step ran, what the cache held
 RESOURCE_COLUMNS = ("kernel", "registers", "shared_bytes_static", "stack_frame_bytes", "spill_store_bytes",
                     "spill_load_bytes", "sass_instructions", "expected_sass")
 
@@ -77,14 +79,16 @@ def _compile_listed(study_name: str, study_config: dict, index: int):
     return compiled, (stats.compiled - before.compiled, stats.uncacheable - before.uncacheable)
 
 
-def compile_study_builds(study, study_config: dict, workers: int, label: str = "compile"):
+def compile_study_builds(study, study_config: dict, workers: int, label: str = "compile", stats=None):
     """[(KernelBuild, CompiledKernel or refusal message)] for the whole compile list: what the
     cache holds is taken from it here, the rest compiled in ``workers`` processes, with
-    progress lines; prints the cache's hit rate at the end."""
+    progress lines; prints the cache's hit rate at the end (and adds it to ``stats``, a
+    tma_kernels.cache.CacheStats, where given)."""
     from tma_kernels.cache import CacheStats
 
     from .parallel_compile import process_map
     from .progress import Progress
+    given = stats
     builds = study.entry("kernels")(study_config)
     cache = kernel_cache()
     hits_before = cache.stats.hits
@@ -100,6 +104,8 @@ def compile_study_builds(study, study_config: dict, workers: int, label: str = "
         stats.uncacheable += uncacheable
         progress.step(builds[index].name)
     print(f"[{study.name}] {stats.line()}", flush=True)
+    if given is not None:
+        given.hits, given.compiled, given.uncacheable = stats.hits, stats.compiled, stats.uncacheable
     return list(zip(builds, found))
 
 
@@ -131,9 +137,13 @@ class StudyKernels:
     which were used, for the run's kernels.csv."""
 
     def __init__(self, study_name: str, study_config: dict, workers: int | None = None):
+        from tma_kernels.cache import CacheStats
+
         from tma_study.studies import discover
+        self.study_name = study_name
+        self.stats = CacheStats()
         results = compile_study_builds(discover()[study_name], study_config, workers or os.cpu_count() or 1,
-                                       "kernels")
+                                       "kernels", self.stats)
         self._builds = {build.name: (build, compiled) for build, compiled in results}
         self._loaded = {}
 
@@ -150,11 +160,24 @@ class StudyKernels:
     def compiled(self, name: str):
         return self._builds[name][1]
 
+    def provenance(self) -> dict:
+        """For provenance.json: what this run's kernel lookups found in the cache, and what the
+        compile step recorded when it filled it (build/compile/<study>/compile.json)."""
+        return {"kernel_cache": {"hits": self.stats.hits, "compiled": self.stats.compiled,
+                                 "not_cacheable": self.stats.uncacheable},
+                "compile_step": compile_record(REPO_ROOT / "build" / "compile" / self.study_name)}
+
     def table(self, names=None):
         """kernels.csv: the resources of the kernels used (or of ``names``), by name."""
         import pandas as pd
         chosen = sorted(self._loaded if names is None else names)
         return pd.DataFrame([resource_row(self._builds[n][1], self._builds[n][0].expected_sass) for n in chosen])
+
+
+def compile_record(compile_dir: Path) -> dict | None:
+    """What the compile step recorded (times, cache hits) for provenance; None without one."""
+    path = Path(compile_dir) / COMPILE_RECORD
+    return json.loads(path.read_text()) if path.is_file() else None
 
 
 def load_cached(name: str, function, signature: str):

@@ -1,19 +1,26 @@
-"""provenance.json: where, when, on what and from which code a study's data came."""
+"""provenance.json: where, when, on what and from which code a study's data came.
+
+``build`` writes the record at the end of a measurement; ``read`` is how every reader loads one:
+valid JSON holding an object, valid against ``workflow/schemas/provenance.schema.yaml``, of the
+study expected, its ``config_sha256`` the hash of its ``config`` and its start before its end.
+Which code the record names is harness/source.py's business.
+"""
 from __future__ import annotations
 
 import datetime as dt
 import hashlib
 import importlib.metadata as md
 import json
-import os
 import platform
 import socket
 import subprocess
 from pathlib import Path
 
+from .. import config as config_mod
 from . import l2_state
+from .source import SOURCE_COMMIT_VARIABLE, git_state, source_hash  # noqa: F401  (provenance's API)
 
-SOURCE_COMMIT_VARIABLE = "TMA_STUDY_SOURCE_COMMIT"
+SCHEMA = config_mod.SCHEMA_DIR / "provenance.schema.yaml"
 PACKAGES = ("numba", "numba-cuda", "llvmlite", "numpy", "cuda-bindings", "cuda-core",
             "cuda-bench", "nvidia-nvvm", "nvidia-cuda-nvcc", "nvidia-cuda-runtime", "pandas",
             "snakemake", "torch", "nvidia-cutlass")
@@ -31,46 +38,6 @@ def package_versions() -> dict[str, str | None]:
         except md.PackageNotFoundError:
             versions[name] = None
     return versions
-
-
-def git_state(repo: Path) -> dict:
-    """Commit and whether the tree had uncommitted changes (None where git is unavailable).
-
-    A runner that copies the tree to a GPU machine states the commit it copied in
-    $TMA_STUDY_SOURCE_COMMIT; that statement wins over whatever .git the copy carries (it may
-    be stale), and source_sha256 lets anyone check it.
-    """
-    def git(*args):
-        return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True,
-                              check=True).stdout.strip()
-    stated = os.environ.get(SOURCE_COMMIT_VARIABLE)
-    if stated:
-        return {"commit": stated, "dirty": None, "commit_source": f"${SOURCE_COMMIT_VARIABLE} (stated by the runner)"}
-    try:
-        commit = git("rev-parse", "HEAD")
-        dirty = bool(git("status", "--porcelain", "--untracked-files=no"))
-    except (OSError, subprocess.CalledProcessError):
-        return {"commit": None, "dirty": None, "commit_source": None}
-    return {"commit": commit, "dirty": dirty, "commit_source": "git"}
-
-
-SOURCE_FOLDERS = ("kernels", "src", "workflow", "config")
-SOURCE_SUFFIXES = (".py", ".yaml", ".smk")
-
-
-def source_hash(repo: Path) -> str:
-    """sha256 over the code and config that produce the data (path + content, sorted).
-
-    Checkable without git: hash the same files of a checkout with this function.
-    """
-    digest = hashlib.sha256()
-    files = [repo / "Snakefile"] + sorted(
-        p for folder in SOURCE_FOLDERS for p in (repo / folder).rglob("*")
-        if p.suffix in SOURCE_SUFFIXES and "__pycache__" not in p.parts)
-    for path in files:
-        if path.is_file():
-            digest.update(str(path.relative_to(repo)).encode() + b"\0" + path.read_bytes() + b"\0")
-    return digest.hexdigest()
 
 
 def config_hash(study_config: dict) -> str:
@@ -112,3 +79,52 @@ def build(*, study: str, gpu: dict, study_config: dict, repo: Path, started: str
     }
     record.update(extra or {})
     return record
+
+
+class ProvenanceError(ValueError):
+    """A provenance.json that cannot be trusted; the message names the file and the key."""
+
+
+def _show(path: Path) -> str:
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+def check(record, path: Path, study: str | None = None) -> dict:
+    """``record`` (read from ``path``) when it is a valid provenance record; else ProvenanceError."""
+    where = _show(path)
+    if not isinstance(record, dict):
+        raise ProvenanceError(f"{where}: holds a JSON {type(record).__name__}, not an object of keys")
+    messages = config_mod.validate_against(record, SCHEMA, noun="key")
+    if messages:
+        more = f" (and {len(messages) - 1} more problems)" if len(messages) > 1 else ""
+        raise ProvenanceError(f"{where}, {messages[0]}{more}; provenance must follow {_show(SCHEMA)}")
+    if study is not None and record["study"] != study:
+        raise ProvenanceError(f"{where}, key 'study': {record['study']!r}, but the folder holds study {study!r}")
+    if config_hash(record["config"]) != record["config_sha256"]:
+        raise ProvenanceError(f"{where}, key 'config_sha256': is not the sha256 of key 'config' "
+                              "(the config was edited after the measurement)")
+    if dt.datetime.fromisoformat(record["started_utc"].replace("Z", "+00:00")) > \
+            dt.datetime.fromisoformat(record["finished_utc"].replace("Z", "+00:00")):
+        raise ProvenanceError(f"{where}, key 'finished_utc': {record['finished_utc']} is before "
+                              f"started_utc {record['started_utc']}")
+    return record
+
+
+def read(path: Path, study: str | None = None) -> dict:
+    """The provenance record at ``path``, checked (``check``); ``study``: the study it must be of."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise ProvenanceError(f"{_show(path)}: missing (every study's raw data come with one)") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise ProvenanceError(f"{_show(path)}: cannot be read: {error}") from None
+    try:
+        record = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ProvenanceError(f"{_show(path)}, line {error.lineno} column {error.colno}: not valid JSON: "
+                              f"{error.msg}") from None
+    return check(record, path, study)

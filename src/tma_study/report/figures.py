@@ -1,7 +1,6 @@
 """What every figure notebook shares: finding its inputs, one look, saving PDF + PNG."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import matplotlib
@@ -11,6 +10,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from tma_study.config import REPO_ROOT  # noqa: E402
 from tma_study.harness import l2_state  # noqa: E402
+from tma_study.harness.provenance import read as read_provenance  # noqa: E402
 from tma_study.report.tables import human_bytes, source_line  # noqa: E402
 
 MECHANISM_STYLE = {  # one colour and marker per mechanism, the same in every figure
@@ -26,10 +26,10 @@ DEFAULT_GPU = "h200"
 def inputs(study: str, snakemake=None) -> tuple[Path, dict, Path]:
     """(derived folder, provenance, output PDF path) from Snakemake, or the reference data."""
     if snakemake is not None:
-        return (Path(snakemake.params.derived), json.loads(Path(snakemake.input.provenance).read_text()),
+        return (Path(snakemake.params.derived), read_provenance(Path(snakemake.input.provenance), study=study),
                 Path(snakemake.output.pdf))
     results = REPO_ROOT / "results" / DEFAULT_GPU / study
-    return results / "derived", json.loads((results / "provenance.json").read_text()), None
+    return results / "derived", read_provenance(results / "provenance.json", study=study), None
 
 
 def size_axis(ax, sizes) -> None:
@@ -68,7 +68,7 @@ def other_runs(study: str, snakemake=None, label: str = DEFAULT_GPU) -> list[tup
     else:
         folders = sorted(p for p in (REPO_ROOT / "results").glob(f"*/{study}/derived")
                          if p.parent.parent.name != label)
-    return [(folder.parent.parent.name, folder, json.loads((folder.parent / "provenance.json").read_text()))
+    return [(folder.parent.parent.name, folder, read_provenance(folder.parent / "provenance.json", study=study))
             for folder in folders]
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass
 
-
 KERNELS_FILE = "kernels.csv"
 
 
@@ -31,12 +30,24 @@ class Study:
     rules: str | None = None            # (derived_dir, provenance) -> list of rule-of-thumb rows
     macros: str | None = None           # (derived_dir, provenance) -> {LaTeX macro name: text}
     compare: str | None = None          # ({label: derived_dir}, reference label) -> DataFrame (what moved)
+    # Rules between config keys that the study's config schema cannot state:
+    # (study_config, expand=False) -> list of messages naming each key; expand=True (at the
+    # measure step's start) may also build the whole sweep.
+    check_config: str | None = None
     # True: the analysis-only job leaves the study out (saying so) while results/<label>/<study>/
     # holds no data, instead of failing: for studies whose data may not be committed yet.
     skip_analysis_without_data: bool = False
 
     # Compute-capability majors whose GPUs the measure step runs on (9: Hopper, 10: Blackwell).
     architectures: tuple[int, ...] = (9,)
+    # Modules the measure step imports beyond the base install (pyproject's "measure" extra):
+    # checked when a measurement starts, before any compile or GPU work.
+    measure_needs: tuple[str, ...] = ()
+
+    def missing_measure_modules(self) -> list[str]:
+        """The modules of ``measure_needs`` this Python cannot import."""
+        import importlib.util
+        return [m for m in self.measure_needs if importlib.util.find_spec(m) is None]
 
     @property
     def measured_files(self) -> tuple[str, ...]:

@@ -12,12 +12,12 @@ Writes into ``derived_dir``:
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from tma_study.harness import raw_data
 from tma_study.harness.atomic import atomic_write_text
 
 TMA = "tma_tile"
@@ -121,18 +121,20 @@ def peaks(best: pd.DataFrame) -> pd.DataFrame:
 
 def aggregate(raw_dir: Path, derived_dir: Path, repeat_dir: Path | None = None) -> None:
     """Write every derived file; ``repeat_dir`` is a second run of the same sweep, if any."""
+    from . import STUDY
     raw_dir, derived_dir = Path(raw_dir), Path(derived_dir)
-    stream = pd.read_csv(raw_dir / "stream.csv")
-    ceilings = best_ceilings(pd.read_csv(raw_dir / "ceilings.csv"))
-    provenance = json.loads((raw_dir / "provenance.json").read_text())
-    best = best_configurations(stream, ceilings, provenance.get("gpu", {}).get("sm_count"))
+    raw = raw_data.load(STUDY, raw_dir)           # checked before anything is written
+    repeat_raw = raw_data.load(STUDY, Path(repeat_dir)) if repeat_dir is not None else None
+    stream = raw_data.ok_rows(raw["stream.csv"])
+    ceilings = best_ceilings(raw_data.ok_rows(raw["ceilings.csv"]))
+    best = best_configurations(stream, ceilings, raw.provenance["gpu"].get("sm_count"))
     derived_dir.mkdir(parents=True, exist_ok=True)
     _write(best, derived_dir / "best.csv")
     _write(crossovers(best), derived_dir / "crossover.csv")
     _write(peaks(best), derived_dir / "peaks.csv")
     _write(ceilings, derived_dir / "ceilings.csv")
-    _write(pd.read_csv(raw_dir / "latency.csv"), derived_dir / "latency.csv")
-    repeat = (reproducibility(raw_dir, Path(repeat_dir)) if repeat_dir is not None
+    _write(raw["latency.csv"], derived_dir / "latency.csv")
+    repeat = (reproducibility(raw, repeat_raw, Path(repeat_dir)) if repeat_raw is not None
               else pd.DataFrame({"compared": ["no second run of this sweep is present"]}))
     _write(repeat, derived_dir / "reproducibility.csv")
 
@@ -153,18 +155,18 @@ def _spread(name: str, a: pd.DataFrame, b: pd.DataFrame, keys: list[str]) -> dic
             "share_within_5_percent": float((difference <= 0.05).mean())}
 
 
-def reproducibility(raw_dir: Path, repeat_dir: Path) -> pd.DataFrame:
-    """How far a second run of the same sweep on the same GPU moved each number."""
-    stream_a, stream_b = pd.read_csv(raw_dir / "stream.csv"), pd.read_csv(repeat_dir / "stream.csv")
-    ceilings_a = best_ceilings(pd.read_csv(raw_dir / "ceilings.csv"))
-    ceilings_b = best_ceilings(pd.read_csv(repeat_dir / "ceilings.csv"))
+def reproducibility(raw: raw_data.RawData, repeat: raw_data.RawData, repeat_dir: Path) -> pd.DataFrame:
+    """How far a second run of the same sweep on the same GPU (``repeat``, read from
+    ``repeat_dir``) moved each number; timed rows only."""
+    stream_a, stream_b = raw_data.ok_rows(raw["stream.csv"]), raw_data.ok_rows(repeat["stream.csv"])
+    all_ceilings_a, all_ceilings_b = raw_data.ok_rows(raw["ceilings.csv"]), raw_data.ok_rows(repeat["ceilings.csv"])
+    ceilings_a, ceilings_b = best_ceilings(all_ceilings_a), best_ceilings(all_ceilings_b)
     best_a = best_configurations(stream_a, ceilings_a)
     best_b = best_configurations(stream_b, ceilings_b)
     group = GROUP + ["ring_bytes_per_sm"]
     rows = [_spread("every configuration (stream.csv)", stream_a, stream_b, CONFIG_KEYS),
             _spread("best per mechanism, size, ring (best.csv)", best_a, best_b, group),
-            _spread("ceilings", pd.read_csv(raw_dir / "ceilings.csv"), pd.read_csv(repeat_dir / "ceilings.csv"),
-                    CEILING_KEYS)]
+            _spread("ceilings", all_ceilings_a, all_ceilings_b, CEILING_KEYS)]
     cross_a, cross_b = crossovers(best_a), crossovers(best_b)
     keys = ["working_set", "access_order", "ring_bytes_per_sm", "alternative"]
     joined = cross_a.merge(cross_b, on=keys, suffixes=("_a", "_b"))

@@ -283,7 +283,7 @@ def measure(study: dict, gpu_probe: dict, out_dir: Path) -> None:
                "max_active_clusters_256_threads": _max_active_clusters(read_kernel, gpu_probe.get("cluster_sizes", [])),
                "timer": "cuda-bench (nvbench) cold samples: L2 flushed before every sample; device "
                         "events; l2 working set made resident by an untimed pass inside each sample",
-               "configurations": len(configs), "timing_started_utc": timing_started,
+               "configurations": len(configs), "timing_started_utc": timing_started, **kernels.provenance(),
                "numpy_row_stack_shim_applied": numpy_compat.SHIM_APPLIED})
     with atomic.staged_directory(out_dir) as staging:
         kernels.table().to_csv(staging / "kernels.csv", index=False)

@@ -13,11 +13,11 @@ Writes into ``derived_dir``:
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pandas as pd
 
+from tma_study.harness import raw_data
 from tma_study.harness.atomic import atomic_write_text
 
 GROUP = ["working_set", "cluster_size", "variant", "tile_bytes"]
@@ -84,13 +84,14 @@ def bandwidth_table(bandwidth: pd.DataFrame, sm_count: int) -> pd.DataFrame:
 
 
 def aggregate(raw_dir: Path, derived_dir: Path, repeat_dir: Path | None = None) -> None:
+    from . import STUDY
     raw_dir, derived_dir = Path(raw_dir), Path(derived_dir)
+    raw = raw_data.load(STUDY, raw_dir)           # checked before anything is written
     derived_dir.mkdir(parents=True, exist_ok=True)
-    best = best_configurations(pd.read_csv(raw_dir / "broadcast.csv"))
-    bandwidth = pd.read_csv(raw_dir / "bandwidth.csv")
+    best = best_configurations(raw_data.ok_rows(raw["broadcast.csv"]))
+    bandwidth = raw_data.ok_rows(raw["bandwidth.csv"])
     _write(best, derived_dir / "best.csv")
     _write(winners(best), derived_dir / "winners.csv")
-    _write(latency_table(pd.read_csv(raw_dir / "latency.csv"), float(bandwidth.sm_clock_mhz_mean.median())),
+    _write(latency_table(raw["latency.csv"], float(bandwidth.sm_clock_mhz_mean.median())),
            derived_dir / "latency.csv")
-    sm_count = json.loads((raw_dir / "provenance.json").read_text())["gpu"]["sm_count"]
-    _write(bandwidth_table(bandwidth, sm_count), derived_dir / "bandwidth.csv")
+    _write(bandwidth_table(bandwidth, raw.provenance["gpu"]["sm_count"]), derived_dir / "bandwidth.csv")

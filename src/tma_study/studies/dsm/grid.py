@@ -9,7 +9,13 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from tma_study.studies.multicast.grid import MAX_BOX_ROWS, RING_ALIGN_BYTES, ROW_BYTES, WARP, shared_memory_fits
+from tma_study.studies.multicast.grid import (
+    MAX_BOX_ROWS,
+    RING_ALIGN_BYTES,
+    ROW_BYTES,
+    WARP,
+    shared_memory_fits,
+)
 
 VARIANTS = ("multicast", "dsm_pull", "dsm_push")
 

@@ -214,7 +214,7 @@ def measure(study: dict, gpu_probe: dict, out_dir: Path) -> None:
         extra={"nvidia_smi_before": clocks_before, "nvidia_smi_after": provenance.nvidia_smi_clocks(),
                "timer": "cuda-bench (nvbench) cold samples (L2 flushed before every sample), device events; "
                         "latency: clock64 around a dependent chain in one thread",
-               "configurations": len(configs) + len(read_cases), "timing_started_utc": timing_started,
+               "configurations": len(configs) + len(read_cases), "timing_started_utc": timing_started, **study_kernels.provenance(),
                "numpy_row_stack_shim_applied": numpy_compat.SHIM_APPLIED})
     with atomic.staged_directory(out_dir) as staging:
         study_kernels.table().to_csv(staging / "kernels.csv", index=False)

@@ -34,7 +34,6 @@ accumulation is visible as such.
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -379,14 +378,18 @@ def status_counts(gemm: pd.DataFrame, measured: pd.DataFrame | None = None) -> p
 
 
 def aggregate(raw_dir: Path, derived_dir: Path, repeat_dir: Path | None = None) -> None:
-    from .predict import crossover_verdicts, multicast_verdicts, rules
+    from tma_study.harness import raw_data
 
+    from . import STUDY
+    from .predict import crossover_verdicts, multicast_verdicts, rules
     raw_dir, derived_dir = Path(raw_dir), Path(derived_dir)
-    gemm = with_accumulation(pd.read_csv(raw_dir / "gemm.csv"))
-    kernels = pd.read_csv(raw_dir / "kernels.csv") if (raw_dir / "kernels.csv").exists() else None
-    provenance_path = raw_dir / "provenance.json"
-    provenance = json.loads(provenance_path.read_text()) if provenance_path.exists() else {}
-    measured = with_cublas_fraction(gemm, TimingLimits.of(provenance))
+    raw = raw_data.load(STUDY, raw_dir)           # checked before anything is written
+    # rows not timed stay, with their status (measured: timing ok, raw_data checks it)
+    gemm, kernels = with_accumulation(raw["gemm.csv"]), raw["kernels.csv"]
+    # the other studies' raw data beside this run, read (and checked) before anything is written
+    crossover = crossover_verdicts(raw_dir.parent / "crossover")
+    multicast_rule = multicast_verdicts(raw_dir.parent / "multicast")
+    measured = with_cublas_fraction(gemm, TimingLimits.of(raw.provenance))
     speedups = speedup(measured, gemm, kernels)
     gains, gain_summary = multicast(measured, gemm)
     derived_dir.mkdir(parents=True, exist_ok=True)
@@ -396,7 +399,5 @@ def aggregate(raw_dir: Path, derived_dir: Path, repeat_dir: Path | None = None) 
     _write(gain_summary, derived_dir / "multicast_summary.csv")
     _write(cublas_fractions(measured, gemm), derived_dir / "cublas.csv")
     _write(bar(gemm, measured), derived_dir / "bar.csv")
-    _write(rules(speedups, crossover_verdicts(raw_dir.parent / "crossover"), gains,
-                 multicast_verdicts(raw_dir.parent / "multicast"), raw_dir.parent / "multicast"),
-           derived_dir / "rules.csv")
+    _write(rules(speedups, crossover, gains, multicast_rule, raw_dir.parent / "multicast"), derived_dir / "rules.csv")
     _write(status_counts(gemm, measured), derived_dir / "status.csv")

@@ -19,7 +19,6 @@ same table the other study writes to its ``derived/`` folder. Nothing here types
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -34,11 +33,13 @@ def crossover_verdicts(crossover_raw: Path) -> pd.DataFrame | None:
     """The crossover study's TMA-vs-cp.async crossovers (HBM and L2, best ring), or None."""
     if not (crossover_raw / "stream.csv").exists():
         return None
+    from tma_study.harness import raw_data
+    from tma_study.studies.crossover import STUDY
     from tma_study.studies.crossover import aggregate as crossover
-    stream = pd.read_csv(crossover_raw / "stream.csv")
-    ceilings = crossover.best_ceilings(pd.read_csv(crossover_raw / "ceilings.csv"))
-    sm_count = json.loads((crossover_raw / "provenance.json").read_text()).get("gpu", {}).get("sm_count")
-    table = crossover.crossovers(crossover.best_configurations(stream, ceilings, sm_count))
+    raw = raw_data.load(STUDY, crossover_raw)
+    ceilings = crossover.best_ceilings(raw_data.ok_rows(raw["ceilings.csv"]))
+    table = crossover.crossovers(crossover.best_configurations(raw_data.ok_rows(raw["stream.csv"]), ceilings,
+                                                               raw.provenance["gpu"].get("sm_count")))
     return table[(table.alternative == "cp_async") & (table.ring_bytes_per_sm == crossover.ANY_RING)]
 
 
@@ -46,8 +47,15 @@ def multicast_verdicts(multicast_raw: Path) -> pd.DataFrame | None:
     """The multicast study's 2-D pattern verdicts (its speedup.csv rows), or None without its data."""
     if not (multicast_raw / "stream.csv").exists():
         return None
+    from tma_study.harness import raw_data
+    from tma_study.studies.multicast import STUDY
+    return multicast_stream_verdicts(raw_data.ok_rows(raw_data.load(STUDY, multicast_raw)["stream.csv"]))
+
+
+def multicast_stream_verdicts(stream: pd.DataFrame) -> pd.DataFrame:
+    """The 2-D pattern verdicts of the multicast study's (checked, timed) stream rows."""
     from tma_study.studies.multicast import aggregate as multicast
-    table = multicast.speedups(multicast.best_configurations(pd.read_csv(multicast_raw / "stream.csv")))
+    table = multicast.speedups(multicast.best_configurations(stream))
     return table[table.pattern == "2d"]
 
 

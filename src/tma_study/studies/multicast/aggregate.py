@@ -16,12 +16,12 @@ Writes into ``derived_dir``:
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from tma_study.harness import raw_data
 from tma_study.harness.atomic import atomic_write_text
 
 SHAPE = ["pattern", "working_set", "cluster_x", "cluster_y"]
@@ -141,14 +141,14 @@ def traffic(raw: pd.DataFrame, study: dict) -> pd.DataFrame:
 
 
 def aggregate(raw_dir: Path, derived_dir: Path, repeat_dir: Path | None = None) -> None:
+    from . import STUDY
     raw_dir, derived_dir = Path(raw_dir), Path(derived_dir)
+    raw = raw_data.load(STUDY, raw_dir)           # checked before anything is written
     derived_dir.mkdir(parents=True, exist_ok=True)
-    stream = pd.read_csv(raw_dir / "stream.csv")
-    best = best_configurations(stream)
+    best = best_configurations(raw_data.ok_rows(raw["stream.csv"]))
     speedup = speedups(best)
     _write(best, derived_dir / "best.csv")
     _write(speedup, derived_dir / "speedup.csv")
     _write(break_even(speedup), derived_dir / "break_even.csv")
     _write(scheduling(speedup), derived_dir / "scheduling.csv")
-    study = json.loads((raw_dir / "provenance.json").read_text())["config"]
-    _write(traffic(pd.read_csv(raw_dir / "traffic.csv"), study), derived_dir / "traffic.csv")
+    _write(traffic(raw["traffic.csv"], raw.provenance["config"]), derived_dir / "traffic.csv")

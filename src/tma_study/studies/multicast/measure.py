@@ -177,7 +177,7 @@ def measure(study: dict, gpu_probe: dict, out_dir: Path) -> None:
         extra={"nvidia_smi_before": clocks_before, "nvidia_smi_after": provenance.nvidia_smi_clocks(),
                "timer": "cuda-bench (nvbench) cold samples: L2 flushed before every sample; device events; "
                         "an L2-resident working set is made resident by an untimed pass inside each sample",
-               "configurations": len(configs), "timing_started_utc": timing_started,
+               "configurations": len(configs), "timing_started_utc": timing_started, **study_kernels.provenance(),
                "numpy_row_stack_shim_applied": numpy_compat.SHIM_APPLIED})
     with atomic.staged_directory(out_dir) as staging:
         study_kernels.table().to_csv(staging / "kernels.csv", index=False)

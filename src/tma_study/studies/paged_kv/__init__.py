@@ -26,5 +26,6 @@ STUDY = Study(
     rules=f"{_HERE}.rules:rules_of_thumb",
     macros=f"{_HERE}.macros:macros",
     compare=f"{_HERE}.compare:compare_runs",
+    check_config=f"{_HERE}.grid:check_config",
     skip_analysis_without_data=True,   # until results/h200/paged_kv/ is measured and committed
 )

@@ -366,8 +366,13 @@ def l2_state_table(ceilings: pd.DataFrame) -> pd.DataFrame:
 
 def aggregate(raw_dir: Path, derived_dir: Path, repeat_dir: Path | None = None) -> None:
     """Read raw data from ``raw_dir``, write the derived tables into ``derived_dir``."""
-    attention = pd.read_csv(Path(raw_dir) / "attention.csv")
-    ceilings = pd.read_csv(Path(raw_dir) / "ceilings.csv")
+    from tma_study.harness import raw_data
+
+    from . import STUDY
+    raw = raw_data.load(STUDY, Path(raw_dir))     # checked before anything is written
+    # attention rows that were not timed stay (a cell says why it was not measured; their
+    # times are empty, raw_data checks it), ceilings are timed rows only
+    attention, ceilings = raw["attention.csv"], raw_data.ok_rows(raw["ceilings.csv"])
     derived_dir = Path(derived_dir)
     derived_dir.mkdir(parents=True, exist_ok=True)
     best, tuning = best_tuning(attention)

@@ -294,12 +294,36 @@ def decode_consumers(study: dict) -> dict[str, list[str]]:
         lists = {d: (f"{key}.{d}", given[d]) for d in study["dtypes"]}
     else:
         lists = {d: (key, given) for d in study["dtypes"]}
-    for name, consumers in lists.values():
+    for dtype, (name, consumers) in lists.items():
         stray = [c for c in consumers if c not in DECODE_CONSUMERS]
         if not consumers or stray or len(set(consumers)) != len(consumers):
             raise GridError(f"config key '{name}': {consumers} must list distinct consumers among "
                             f"{list(DECODE_CONSUMERS)}, at least one")
+        runs = [c for c in consumers if dtype in CONSUMER_DTYPES.get(c, (dtype,))]
+        other_dtype = [c for c in consumers if c not in runs]
+        if isinstance(given, dict) and other_dtype:
+            raise GridError(f"config key '{name}': {other_dtype} run only at "
+                            f"{sorted({d for c in other_dtype for d in CONSUMER_DTYPES[c]})}, not {dtype}")
+        if not runs:
+            raise GridError(f"config key '{name}': no consumer of {consumers} runs at {dtype}, so every {dtype} "
+                            f"decode cell would be left out; add one of "
+                            f"{[c for c in DECODE_CONSUMERS if dtype in CONSUMER_DTYPES.get(c, (dtype,))]}")
     return {d: list(consumers) for d, (_, consumers) in lists.items()}
+
+
+def check_config(study: dict, expand: bool = False) -> list[str]:
+    """Messages for the rules between keys of ``studies.paged_kv`` that its schema cannot state
+    (shapes' heads, phases' shapes and page sizes, decode consumers per dtype); ``expand``: also
+    build the whole sweep (imports the kernels' geometry: for the measure step's start)."""
+    try:
+        shapes(study)
+        _phase_plans(study)
+        decode_consumers(study)
+        if expand:
+            sweep_configs(study)
+    except GridError as error:
+        return [str(error)]
+    return []
 
 
 def sweep_configs(study: dict) -> list[SweepConfig]:

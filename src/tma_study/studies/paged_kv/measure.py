@@ -42,11 +42,11 @@ import pandas as pd
 from tma_study import gpu as gpu_mod
 from tma_study.config import REPO_ROOT
 from tma_study.harness import atomic, provenance, timing
-from tma_study.harness.kernel_builds import compile_study_builds, kernel_cache
+from tma_study.harness.kernel_builds import StudyKernels, kernel_cache
 
 from .aggregate import SAME_BYTES_COPY, SAME_BYTES_COPY_DIRTY_L2
 from .grid import SweepConfig, sweep_configs
-from .kernels import expected_sass, residency_targets, sweep_builds
+from .kernels import residency_targets, sweep_builds
 from .problem import LSE_TOLERANCE, Problem, expected, make_inputs
 from .splits import RULE_TEXT, SplitChoice
 
@@ -378,20 +378,15 @@ def _sdpa_cases(configs: list[SweepConfig]):
     return cases
 
 
-def _load_builds(study: dict, builds: list) -> tuple[dict, dict]:
-    """({variant: AttentionRunner}, {name: CompiledKernel}) for every build of the compile list
-    that ptxas built, loaded
-    from the kernel cache (the compile step filled it; what is missing compiles here, on every
-    core) without compiling again."""
-    from tma_kernels.loaded import load
-    from tma_kernels.paged_kv import SIGNATURE
+def _load_builds(study: dict, builds: list) -> tuple[dict, StudyKernels]:
+    """({variant: AttentionRunner} for every build of the compile list that ptxas built, the
+    StudyKernels they came from): taken from the kernel cache (the compile step filled it; what
+    is missing compiles here, on every core) and loaded without compiling again."""
     from tma_kernels.paged_kv.runner import AttentionRunner
 
     from tma_study.harness.progress import Progress
-    from tma_study.studies import discover
-    compiled = {build.name: result for build, result in
-                compile_study_builds(discover()["paged_kv"], study, os.cpu_count() or 1, "kernels")}
-    refused = [v.name for v in builds if isinstance(compiled[v.name], str)]
+    kernels = StudyKernels("paged_kv", study)
+    refused = [v.name for v in builds if isinstance(kernels.compiled(v.name), str)]
     if refused:
         print(f"[paged_kv] {len(refused)} launch-bounded builds do not compile (register cap too low), "
               f"left out: {', '.join(refused)}", flush=True)
@@ -400,9 +395,8 @@ def _load_builds(study: dict, builds: list) -> tuple[dict, dict]:
     for variant in builds:
         if variant.name not in refused:
             progress.step(variant.name)
-            loaded[variant] = AttentionRunner(variant, cache=kernel_cache(),
-                                              kernel=load(compiled[variant.name], SIGNATURE))
-    return loaded, compiled
+            loaded[variant] = AttentionRunner(variant, cache=kernel_cache(), kernel=kernels[variant.name])
+    return loaded, kernels
 
 
 def measure(study: dict, gpu_probe: dict, out_dir: Path) -> None:
@@ -410,7 +404,6 @@ def measure(study: dict, gpu_probe: dict, out_dir: Path) -> None:
     from tma_kernels import numpy_compat
     from tma_kernels.paged_kv.runner import TMA_L2_PROMOTION_BYTES
 
-    from tma_study.compile_report import resource_row
 
     gpu = gpu_mod.require_hopper(gpu_mod.detect())
     started = provenance.utc_now()
@@ -419,7 +412,7 @@ def measure(study: dict, gpu_probe: dict, out_dir: Path) -> None:
     variants, bounded = sweep_builds(study)
     decode_variants = {c.variant() for c in configs if c.phase.name == "decode"}
     min_ctas = study["decode_min_ctas_per_sm"]
-    loaded, compiled = _load_builds(study, variants + bounded)
+    loaded, kernels = _load_builds(study, variants + bounded)
     runners = {v: fit_residency(loaded, v, min_ctas) if v in decode_variants else loaded[v] for v in variants}
     pools = TimedPools()
     split_cases = [_attention_case(c, runners[c.variant()], pools, gpu.sm_count) for c in configs]
@@ -447,17 +440,16 @@ def measure(study: dict, gpu_probe: dict, out_dir: Path) -> None:
         extra={"nvidia_smi_before": clocks_before, "nvidia_smi_after": provenance.nvidia_smi_clocks(),
                "timer": "cuda-bench (nvbench) cold samples: L2 flushed before every sample; device events",
                "configurations": len(configs), "kernel_variants": len(variants),
-               "timing_started_utc": timing_started,
+               "timing_started_utc": timing_started, **kernels.provenance(),
                "fa3_source": "Dao-AILab/flash-attention@0251105a2fb19d2957484b7f023cd8c115286ced hopper/",
                "decode_split_rule": RULE_TEXT,
                "tma_page_lookup": "a tile ahead, before the wait on a free stage (producers.make_tma_producer)",
                "tma_l2_promotion_bytes": TMA_L2_PROMOTION_BYTES,
                "torch_sdpa_measured": any(c["ceiling"] == "torch_sdpa_contiguous" for c, _ in ceiling_cases),
                "numpy_row_stack_shim_applied": numpy_compat.SHIM_APPLIED})
-    timed = sorted({runner.variant for runner in runners.values()}, key=lambda v: v.name)
-    kernels = pd.DataFrame([resource_row(compiled[v.name], expected_sass(v)) for v in timed])
+    timed = kernels.table(sorted({runner.variant.name for runner in runners.values()}))
     with atomic.staged_directory(out_dir) as staging:
         pd.DataFrame(rows).to_csv(staging / "attention.csv", index=False)
-        kernels.to_csv(staging / "kernels.csv", index=False)
+        timed.to_csv(staging / "kernels.csv", index=False)
         ceilings.to_csv(staging / "ceilings.csv", index=False)
         (staging / "provenance.json").write_text(json.dumps(record, indent=2, default=str) + "\n")
