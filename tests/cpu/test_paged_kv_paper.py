@@ -232,7 +232,7 @@ def test_every_macro_the_section_uses_is_generated(run):
         assert claims_macro in {macros_mod.camel("claims of", name) for name in (*STUDY.figures, *STUDY.tables)}
     # notes that hold only for some runs are guarded: older data, optional measurements
     assert guarded == {"pagedKvScalingCompared", "pagedKvSdpaPoints", "pagedKvTmaLookupAfterWait",
-                       "pagedKvDecodeSplitGridCtasPerSm", "pagedKvDecodeMathBoundPoints"}
+                       "pagedKvDecodeSplitGridCtasPerSm", "pagedKvDecodeMathBoundPoints", "pagedKvLtwoStateSizes"}
     # every decode cell of the synthetic run is a kq (S^T = K Q^T) kernel, as the grid builds them
     assert found["pagedKvDecodeKqCells"] == found["pagedKvDecodeCells"] != "0"
 
