@@ -270,10 +270,13 @@ def load_gpu_test_module(name):
 
 
 def all_kernels():
+    """Every GPU test kernel; those its module lists in EXHAUSTIVE_KERNELS only under -m exhaustive."""
     for module_name in GPU_TEST_MODULES:
         module = load_gpu_test_module(module_name)
+        exhaustive = getattr(module, "EXHAUSTIVE_KERNELS", set())
         for kernel_name, (function, signature) in module.KERNELS.items():
-            yield pytest.param(kernel_name, function, signature, id=f"{module_name}::{kernel_name}")
+            yield pytest.param(kernel_name, function, signature, id=f"{module_name}::{kernel_name}",
+                               marks=pytest.mark.exhaustive if kernel_name in exhaustive else ())
 
 
 @pytest.mark.parametrize("name, function, signature", list(all_kernels()))

@@ -61,22 +61,32 @@ def _compile_listed(path: str, name: str) -> str:
     return name
 
 
-def _listed_kernels():
-    """(module path, kernel name) for every GPU test module's KERNELS."""
+def _listed_kernels(exhaustive: bool):
+    """(module path, kernel name) for every GPU test module's KERNELS (without its
+    EXHAUSTIVE_KERNELS, which only ``-m exhaustive`` runs, unless ``exhaustive``)."""
     for path in sorted(GPU_TESTS.glob("test_*_gpu.py")):
-        for name in getattr(_module(str(path)), "KERNELS", {}):
-            yield str(path), name
+        module = _module(str(path))
+        skipped = set() if exhaustive else getattr(module, "EXHAUSTIVE_KERNELS", set())
+        for name in getattr(module, "KERNELS", {}):
+            if name not in skipped:
+                yield str(path), name
+
+
+def _selects_exhaustive(config) -> bool:
+    """Whether the run's -m expression can select tests marked exhaustive."""
+    expression = config.getoption("markexpr") or ""
+    return "exhaustive" in expression and "not exhaustive" not in expression
 
 
 @pytest.fixture(scope="session", autouse=True)
-def precompiled_kernels():
+def precompiled_kernels(request):
     """Every listed kernel in the kernel cache before any GPU test runs (see the docstring)."""
     if hopper_unavailable_reason() is not None:
         yield
         return
     with PRECOMPILE_LOCK.open("a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        listed = list(_listed_kernels())
+        listed = list(_listed_kernels(_selects_exhaustive(request.config)))
         context = multiprocessing.get_context("spawn")
         with concurrent.futures.ProcessPoolExecutor(os.cpu_count(), mp_context=context) as pool:
             list(pool.map(_compile_listed, *zip(*listed)))

@@ -183,6 +183,28 @@ COMBINE_SPLITS = (2, 3, 8, 43, 128)
 KERNELS = {v.name: (make_attention_kernel(v), SIGNATURE) for v in VARIANTS.values()}
 KERNELS.update({f"combine_splits_{n}": (make_combine(n), COMBINE_SIGNATURE) for n in COMBINE_SPLITS})
 
+# The default run checks one build of each consumer the sweep runs (S = Q K^T; decode's kq,
+# kq_wgmma, kq_wgmma_rs_lazy with and without two CTAs' launch bounds, and its rowsplit form), on
+# both load paths and both dtypes where it exists, and the special builds (non-causal, one
+# producer warp, launch bounds, decode at head dim 256). `pytest -m exhaustive` runs every case,
+# the consumers the sweep leaves out included.
+_BOTH = [(dtype, path) for dtype in ("bf16", "e4m3") for path in ("tma", "cp_async")]
+REPRESENTATIVE = {
+    *(f"{dtype}_d128_{path}_{suffix}" for dtype, path in _BOTH for suffix in ("w4", "kq_w4", "kqw8")),
+    *(f"{dtype}_d256_{path}_w1_n32" for dtype, path in _BOTH),
+    *(f"e4m3_d{d}_{path}_{suffix}" for path in ("tma", "cp_async")
+      for d, suffix in ((128, "w1_m6"), (256, "kqwrl8"), (128, "kqwrlm28"), (256, "kqwrls4"))),
+    "bf16_d128_tma_w4_noncausal", "e4m3_d128_cp_async_w4_p1",
+}
+assert REPRESENTATIVE <= set(VARIANTS), REPRESENTATIVE - set(VARIANTS)
+EXHAUSTIVE_KERNELS = {v.name for key, v in VARIANTS.items() if key not in REPRESENTATIVE}
+
+
+def _params(cases, keys_of=lambda case: (case[0],)):
+    """pytest params of ``cases``, marked exhaustive where a variant they run is not representative."""
+    return [pytest.param(c, id=_case_id(c), marks=() if set(keys_of(c)) <= REPRESENTATIVE
+                         else pytest.mark.exhaustive) for c in cases]
+
 
 def _problem(dtype, d, shape, seqlen_q, lens, page, causal=True):
     q_heads, kv_heads = shape
@@ -415,7 +437,7 @@ def _check(case, key_growth=0.0):
     assert not message, f"keys grown by {key_growth}: {message}" if key_growth else message
 
 
-@pytest.mark.parametrize("case", CASES, ids=[_case_id(c) for c in CASES])
+@pytest.mark.parametrize("case", _params(CASES))
 def test_matches_float64_reference(case):
     _check(case)
 
@@ -435,7 +457,7 @@ RISING += [(f"e4m3_d{d}_{path}_kqwrls{r}", _problem("e4m3", d, shape, 4, lens, p
 KEY_GROWTH = 3.0
 
 
-@pytest.mark.parametrize("case", RISING, ids=[_case_id(c) for c in RISING])
+@pytest.mark.parametrize("case", _params(RISING))
 def test_rising_scores_match_float64_reference(case):
     _check(case, KEY_GROWTH)
 
@@ -443,7 +465,7 @@ def test_rising_scores_match_float64_reference(case):
 PAIRED = [c for c in CASES if "_tma_" in c[0] and "noncausal" not in c[0]]
 
 
-@pytest.mark.parametrize("case", PAIRED, ids=[_case_id(c) for c in PAIRED])
+@pytest.mark.parametrize("case", _params(PAIRED, lambda c: (c[0], c[0].replace("_tma_", "_cp_async_"))))
 def test_tma_and_cp_async_agree_bitwise(case):
     key, problem, splits = case
     seed = int.from_bytes(os.urandom(4), "little")
