@@ -10,13 +10,12 @@
 # %% [markdown]
 # # GEMM: TMA over cp.async mainloops, and what multicast adds
 #
-# Left: per shape, the best TMA variant's TFLOP/s over the best cp.async variant's (any
-# schedule and tile; TMA also any cluster), and the same ratio with the TMA variant held to
-# the cp.async variant's schedule and tile at a 1x1 cluster (no multicast). Right: each
-# cluster shape's TFLOP/s over the same TMA variant at 1x1, per shape. SM100 panels say
-# "not measured" where the data were taken on a GPU without SM100. Crosses: same-configuration
-# pairs whose TMA variant spills registers and its cp.async partner does not (they time the
-# spills, not the load path); the title counts the candidates nvbench could not measure.
+# Left: per problem, the best TMA variant's TFLOP/s over the best cp.async variant's (any
+# schedule and tile; TMA also any cluster), against the problem's size in GFLOP (2·M·N·K);
+# colour: input type, marker: problem family (square, Llama-3 8B and 70B projections at
+# M = 16 to 8192 tokens). Right: each cluster shape's TFLOP/s over the same TMA variant at 1x1,
+# per problem and variant, by input type (bar: median). Only architectures with data are drawn;
+# the title names those without (the SM100 variants need a B200).
 
 # %%
 import matplotlib.pyplot as plt
@@ -28,51 +27,47 @@ derived, provenance, pdf = inputs("gemm", globals().get("snakemake"))
 speedup = pd.read_csv(derived / "speedup.csv")
 gains = pd.read_csv(derived / "multicast.csv")
 status = pd.read_csv(derived / "status.csv")
-arches = ["sm90", "sm100"]
+ARCHES = ("sm90", "sm100")
+DTYPE_COLOURS = {"bf16": "#1f77b4", "fp8_e4m3": "#2ca02c"}
+FAMILY_MARKERS = {"square": "s", "llama3_8b": "o", "llama3_70b": "^"}
+measured = [a for a in ARCHES if "arch" in speedup.columns and (speedup.arch == a).any()]
+missing = [a for a in ARCHES if a not in measured]
 
 # %%
-fig, axes = plt.subplots(len(arches), 2, figsize=(11, 3.4 * len(arches)), squeeze=False)
-for row, arch in enumerate(arches):
+fig, axes = plt.subplots(len(measured), 2, figsize=(11, 3.8 * len(measured)), squeeze=False)
+for row, arch in enumerate(measured):
     left, right = axes[row]
-    have = "arch" in speedup.columns and (speedup.arch == arch).any()
-    if not have:
-        reasons = status[(status.arch == arch) & (status.status != "measured")].status if "arch" in status else []
-        why = reasons.iloc[0] if len(reasons) else "not measured"
-        for ax in (left, right):
-            ax.text(0.5, 0.5, f"{arch}: {why}", ha="center", va="center", wrap=True, transform=ax.transAxes)
-            ax.set_xticks([])
-            ax.set_yticks([])
-        continue
-    rows = speedup[speedup.arch == arch].sort_values(["family", "m", "n", "k"])
-    order = rows.drop_duplicates("shape")["shape"].tolist()      # one x position per shape, every series
-    spills = pd.Series(False, index=rows.index)
-    if "tma_spill_store_bytes" in rows.columns:   # the TMA variant spills registers, its cp.async partner does not
-        spills = (rows.tma_spill_store_bytes.fillna(0) > 0) & (rows.cpasync_spill_store_bytes.fillna(0) == 0)
-    kind = rows.compared.where(rows.compared == "best", "same").where(~spills, "spills")
-    labels = {"best": "best vs best", "same": "same schedule+tile, 1x1", "spills": "same, 1x1, TMA variant spills"}
-    for (dtype, which), group in rows.groupby(["dtype", kind]):
-        x = [order.index(shape) for shape in group["shape"]]
-        best_line = which == "best"
-        left.plot(x, group.speedup, marker={"best": "o", "same": ".", "spills": "x"}[which],
-                  linestyle="-" if best_line else "", label=f"{dtype}, {labels[which]}", alpha=1 if best_line else 0.5)
+    best = speedup[(speedup.arch == arch) & (speedup.compared == "best")]
+    gflop = 2 * best.m * best.n * best.k / 1e9
+    for (dtype, family), group in best.groupby(["dtype", "family"]):
+        left.scatter(gflop[group.index], group.speedup, color=DTYPE_COLOURS.get(dtype, "#7f7f7f"),
+                     marker=FAMILY_MARKERS.get(family, "x"), s=28, alpha=0.85, label=f"{dtype}, {family}")
     left.axhline(1, color="#555555", linewidth=0.8)
-    left.set_ylabel("TMA / cp.async TFLOP/s")
-    left.set_xlabel("shape (square, then LLM projections by model, M)")
-    best = rows[rows.compared == "best"]
-    unmeasured = (f" (not measured: TMA {int(best.tma_not_measured.sum())}/{int(best.tma_candidates.sum())}, "
-                  f"cp.async {int(best.cpasync_not_measured.sum())}/{int(best.cpasync_candidates.sum())} candidates)"
-                  if "tma_not_measured" in best.columns else "")
-    left.set_title(f"{arch}: TMA vs cp.async mainloop{unmeasured}", fontsize=9)
-    left.legend(fontsize=7)
+    left.set_xscale("log")
+    left.set_xlabel("problem size (GFLOP, 2·M·N·K)")
+    left.set_ylabel("best TMA / best cp.async TFLOP/s")
+    left.set_title(f"{arch}: TMA vs cp.async mainloop, each at its best variant", fontsize=10)
+    left.set_ylim(top=1.35 * best.speedup.max())        # room for the legend above the points
+    left.legend(fontsize=7, ncol=2, loc="upper center")
     g = gains[gains.arch == arch] if "arch" in gains.columns else gains.iloc[0:0]
-    clusters = sorted(g.cluster.unique()) if len(g) else []
+    g = g[g.gain.notna()]
+    clusters = sorted(g.cluster.unique(), key=lambda c: tuple(int(v) for v in c.split("x"))) if len(g) else []
+    dtypes = sorted(g.dtype.unique()) if len(g) else []
     for i, cluster in enumerate(clusters):
-        values = g[g.cluster == cluster].gain
-        right.scatter([i] * len(values), values, s=8, alpha=0.5)
-        right.plot([i - 0.3, i + 0.3], [values.median()] * 2, color="black")
+        for j, dtype in enumerate(dtypes):
+            values = g[(g.cluster == cluster) & (g.dtype == dtype)].gain
+            x = i + (j - (len(dtypes) - 1) / 2) * 0.3
+            right.scatter([x] * len(values), values, s=6, alpha=0.4, color=DTYPE_COLOURS.get(dtype, "#7f7f7f"),
+                          label=dtype if i == 0 else None)
+            right.plot([x - 0.12, x + 0.12], [values.median()] * 2, color="black")
     right.set_xticks(range(len(clusters)), clusters)
     right.axhline(1, color="#555555", linewidth=0.8)
-    right.set_xlabel("cluster (CTAs along M x N)")
-    right.set_ylabel("TFLOP/s over 1x1 (bar: median)")
-    right.set_title(f"{arch}: TMA multicast gain")
+    right.set_xlabel("cluster shape (CTAs along M x N)")
+    right.set_ylabel("TFLOP/s over the same variant at 1x1")
+    right.set_title(f"{arch}: multicast gain (bar: median)", fontsize=10)
+    right.legend(fontsize=7)
+if missing:
+    reasons = status[status.arch.isin(missing) & (status.status != "measured")].status if "arch" in status else []
+    why = reasons.iloc[0] if len(reasons) else "not measured"
+    fig.suptitle(f"{', '.join(missing)}: {why}", fontsize=9)
 finish(fig, provenance, pdf)

@@ -74,7 +74,7 @@ def draw_decode(ax, series, x, x_label, fixed, fixed_name):
     ax.set_xlabel(x_label)
     def values(column):
         return "/".join(str(v) for v in sorted(rows[column].unique()))
-    ax.set_title(f"decode q{values('seqlen_q')}, {fixed_name} {values(fixed)}", fontsize=9)
+    ax.set_title(f"decode, {values('seqlen_q')} query token(s), {fixed_name} {values(fixed)}", fontsize=9)
     ax.grid(alpha=0.3)
 
 
@@ -103,43 +103,44 @@ def draw_prefill(ax):
                 if len(theirs):
                     ax.plot(x, theirs.tflops.iloc[0], **overlay_marker_style(PATHS[path]["color"], index))
     ax.set_xticks(range(len(points)))
-    ax.set_xticklabels([f"b{p.batch} q{p.seqlen_q}\nctx{p.context_tokens}" for p in points.itertuples()],
+    ax.set_xticklabels([f"batch {p.batch}\n{p.seqlen_q} queries\n{p.context_tokens} ctx" for p in points.itertuples()],
                        fontsize=7)
     ax.set_ylabel("TFLOP/s")
-    ax.set_title("prefill (causal)", fontsize=9)
+    ax.set_title("causal prefill", fontsize=9)
     ax.grid(alpha=0.3, axis="y")
 
 
 # %%
 present = [panel for panel in PANELS if (measured(scaling).series == panel[0]).any()]
 has_prefill = (measured(scaling).series == "prefill").any()
-count = len(present) + int(has_prefill)
-fig, axes = plt.subplots(1, count + 1, figsize=(3.9 * count + 2.2, 3.6), squeeze=False,
-                         gridspec_kw={"width_ratios": [1] * count + [0.55]})
-axes, key = list(axes[0][:-1]), axes[0][-1]     # the last column holds the legends
-key.set_axis_off()
-if count == 0:
-    key.text(0.5, 0.5, "not measured: no point was measured at a single page size",
-             ha="center", va="center", transform=key.transAxes)
+count = max(1, len(present) + int(has_prefill))
+fig, axes = plt.subplots(1, count, figsize=(11, 4.4), squeeze=False)
+axes = list(axes[0])
+if not present and not has_prefill:
+    axes[0].set_axis_off()
+    axes[0].text(0.5, 0.5, "not measured: no point was measured at a single page size",
+                 ha="center", va="center", transform=axes[0].transAxes)
 for ax, (series, x, x_label, fixed, fixed_name) in zip(axes, present):
     draw_decode(ax, series, x, x_label, fixed, fixed_name)
 handles = []
 if present:
-    axes[0].set_ylabel("K/V read TB/s")
-    axes[0].set_ylim(bottom=0)
+    axes[0].set_ylabel("K/V read rate (TB/s)")
     top = max(ax.get_ylim()[1] for ax in axes[:len(present)])
     for ax in axes[:len(present)]:
         ax.set_ylim(0, top)
     handles = axes[0].get_legend_handles_labels()[0]
     handles += [Line2D([], [], color="#555555", linestyle="none", marker=STAGE_MARKER[int(s)],
-                       label=f"{int(s)} stages (best)") for s in sorted(measured(scaling).stages.dropna().unique())]
+                       label=f"{int(s)} K/V stages won") for s in sorted(measured(scaling).stages.dropna().unique())]
 if has_prefill:
     draw_prefill(axes[len(present)])
-    handles += axes[len(present)].get_legend_handles_labels()[0]
+    prefill = axes[len(present)]
+    prefill.set_ylim(0, 1.45 * prefill.get_ylim()[1])        # room for the legend above the bars
+    prefill.legend(fontsize=7, loc="upper center", ncol=2)
 if handles:
-    key.legend(handles=handles, fontsize=6, loc="upper left", frameon=False)
+    fig.legend(handles=handles, fontsize=9, loc="lower center", ncol=4, frameon=False, bbox_to_anchor=(0.5, 0.04))
 if len(scaling):
     first = scaling.iloc[0]
     fig.suptitle(f"{first['shape']}, {first.page_size}-token pages", fontsize=10)
-runs_legend(key, derived.parent.parent.name, runs, markers=has_prefill, loc="lower left")
-finish(fig, provenance, pdf)
+runs_legend(axes[-1], derived.parent.parent.name, runs, markers=has_prefill, loc="upper left")
+fig.tight_layout(rect=(0, 0.2, 1, 1))
+finish(fig, provenance, pdf, rect=(0, 0.2, 1, 1))

@@ -21,6 +21,7 @@
 # %%
 import matplotlib.pyplot as plt
 import pandas as pd
+from matplotlib.lines import Line2D
 
 from tma_study.report.figures import finish, inputs
 
@@ -31,21 +32,33 @@ POINT = ["phase", "seqlen_q", "batch", "context_tokens"]
 
 # %%
 points = speedup[POINT].drop_duplicates().sort_values(POINT)
-fig, axes = plt.subplots(1, len(points), figsize=(4.2 * len(points), 3.4), squeeze=False, sharey=True)
+fig, axes = plt.subplots(1, len(points), figsize=(11, 4.6), squeeze=False, sharey=True)
+shapes = sorted(speedup["shape"].unique())
+colours = dict(zip(shapes, plt.rcParams["axes.prop_cycle"].by_key()["color"]))
 for ax, (phase, seqlen_q, batch, context) in zip(axes[0], points.itertuples(index=False)):
     panel = speedup[(speedup.phase == phase) & (speedup.seqlen_q == seqlen_q) & (speedup.batch == batch)
                     & (speedup.context_tokens == context)]
     for (shape, dtype), line in panel.groupby(["shape", "dtype"], sort=True):
         line = line.sort_values("page_size")
-        drawn = ax.plot(line.page_size, line.tma_speedup, marker="o", markerfacecolor="none",
-                        linestyle="-" if dtype == "bf16" else "--", label=f"{shape} {dtype}")[0]
+        ax.plot(line.page_size, line.tma_speedup, marker="o", markerfacecolor="none", color=colours[shape],
+                linestyle="-" if dtype == "bf16" else "--")
         chosen = line[line.fa3_load_path == "tma"]
-        ax.plot(chosen.page_size, chosen.tma_speedup, marker="o", linestyle="none",
-                color=drawn.get_color())
+        ax.plot(chosen.page_size, chosen.tma_speedup, marker="o", linestyle="none", color=colours[shape])
     ax.axhline(1.0, color="black", linewidth=0.8)
     ax.set_xscale("log", base=2)
+    pages = sorted(panel.page_size.unique())
+    ax.set_xticks(pages, [str(int(p)) for p in pages])
+    ax.minorticks_off()
     ax.set_xlabel("page size (tokens)")
-    ax.set_title(f"{phase}, {seqlen_q} query tokens, batch {batch}, context {context}", fontsize=9)
-axes[0][0].set_ylabel("cp.async time / TMA time")
-axes[0][-1].legend(fontsize=6, loc="best")
-finish(fig, provenance, pdf)
+    tokens = f"{seqlen_q} query token{'s' if seqlen_q > 1 else ''}"
+    ax.set_title(f"{phase}, {tokens}, batch {batch}, context {context}", fontsize=9)
+    ax.grid(alpha=0.3)
+axes[0][0].set_ylabel("cp.async time / TMA time (> 1: TMA faster)")
+handles = [Line2D([], [], color=colours[shape], label=shape) for shape in shapes]
+handles += [Line2D([], [], color="#555555", linestyle="-", label="bf16"),
+            Line2D([], [], color="#555555", linestyle="--", label="fp8 e4m3"),
+            Line2D([], [], color="#555555", marker="o", linestyle="none", label="FA3's rule picks TMA"),
+            Line2D([], [], color="#555555", marker="o", markerfacecolor="none", linestyle="none",
+                   label="FA3's rule picks cp.async")]
+fig.legend(handles=handles, fontsize=8, loc="lower center", ncol=5, frameon=False, bbox_to_anchor=(0.5, 0.04))
+finish(fig, provenance, pdf, rect=(0, 0.17, 1, 1))

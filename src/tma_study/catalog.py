@@ -22,11 +22,20 @@ from tma_study.config import REPO_ROOT, SCHEMA_DIR, key_path, leaf_errors
 from tma_study.harness.atomic import atomic_write_text
 from tma_study.report.tables import latex_escape, to_markdown
 
+from .catalog_counts import (  # noqa: F401  (the catalog's derived counts, re-exported)
+    DERIVED_DIR,
+    DERIVED_FILES,
+    FA3_SUBJECT,
+    derived_tables,
+    macros,
+    summary_table,
+    write_derived,
+)
+
 CATALOG_DIR = REPO_ROOT / "catalog"
 SCHEMA = SCHEMA_DIR / "catalog.schema.yaml"
-FA3_SUBJECT = "fa3_forward"
 # paper/tables/<name>.tex|md written by write_tables
-TABLES = ("catalog_fa3", "catalog_fa3_paged_kv", "catalog_fa3_tiles", "catalog_other")
+TABLES = ("catalog_summary", "catalog_fa3", "catalog_fa3_paged_kv", "catalog_fa3_tiles", "catalog_other")
 TABLE_FORMATS = ("tex", "md")
 
 MECHANISM_LABELS = {"tma": "TMA", "tma_multicast": "TMA multicast", "cp_async": "cp.async",
@@ -204,14 +213,20 @@ def _mechanism(entry: dict) -> str:
 
 
 def entries_table(entries, link: bool, with_condition: bool, library: str | None = None) -> pd.DataFrame:
+    """One row per entry; the Markdown (``with_condition``) keeps direction and path apart, the
+    paper's table joins them ("load: global -> smem") to fit the page."""
     rows = []
     for e in entries:
         row = {"entry": e["id"]}
         if library:
             row["library"] = library
-        row.update({"operand": e["operand"], "direction": e["direction"],
-                    "from -> to": f"{SPACE_LABELS[e['source']]} -> {SPACE_LABELS[e['destination']]}",
-                    "mechanism": _mechanism(e), "chosen when": e["predicate"]})
+        path = f"{SPACE_LABELS[e['source']]} -> {SPACE_LABELS[e['destination']]}"
+        row["operand"] = e["operand"]
+        if with_condition:
+            row.update({"direction": e["direction"], "from -> to": path})
+        else:
+            row["moves"] = f"{e['direction'].replace('_', ' ')}: {path}"
+        row.update({"mechanism": _mechanism(e), "chosen when": e["predicate"]})
         if with_condition:
             row["condition"] = " ".join(e["condition"].split())
         row["cited at"] = _cited_at(e["citations"], link)
@@ -277,13 +292,16 @@ def _tex(text) -> str:
 
 
 def to_latex_wrapped(frame: pd.DataFrame, caption: str, label: str, widths: dict[str, str]) -> str:
-    """A booktabs table whose long columns wrap (p{width}); the shared helper has only l columns."""
-    spec = "".join(f"p{{{widths[c]}}}" if c in widths else "l" for c in frame.columns)
-    lines = [r"\begin{table*}[t]", r"\centering", r"\scriptsize", rf"\caption{{{_tex(caption)}}}",
-             rf"\label{{{label}}}", rf"\begin{{tabular}}{{{spec}}}", r"\toprule",
-             " & ".join(_tex(c) for c in frame.columns) + r" \\", r"\midrule"]
+    """A booktabs longtable (it may run onto the next page) whose columns all wrap at ``widths``
+    (``l`` where a column has none), sized to the paper's text width."""
+    spec = "".join(rf">{{\raggedright\arraybackslash}}p{{{widths[c]}}}" if c in widths else "l"
+                   for c in frame.columns)
+    head = " & ".join(rf"\textbf{{{_tex(c)}}}" for c in frame.columns) + r" \\"
+    lines = [r"{\scriptsize\setlength{\tabcolsep}{3pt}", rf"\begin{{longtable}}{{{spec}}}",
+             rf"\caption{{{_tex(caption)}}}\label{{{label}}} \\", r"\toprule", head, r"\midrule", r"\endfirsthead",
+             r"\toprule", head, r"\midrule", r"\endhead", r"\bottomrule", r"\endlastfoot"]
     lines += [" & ".join(_tex(v) for v in row) + r" \\" for row in frame.itertuples(index=False)]
-    lines += [r"\bottomrule", r"\end{tabular}", r"\end{table*}", ""]
+    lines += [r"\end{longtable}", "}", ""]
     return "\n".join(lines)
 
 
@@ -302,10 +320,13 @@ def write_tables(catalog: dict[str, dict], tables_dir: Path) -> list[Path]:
     if FA3_SUBJECT not in catalog:
         raise CatalogError(f"the catalog has no file with subject {FA3_SUBJECT!r}; subjects: {sorted(catalog)}")
     fa3 = catalog[FA3_SUBJECT]
-    wide = {"operand": "2.2cm", "chosen when": "5.2cm", "cited at": "4.2cm", "mechanism": "2.2cm",
-            "entry": "2.6cm", "what": "6cm", "predicate": "4.5cm", "library": "1.8cm",
-            "TMA K/V tile (dense or paged)": "3cm", "cp.async paged tile": "3cm",
-            "page sizes allowing TMA": "3.6cm"}
+    # column widths that fit the paper's text width at \scriptsize
+    wide = {"entry": "2.2cm", "operand": "1.8cm", "moves": "2.0cm", "mechanism": "1.8cm", "chosen when": "4.6cm",
+            "cited at": "3.1cm", "requirement": "2.6cm", "what": "6.2cm", "predicate": "4.2cm",
+            "head dim": "1.0cm", "dtype": "1.3cm", "mask": "1.1cm", "TMA K/V tile (dense or paged)": "3.0cm",
+            "cp.async paged tile": "3.0cm", "page sizes allowing TMA": "3.3cm"}
+    narrow = {**wide, "library": "1.5cm", "entry": "2.1cm", "moves": "1.9cm", "mechanism": "1.7cm",
+              "chosen when": "3.7cm", "cited at": "2.6cm"}
     _write(tables_dir, "catalog_fa3",
            f"FlashAttention-3 forward (SM90): mechanism per operand and when it is chosen; source "
            f"{_source_caption(fa3)}",
@@ -319,14 +340,19 @@ def write_tables(catalog: dict[str, dict], tables_dir: Path) -> list[Path]:
     _write(tables_dir, "catalog_fa3_tiles",
            f"FlashAttention-3 SM90 forward tiles (kBlockM x kBlockN), {fa3['tile_sizes']['assumptions']}; "
            f"a paged cache also needs the other requirements of the paged-KV table for TMA; "
-           f"source {_source_caption(fa3)}", tiles, tiles, wide)
+           f"source {_source_caption(fa3)}", tiles, tiles, {**wide, "cited at": "2.0cm"})
+    summary = summary_table(catalog)
+    _write(tables_dir, "catalog_summary", "The catalog in numbers: per mechanism, how many of each kernel's cataloged "
+           "data movements use it, and the operands they move (every entry cited to a source line; "
+           f"FlashAttention-3: {_source_caption(fa3)})", summary, summary,
+           {c: ("2.4cm" if c == "mechanism" else "4.5cm") for c in summary.columns})
     others = [(doc["title"], doc) for subject, doc in sorted(catalog.items()) if subject != FA3_SUBJECT]
     tex = pd.concat([entries_table(d["entries"], link=False, with_condition=False, library=t) for t, d in others],
                     ignore_index=True) if others else pd.DataFrame()
     md = pd.concat([entries_table(d["entries"], link=True, with_condition=True, library=t) for t, d in others],
                    ignore_index=True) if others else pd.DataFrame()
     sources = "; ".join(f"{t}: {_source_caption(d)}" for t, d in others)
-    _write(tables_dir, "catalog_other", f"Other kernels: mechanism per operand ({sources})", tex, md, wide)
+    _write(tables_dir, "catalog_other", f"Other kernels: mechanism per operand ({sources})", tex, md, narrow)
     return [tables_dir / f"{name}.{ext}" for name in TABLES for ext in TABLE_FORMATS]
 
 

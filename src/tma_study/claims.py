@@ -3,7 +3,8 @@
 Each study states its claims in ``config/claims/<study>.yaml`` (one file per study, so a new
 study adds a file and edits nothing central), validated against
 ``workflow/schemas/claims.schema.yaml``. A claim names its statement, its study, the figure
-or table it rests on, and one check: a query over one derived CSV of the study, never code::
+or table it rests on, and its check: a query over one derived CSV of the study, never code,
+or a list of such checks that must all hold (both bounds of a range, each size it names)::
 
     check:
       file: derived/peaks.csv                            # results/<label>/<study>/derived/peaks.csv
@@ -12,6 +13,8 @@ or table it rests on, and one check: a query over one derived CSV of the study, 
       reduce: one          # one (exactly one row, default) | all | any | min | max | median
       op: ">="             # == != < <= > >=
       value: 0.95
+      margin: 0.03         # the data must clear the threshold by 3 % of it (the run-to-run spread)
+      in_repeat: true      # also checked in results/<label>-rerun/<study>/ where present
       tolerance: 0.005     # absolute slack granted to the claim (numbers only)
       if_missing: "..."    # NOT MEASURED with this reason when no row or column matches
       relative_to:         # optional: check column / the same column of partner rows instead
@@ -21,11 +24,11 @@ or table it rests on, and one check: a query over one derived CSV of the study, 
 The outcome of each claim is PASS, FAIL or NOT MEASURED (with the reason: the study's data
 are absent, the claim needs another GPU architecture, or ``if_missing`` applied), with the
 numbers observed and the threshold, in ``results/<label>/claims.tsv`` and ``claims.md``.
+The catalog's claims read the catalog's derived tables (``build/catalog/derived/``), which
+come from cited source lines, not from a GPU.
 """
 from __future__ import annotations
 
-import math
-import operator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,26 +36,21 @@ import jsonschema
 import pandas as pd
 import yaml
 
+from .claim_checks import FAIL, NOT_MEASURED, PASS, Verdict, format_value, is_number, run_check, threshold_text
 from .config import REPO_ROOT, SCHEMA_DIR, key_path
 from .harness.atomic import atomic_write_text
 from .harness.provenance import read as read_provenance
 
 CLAIMS_DIR = REPO_ROOT / "config" / "claims"
 SCHEMA = SCHEMA_DIR / "claims.schema.yaml"
-PASS, FAIL, NOT_MEASURED = "PASS", "FAIL", "NOT MEASURED"
+RERUN_SUFFIX = "-rerun"                        # tma_study.pipeline.RERUN_SUFFIX
 TSV_COLUMNS = ["id", "status", "reason", "observed", "threshold", "study", "figure", "statement"]
-OPS = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt,
-       ">=": operator.ge}
-REDUCTIONS = {"min": min, "max": max, "median": lambda values: float(pd.Series(values).median())}
-MAX_LISTED_ROWS = 8
+__all__ = ["PASS", "FAIL", "NOT_MEASURED", "Claim", "ClaimsError", "Outcome", "evaluate", "check_all",
+           "format_value", "load_claims", "parse_file", "threshold_text"]
 
 
 class ClaimsError(ValueError):
     """A claims file is invalid; the message names the file, each claim id and key."""
-
-
-class _NotFound(LookupError):
-    """The data hold no row or column the check asks for."""
 
 
 @dataclass(frozen=True)
@@ -61,9 +59,15 @@ class Claim:
     statement: str
     study: str
     figure: str
-    check: dict
+    check: dict | list
     needs: str | None = None
     source: str = ""            # the claims file, for messages
+    instead: str | None = None  # the claim stating what the data show where this expectation fails
+
+    @property
+    def checks(self) -> list[dict]:
+        """The claim's checks: one, or the list that must all hold."""
+        return list(self.check) if isinstance(self.check, list) else [self.check]
 
 
 @dataclass(frozen=True)
@@ -86,10 +90,25 @@ def _key_path(path) -> str:
     return key_path(path) or "<file>"
 
 
+def _branch_errors(error: jsonschema.ValidationError) -> list[jsonschema.ValidationError]:
+    """An anyOf error replaced by the errors of the branch that fits the value's type (a check
+    given as one mapping, or as a list of them), so the message names the key at fault."""
+    if error.validator != "anyOf" or not error.context:
+        return [error]
+    branches: dict[int, list] = {}
+    for sub in error.context:
+        branches.setdefault(sub.relative_schema_path[0], []).append(sub)
+    fitting = [subs for subs in branches.values()
+               if not any(sub.validator == "type" and not sub.relative_path for sub in subs)]
+    if len(fitting) != 1:
+        return [error]
+    return [leaf for sub in fitting[0] for leaf in _branch_errors(sub)]
+
+
 def _schema_messages(data, source: str) -> list[str]:
     validator = jsonschema.Draft202012Validator(yaml.safe_load(SCHEMA.read_text()))
     messages = []
-    for error in validator.iter_errors(data):
+    for error in (leaf for top in validator.iter_errors(data) for leaf in _branch_errors(top)):
         path = list(error.absolute_path)
         where = f"{source}: key '{_key_path(path)}'"
         if len(path) >= 2 and path[0] == "claims" and isinstance(path[1], int):
@@ -107,6 +126,14 @@ def _schema_messages(data, source: str) -> list[str]:
     return sorted(set(messages))
 
 
+def _non_gpu_study(name: str):
+    """(tables, derived files) of a study whose data do not come from a GPU, or None."""
+    if name == "catalog":
+        from . import catalog
+        return catalog.TABLES, catalog.DERIVED_FILES
+    return None
+
+
 def _semantic_messages(claim: Claim, studies: dict | None) -> list[str]:
     """What the schema cannot say: the file's study, the figure, operators that fit the value."""
     at = f"{claim.source}: claim {claim.id!r}"
@@ -116,20 +143,38 @@ def _semantic_messages(claim: Claim, studies: dict | None) -> list[str]:
         messages.append(f"{at} key 'study': {claim.study!r} differs from the file's study {stem!r} "
                         f"(claims of study S live in config/claims/S.yaml)")
     study = (studies or {}).get(claim.study)
+    known_files = None
     if study is not None:
-        known = (*study.figures, *study.tables, f"{study.name}_kernels")
-        if claim.figure not in known:
-            messages.append(f"{at} key 'figure': {claim.figure!r} is not a figure or table of study "
-                            f"{study.name!r}; allowed: {', '.join(known)}")
-        derived = claim.check["file"].removeprefix("derived/")
-        if derived not in study.derived_files:
-            messages.append(f"{at} key 'check.file': {claim.check['file']!r} is not written by study "
-                            f"{study.name!r}; allowed: {', '.join('derived/' + f for f in study.derived_files)}")
-    value, op = claim.check["value"], claim.check["op"]
-    if not _is_number(value) and op not in ("==", "!="):
-        messages.append(f"{at} key 'check.op': {op!r} needs a number; with {value!r} allowed: ==, !=")
-    if not _is_number(value) and "tolerance" in claim.check:
-        messages.append(f"{at} key 'check.tolerance': a tolerance needs a number value, not {value!r}")
+        known, known_files = (*study.figures, *study.tables, f"{study.name}_kernels"), study.derived_files
+    elif studies is not None and _non_gpu_study(claim.study) is not None:
+        known, known_files = _non_gpu_study(claim.study)
+    if known_files is not None and claim.figure not in known:
+        messages.append(f"{at} key 'figure': {claim.figure!r} is not a figure or table of study "
+                        f"{claim.study!r}; allowed: {', '.join(known)}")
+    for index, check in enumerate(claim.checks):
+        key = "check" if not isinstance(claim.check, list) else f"check[{index}]"
+        derived = check["file"].removeprefix("derived/")
+        if known_files is not None and derived not in known_files:
+            messages.append(f"{at} key '{key}.file': {check['file']!r} is not written by study "
+                            f"{claim.study!r}; allowed: {', '.join('derived/' + f for f in known_files)}")
+        messages += _value_messages(check, f"{at} key '{key}")
+    return messages
+
+
+def _value_messages(check: dict, at: str) -> list[str]:
+    """Operators, tolerance and margin that fit the check's value."""
+    value, op = check["value"], check["op"]
+    messages = []
+    if not is_number(value) and op not in ("==", "!="):
+        messages.append(f"{at}.op': {op!r} needs a number; with {value!r} allowed: ==, !=")
+    if not is_number(value) and "tolerance" in check:
+        messages.append(f"{at}.tolerance': a tolerance needs a number value, not {value!r}")
+    if "margin" in check:
+        if not is_number(value) or op == "!=":
+            messages.append(f"{at}.margin': a margin needs a number value and one of <, <=, >, >=, ==")
+        elif op == "==" and float(check.get("tolerance", 0)) <= check["margin"] * abs(value):
+            messages.append(f"{at}.margin': with == the margin narrows the tolerance; "
+                            f"{check.get('tolerance', 0)} leaves nothing for a margin of {check['margin']}")
     return messages
 
 
@@ -145,7 +190,8 @@ def parse_file(path: Path, studies: dict | None = None) -> list[Claim]:
     if messages:
         raise ClaimsError("invalid claims:\n  " + "\n  ".join(messages))
     claims = [Claim(id=c["id"], statement=c["statement"], study=c["study"], figure=c["figure"],
-                    check=c["check"], needs=c.get("needs"), source=source) for c in data["claims"]]
+                    check=c["check"], needs=c.get("needs"), source=source, instead=c.get("instead"))
+              for c in data["claims"]]
     messages = [m for claim in claims for m in _semantic_messages(claim, studies)]
     if messages:
         raise ClaimsError("invalid claims:\n  " + "\n  ".join(messages))
@@ -161,101 +207,16 @@ def load_claims(directory: Path = CLAIMS_DIR, studies: dict | None = None) -> li
         if claim.id in seen:
             messages.append(f"{claim.source}: claim {claim.id!r} key 'id': already used in {seen[claim.id]}")
         seen.setdefault(claim.id, claim.source)
+    for claim in claims:
+        if claim.instead is not None and claim.instead not in seen:
+            messages.append(f"{claim.source}: claim {claim.id!r} key 'instead': no claim {claim.instead!r} "
+                            f"in {directory}/")
     if messages:
         raise ClaimsError("invalid claims:\n  " + "\n  ".join(messages))
     return claims
 
 
 # ---------------------------------------------------------------------------- evaluation
-
-def _is_number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _as_bool(cell):
-    if isinstance(cell, (bool,)) or type(cell).__name__ == "bool_":
-        return bool(cell)
-    return {"true": True, "false": False}.get(str(cell).strip().lower())
-
-
-def _as_float(cell) -> float:
-    try:
-        return float(cell)
-    except (TypeError, ValueError):
-        return math.nan
-
-
-def _equal_mask(series: pd.Series, value) -> pd.Series:
-    if isinstance(value, bool):
-        return series.map(_as_bool) == value
-    if _is_number(value):
-        return pd.to_numeric(series, errors="coerce") == value
-    return series.astype(str) == value
-
-
-def _row_mask(frame: pd.DataFrame, column: str, condition, file: str) -> pd.Series:
-    if column not in frame.columns:
-        raise _NotFound(f"{file} has no column {column!r} (columns: {', '.join(frame.columns)})")
-    series = frame[column]
-    if isinstance(condition, dict):
-        mask = pd.Series(True, index=frame.index)
-        for op, value in condition.items():
-            mask &= series.map(lambda cell, op=op, value=value: _passes(cell, op, value, 0.0))
-        return mask
-    if isinstance(condition, list):
-        return pd.concat([_equal_mask(series, v) for v in condition], axis=1).any(axis=1)
-    return _equal_mask(series, condition)
-
-
-def _passes(observed, op: str, value, tolerance: float) -> bool:
-    """``observed op value``, with ``tolerance`` granted in the claim's favour."""
-    if isinstance(value, bool):
-        cell = _as_bool(observed)
-        return cell is not None and OPS[op](cell, value)
-    if not _is_number(value):
-        return OPS[op](str(observed), value)
-    cell = _as_float(observed)
-    if math.isnan(cell):
-        return False
-    if op in (">", ">="):
-        return OPS[op](cell, value - tolerance)
-    if op in ("<", "<="):
-        return OPS[op](cell, value + tolerance)
-    close = abs(cell - value) <= tolerance
-    return close if op == "==" else not close
-
-
-def format_value(value) -> str:
-    if isinstance(value, bool) or type(value).__name__ == "bool_":
-        return str(bool(value))
-    if _is_number(value) or type(value).__module__ == "numpy":
-        number = float(value)
-        if math.isnan(number):
-            return "missing (NaN)"
-        return str(int(number)) if number.is_integer() and abs(number) < 1e15 else f"{number:.4g}"
-    return str(value)
-
-
-def threshold_text(check: dict) -> str:
-    reduce = check.get("reduce", "one")
-    subject = {"one": check["column"], "all": f"every {check['column']}", "any": f"some {check['column']}",
-               }.get(reduce, f"{reduce}({check['column']})")
-    if "relative_to" in check:
-        partner = ", ".join(f"{k}={v}" for k, v in check["relative_to"]["where"].items())
-        subject += f" / {check['column']} of [{partner}]"
-    text = f"{subject} {check['op']} {format_value(check['value'])}"
-    if check.get("tolerance"):
-        text += f" (tolerance {format_value(check['tolerance'])})"
-    return text
-
-
-def _row_names(rows: pd.DataFrame, where: dict) -> list[str]:
-    """Name each matching row by the where-columns that vary between them."""
-    varying = [c for c in where if c in rows.columns and rows[c].nunique() > 1]
-    if not varying:
-        return [""] * len(rows)
-    return [", ".join(f"{c}={format_value(r[c])}" for c in varying) + ": " for _, r in rows.iterrows()]
-
 
 def _gpu_of(results_dir: Path, study: str):
     """(name, compute capability) of the GPU the label's data came from, or None."""
@@ -284,98 +245,58 @@ def _needs_reason(claim: Claim, results_dir: Path) -> str | None:
     return None
 
 
-def evaluate(claim: Claim, results_dir: Path) -> Outcome:
-    """PASS, FAIL or NOT MEASURED for one claim against ``results/<label>/``."""
+def repeat_dir(results_dir: Path) -> Path:
+    """results/<label>-rerun/: the repeat run of the same sweep on the same GPU."""
     results_dir = Path(results_dir)
-    check = claim.check
-    threshold = threshold_text(check)
+    return results_dir.parent / f"{results_dir.name}{RERUN_SUFFIX}"
+
+
+def _verdicts(claim: Claim, study_dir: Path, results_dir: Path) -> list[tuple[str, Verdict]]:
+    """(run, verdict) for every check, in the reference run and, where asked, the repeat run."""
+    verdicts = []
+    for check in claim.checks:
+        verdicts.append(("", run_check(check, study_dir)))
+        if check.get("in_repeat"):
+            repeat = repeat_dir(results_dir) / claim.study
+            if (repeat / check["file"]).is_file():
+                verdicts.append(("repeat run: ", run_check(check, repeat)))
+            else:
+                verdicts.append(("repeat run: ", Verdict(PASS, f"no {repeat}/{check['file']}: checked in the "
+                                                         "reference run only")))
+    return verdicts
+
+
+def evaluate(claim: Claim, results_dir: Path, study_dirs: dict | None = None) -> Outcome:
+    """PASS, FAIL or NOT MEASURED for one claim against ``results/<label>/``.
+
+    ``study_dirs`` maps a study whose data do not come from a GPU (the catalog) to the folder
+    holding its ``derived/``. A claim of several checks passes when every check passes.
+    """
+    results_dir = Path(results_dir)
+    threshold = " and ".join(threshold_text(check) for check in claim.checks)
     reason = _needs_reason(claim, results_dir)
     if reason:
         return Outcome(claim, NOT_MEASURED, reason, threshold=threshold)
-    study_dir = results_dir / claim.study
+    study_dir = Path((study_dirs or {}).get(claim.study, results_dir / claim.study))
     if not study_dir.is_dir():
         return Outcome(claim, NOT_MEASURED, f"no {study_dir}/: not measured", threshold=threshold)
-    path = study_dir / check["file"]
-    if not path.is_file():
-        return Outcome(claim, NOT_MEASURED, f"{path} does not exist: the analysis of study {claim.study!r} "
-                       "has not run", threshold=threshold)
-    frame = pd.read_csv(path)
-    where = check.get("where", {})
-    try:
-        rows = _select(frame, where, check)
-        if "relative_to" in check:
-            rows = _ratios(frame, rows, check)
-    except _NotFound as missing:
-        if "if_missing" in check:
-            return Outcome(claim, NOT_MEASURED, f"not measured: {check['if_missing']}", threshold=threshold)
-        return Outcome(claim, FAIL, str(missing), threshold=threshold)
-    return _judge(claim, rows, threshold)
+    verdicts = _verdicts(claim, study_dir, results_dir)
+    statuses = [v.status for _, v in verdicts]
+    status = FAIL if FAIL in statuses else NOT_MEASURED if NOT_MEASURED in statuses else PASS
+    reason = "; ".join(f"{run}{v.reason}" for run, v in verdicts)
+    observed = " | ".join(f"{run}{v.observed}" for run, v in verdicts if v.observed)
+    if status == NOT_MEASURED:
+        reason = "; ".join(v.reason for _, v in verdicts if v.status == NOT_MEASURED)
+    return Outcome(claim, status, reason, observed, threshold)
 
 
-def _select(frame: pd.DataFrame, where: dict, check: dict) -> pd.DataFrame:
-    mask = pd.Series(True, index=frame.index)
-    for column, condition in where.items():
-        mask &= _row_mask(frame, column, condition, check["file"])
-    if check["column"] not in frame.columns:
-        raise _NotFound(f"{check['file']} has no column {check['column']!r} (columns: {', '.join(frame.columns)})")
-    if not mask.any():
-        raise _NotFound(f"no row of {check['file']} matches {where}")
-    return frame[mask]
+def check_all(claims: list[Claim], results_dir: Path, study_dirs: dict | None = None) -> list[Outcome]:
+    return [evaluate(claim, results_dir, study_dirs) for claim in claims]
 
 
-def _ratios(frame: pd.DataFrame, rows: pd.DataFrame, check: dict) -> pd.DataFrame:
-    """``rows`` with ``column`` replaced by its ratio to the partner row's value."""
-    relative = check["relative_to"]
-    column, on = check["column"], relative["on"]
-    partners = _select(frame, {**check.get("where", {}), **relative["where"]}, check)
-    for key in on:
-        if key not in frame.columns:
-            raise _NotFound(f"{check['file']} has no column {key!r} to pair rows on")
-    if partners.duplicated(on).any():
-        raise _NotFound(f"several partner rows {relative['where']} share the same {on}; add keys to 'on'")
-    paired = rows.merge(partners[on + [column]], on=on, how="left", suffixes=("", "_partner"))
-    if paired[f"{column}_partner"].isna().any():
-        raise _NotFound(f"some rows have no partner {relative['where']} with the same {on}")
-    numerator = pd.to_numeric(paired[column], errors="coerce")
-    return paired.assign(**{column: numerator / pd.to_numeric(paired[f"{column}_partner"], errors="coerce")})
-
-
-def _judge(claim: Claim, rows: pd.DataFrame, threshold: str) -> Outcome:
-    check = claim.check
-    reduce, op, value = check.get("reduce", "one"), check["op"], check["value"]
-    tolerance = float(check.get("tolerance", 0.0))
-    values = list(rows[check["column"]])
-    keys = [*check.get("where", {}), *check.get("relative_to", {}).get("on", [])]
-    names = _row_names(rows, dict.fromkeys(keys))
-    listed = "; ".join(f"{n}{format_value(v)}" for n, v in zip(names, values[:MAX_LISTED_ROWS]))
-    if len(values) > MAX_LISTED_ROWS:
-        listed += f"; ... ({len(values)} rows)"
-    if reduce == "one":
-        if len(values) != 1:
-            return Outcome(claim, FAIL, f"{len(values)} rows of {check['file']} match {check.get('where', {})}; "
-                           "the check needs exactly one (narrow 'where' or set 'reduce')", listed, threshold)
-        ok = _passes(values[0], op, value, tolerance)
-        return Outcome(claim, PASS if ok else FAIL,
-                       f"observed {format_value(values[0])} {'meets' if ok else 'misses'} {threshold}",
-                       listed, threshold)
-    if reduce in ("all", "any"):
-        passing = [_passes(v, op, value, tolerance) for v in values]
-        ok = all(passing) if reduce == "all" else any(passing)
-        return Outcome(claim, PASS if ok else FAIL, f"{sum(passing)} of {len(values)} matching rows pass",
-                       listed, threshold)
-    numbers = [_as_float(v) for v in values]
-    if any(math.isnan(n) for n in numbers):
-        return Outcome(claim, FAIL, f"a matching value of {check['column']!r} is missing (NaN)", listed, threshold)
-    reduced = REDUCTIONS[reduce](numbers)
-    ok = _passes(reduced, op, value, tolerance)
-    return Outcome(claim, PASS if ok else FAIL,
-                   f"{reduce} of {len(values)} rows is {format_value(reduced)}, "
-                   f"{'meets' if ok else 'misses'} {threshold}", f"{reduce} {format_value(reduced)} of {listed}",
-                   threshold)
-
-
-def check_all(claims: list[Claim], results_dir: Path) -> list[Outcome]:
-    return [evaluate(claim, results_dir) for claim in claims]
+def failing(outcomes: list[Outcome]) -> list[str]:
+    """The ids of the claims that FAIL, for ``--strict``."""
+    return [o.claim.id for o in outcomes if o.status == FAIL]
 
 
 # ---------------------------------------------------------------------------- reports

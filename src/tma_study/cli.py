@@ -16,7 +16,8 @@
                                                                            the commit each names holds its code
     tma-study check-config FILE...                                         config/config.yaml under these override
                                                                            files (as --configfile), validated
-    tma-study catalog   --out DIR [--catalog DIR]      validate catalog/*.yaml, write its tables (CPU)
+    tma-study catalog   --out DIR [--catalog DIR] [--derived DIR]   validate catalog/*.yaml, write its tables
+                                                                    (and the counts its claims check; CPU)
 
 The paper tier's commands (claims, rules-of-thumb, compare, paper-generated, build-paper,
 readme-tables) are described in tma_study.paper_cli. An error is one line on stderr and a
@@ -103,6 +104,7 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("catalog", help="validate the data-movement catalog and write its tables")
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--catalog", type=Path, default=config_mod.REPO_ROOT / "catalog")
+    p.add_argument("--derived", type=Path, default=None, help="also write the counts the catalog's claims check")
     paper_cli.add_commands(sub)
     return parser
 
@@ -155,7 +157,10 @@ def _run(args, parser) -> int:
         return paper_cli.run(args)
     if args.command == "catalog":
         from . import catalog as catalog_mod
-        catalog_mod.write_tables(catalog_mod.load(args.catalog), args.out)
+        catalog = catalog_mod.load(args.catalog)
+        catalog_mod.write_tables(catalog, args.out)
+        if args.derived is not None:
+            catalog_mod.write_derived(catalog, args.derived)
     elif args.command == "check-gpu":
         print(json.dumps(gpu_mod.require_hopper(gpu_mod.detect()).as_dict(), indent=2))
     elif args.command == "publish":

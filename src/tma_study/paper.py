@@ -21,10 +21,13 @@ from .config import REPO_ROOT
 from .harness.atomic import atomic_write_text
 from .harness.provenance import read as read_provenance
 from .report.tables import latex_escape, to_markdown, write_table
+from .report.tables import to_latex as _to_latex
 
 SECTIONS = Path("sections") / "studies"       # relative to paper/
 GENERATED = Path("generated")
 TEX_PACKAGES = ("texlive-latex-base", "texlive-latex-recommended", "texlive-latex-extra", "latexmk")
+PDF_TEXT_PACKAGE = "poppler-utils"          # pdftotext, for checking what a reader of the PDF sees
+MIN_TABLE_SCALE = 0.9       # no table may be shrunk further to fit the page (main.tex logs each factor)
 NEEDED_PROGRAMS = ("latexmk", "pdflatex")
 
 
@@ -47,11 +50,17 @@ def paragraph_table(frame, caption: str, label: str, widths_cm: list[float], lon
                           r"\midrule", r"\endfirsthead", r"\toprule", head, r"\midrule", r"\endhead",
                           r"\midrule", r"\endfoot", r"\bottomrule", r"\endlastfoot", *body,
                           r"\end{longtable}", "}", ""])
-    lines = [r"\begin{table}[t]", r"\centering", r"\small", rf"\caption{{{latex_escape(caption)}}}",
+    lines = [r"\begin{table}[!htbp]", r"\centering", r"\small", rf"\caption{{{latex_escape(caption)}}}",
              rf"\label{{{label}}}", rf"\begin{{tabular}}{{{columns}}}", r"\toprule", head, r"\midrule"]
     lines += body
     lines += [r"\bottomrule", r"\end{tabular}", r"\end{table}", ""]
     return "\n".join(lines)
+
+
+def to_latex_table(frame, caption_tex: str, label: str) -> str:
+    """A small float table whose caption is LaTeX already (it may hold a \\ref)."""
+    text = _to_latex(frame, "CAPTION", label)
+    return text.replace(r"\caption{CAPTION}", rf"\caption{{{caption_tex}}}")
 
 
 def _breakable(text) -> str:
@@ -69,17 +78,32 @@ def write_paragraph_table(frame, tables_dir: Path, name: str, caption: str, widt
     atomic_write_text(Path(tables_dir) / f"{name}.md", to_markdown(frame, caption))
 
 
-def write_claims_table(claims_tsv: Path, out: Path) -> None:
-    """The claims and their status as a LaTeX table (paper/generated/claims.tex)."""
+def claims_table(claims_tsv: Path, figures: set[str]) -> str:
+    """The claims and their status as a LaTeX longtable: each claim numbered (C1, C2, ...) and
+    labelled ``claim:<id>``, so the text and the rules of thumb cite it with \\claimref{<id>}."""
     from .claims import read_outcomes
     outcomes = read_outcomes(claims_tsv)
-    frame = outcomes[["id", "statement", "status", "observed", "figure"]].copy()
-    frame["observed"] = [text if len(text) <= 60 else text[:59] + "..." for text in frame.observed]
-    frame = frame.rename(columns={"figure": "rests on"})
-    text = paragraph_table(frame, f"Claims checked against {Path(claims_tsv).parent}/ by the pipeline "
-                           "(config/claims/; PASS, FAIL or NOT MEASURED).", "tab:claims", [3.0, 5.6, 1.3, 3.2, 2.4],
-                           long=True)
-    atomic_write_text(Path(out), text)
+    widths = (2.9, 9.2, 1.5, 2.1)
+    spec = "".join(rf">{{\raggedright\arraybackslash}}p{{{w}cm}}" for w in widths)
+    head = r"\textbf{claim} & \textbf{statement} & \textbf{status} & \textbf{rests on} \\"
+    caption = (f"The claims, checked against {Path(claims_tsv).parent}/ by the pipeline (definitions: "
+               "config/claims/; observed values and thresholds: claims.md beside the data).")
+    lines = [r"{\small\setlength{\tabcolsep}{3pt}", rf"\begin{{longtable}}{{{spec}}}",
+             rf"\caption{{{latex_escape(caption)}}}\label{{tab:claims}} \\", r"\toprule", head, r"\midrule",
+             r"\endfirsthead", r"\toprule", head, r"\midrule", r"\endhead", r"\bottomrule", r"\endlastfoot"]
+    for row in outcomes.itertuples(index=False):
+        rests = (rf"Fig.~\ref{{fig:{row.figure}}}" if row.figure in figures else rf"Table~\ref{{tab:{row.figure}}}")
+        number = (rf"\refstepcounter{{claimnumber}}\label{{claim:{row.id}}}C\theclaimnumber{{}} "
+                  rf"{{\scriptsize\texttt{{{_breakable(row.id)}}}}}")
+        status = rf"\textbf{{{latex_escape(row.status)}}}" if row.status != "PASS" else "PASS"
+        lines.append(f"{number} & {latex_escape(row.statement)} & {status} & {rests} \\\\")
+    lines += [r"\end{longtable}", "}", ""]
+    return "\n".join(lines)
+
+
+def write_claims_table(claims_tsv: Path, out: Path, figures: set[str]) -> None:
+    """paper/generated/claims.tex: the numbered claims (see ``claims_table``)."""
+    atomic_write_text(Path(out), claims_table(claims_tsv, figures))
 
 
 def figure_block(figure: str, notebooks: Path = REPO_ROOT / "notebooks") -> str:
@@ -103,11 +127,17 @@ def generated_section(study) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_generated(results_dir: Path, studies: dict, paper_dir: Path, claims_tsv: Path | None = None) -> None:
+def write_generated(results_dir: Path, studies: dict, paper_dir: Path, claims_tsv: Path | None = None,
+                    catalog_derived: Path | None = None) -> None:
     paper_dir = Path(paper_dir)
-    macros_mod.write(results_dir, studies, paper_dir / GENERATED / "macros.tex", claims_tsv)
+    macros_mod.write(results_dir, studies, paper_dir / GENERATED / "macros.tex", claims_tsv, catalog_derived)
+    from . import projection
+    atomic_write_text(paper_dir / GENERATED / "projection.tex", to_latex_table(
+        projection.table(projection.load_specs()), "Published specifications the projection of Section~\\ref{sec:generality} "
+        "uses (config/gpu\\_specs.yaml; dense tensor rates, per GPU).", "tab:projection"))
     if claims_tsv is not None:
-        write_claims_table(claims_tsv, paper_dir / GENERATED / "claims.tex")
+        figures = {f for study in studies.values() for f in study.figures}
+        write_claims_table(claims_tsv, paper_dir / GENERATED / "claims.tex", figures)
     inputs = ["% Generated by `tma-study paper-generated`: one section per study present; do not edit."]
     for name, study in studies.items():
         if (paper_dir / SECTIONS / f"{name}.tex").is_file():
@@ -133,8 +163,12 @@ def write_comparison(study, derived_dirs: dict[str, Path], reference: str, table
         note = "Only the reference run is present; other runs under results/ appear here when they exist."
     else:
         note = "'moved' names the runs whose value differs from the reference."
-    write_table(frame, tables_dir, f"{study.name}_comparison",
+    name = f"{study.name}_comparison"
+    write_table(frame, tables_dir, name,
                 f"Runs of study {study.name} compared with the reference {reference}: {runs}. {note}")
+    if len(derived_dirs) == 1:          # nothing to compare: the paper prints no empty table
+        atomic_write_text(Path(tables_dir) / f"{name}.tex",
+                          f"% {name}: only the reference run {reference} is present; nothing to compare.\n")
 
 
 def build_pdf(paper_dir: Path, out_pdf: Path, build_dir: Path) -> Path:
@@ -151,3 +185,23 @@ def build_pdf(paper_dir: Path, out_pdf: Path, build_dir: Path) -> Path:
                     f"-outdir={build_dir}", "main.tex"], cwd=paper_dir, check=True)
     shutil.copyfile(build_dir / "main.pdf", out_pdf)
     return Path(out_pdf)
+
+
+def pdf_text_problems(text: str) -> list[str]:
+    """What a reader would see as broken in the PDF's text: glyphs of a missing font encoding
+    (a '<' printed as an inverted exclamation mark), undefined references or citations ('??')."""
+    problems = []
+    for mark, what in (("\u00a1", "an inverted exclamation mark (a '<' or '>' without T1 font encoding)"),
+                       ("\u00bf", "an inverted question mark (a '>' without T1 font encoding)"),
+                       ("??", "an undefined reference or citation")):
+        lines = [line.strip() for line in text.splitlines() if mark in line]
+        if lines:
+            problems.append(f"{what}, {len(lines)} lines, e.g.: {lines[0][:120]}")
+    return problems
+
+
+def shrunk_tables(log_text: str, minimum: float = MIN_TABLE_SCALE) -> list[str]:
+    """The tables main.tex had to scale below ``minimum`` to fit the page ('tma-table-scale' lines)."""
+    import re
+    found = re.findall(r"tma-table-scale: table (\S+) ([0-9.]+)", log_text)
+    return [f"table {label} shrunk to {float(factor):.0%}" for label, factor in found if float(factor) < minimum]

@@ -1,11 +1,12 @@
 """Commands of the paper tier (CPU only), added to ``tma-study`` by ``cli.py``.
 
-    tma-study claims --results results/h200 [--strict]     results/h200/claims.tsv and claims.md
-    tma-study rules-of-thumb --results DIR --study S ... --out paper/tables
+    tma-study claims --results results/h200 [--study-dir catalog=build/catalog] [--strict]
+                                                           results/h200/claims.tsv and claims.md
+    tma-study rules-of-thumb --results DIR --study S ... [--claims TSV] --out paper/tables
     tma-study compare STUDY --reference LABEL --run LABEL=DERIVED_DIR ... --out paper/tables
     tma-study paper-generated --results DIR --study S ... [--claims TSV] --paper paper
     tma-study build-paper [--paper paper]                  paper/main.pdf (needs latexmk, pdflatex)
-    tma-study readme-tables --claims TSV [--check]         the README's claims and cost tables
+    tma-study readme-tables --claims TSV [--check]         the README's checklist and cost tables
 """
 from __future__ import annotations
 
@@ -19,10 +20,13 @@ def add_commands(sub) -> None:
     p = sub.add_parser("claims", help="check every claim of config/claims/ against results/<label>/")
     p.add_argument("--results", type=Path, required=True, help="results/<label>")
     p.add_argument("--claims-dir", type=Path, default=None)
-    p.add_argument("--strict", action="store_true", help="exit 1 when a claim FAILs")
+    p.add_argument("--study-dir", action="append", default=[], metavar="STUDY=DIR",
+                   help="the folder holding derived/ of a study whose data are not under --results (the catalog)")
+    p.add_argument("--strict", action="store_true", help="exit 1 when a claim FAILs, naming each")
     p = sub.add_parser("rules-of-thumb", help="paper/tables/rules_of_thumb.tex|md from every study given")
     p.add_argument("--results", type=Path, required=True)
     p.add_argument("--study", action="append", default=[])
+    p.add_argument("--claims", type=Path, default=None, help="claims.tsv: keep the rows whose claims pass")
     p.add_argument("--out", type=Path, required=True)
     p = sub.add_parser("compare", help="paper/tables/<study>_comparison.tex|md: what moved between runs")
     p.add_argument("study")
@@ -33,6 +37,7 @@ def add_commands(sub) -> None:
     p.add_argument("--results", type=Path, required=True)
     p.add_argument("--study", action="append", default=[])
     p.add_argument("--claims", type=Path, default=None, help="claims.tsv, for the claims' tally")
+    p.add_argument("--catalog-derived", type=Path, default=None, help="the catalog's derived tables, for its counts")
     p.add_argument("--paper", type=Path, default=Path("paper"))
     p = sub.add_parser("build-paper", help="paper/main.pdf with latexmk (needs a TeX installation)")
     p.add_argument("--paper", type=Path, default=Path("paper"))
@@ -41,6 +46,15 @@ def add_commands(sub) -> None:
     p.add_argument("--claims", type=Path, required=True, help="results/<label>/claims.tsv")
     p.add_argument("--readme", type=Path, default=Path("README.md"))
     p.add_argument("--check", action="store_true", help="exit 1 when the README's table is out of date")
+
+
+def _study_dirs(items: list[str]) -> dict[str, Path]:
+    """{study: folder} from STUDY=DIR arguments."""
+    pairs = [item.split("=", 1) for item in items]
+    bad = [item for item, pair in zip(items, pairs) if len(pair) != 2 or not all(pair)]
+    if bad:
+        raise SystemExit(f"--study-dir expects STUDY=DIR, e.g. catalog=build/catalog; got {', '.join(bad)}")
+    return {study: Path(folder) for study, folder in pairs}
 
 
 def _studies(names: list[str]) -> dict:
@@ -56,15 +70,20 @@ def run(args) -> int:
     if args.command == "claims":
         from . import claims
         from .studies import discover
+        study_dirs = _study_dirs(args.study_dir)
         outcomes = claims.check_all(claims.load_claims(args.claims_dir or claims.CLAIMS_DIR, discover()),
-                                    args.results)
+                                    args.results, study_dirs)
         tsv, md = claims.write_reports(outcomes, args.results)
         counts = claims.summary_counts(outcomes)
         print(f"{tsv}, {md}: " + ", ".join(f"{n} {status}" for status, n in counts.items()))
-        return 1 if args.strict and counts[claims.FAIL] else 0
+        failing = claims.failing(outcomes)
+        if args.strict and failing:
+            print(f"error: {len(failing)} claims FAIL: {', '.join(failing)} (reasons in {md})", file=sys.stderr)
+            return 1
+        return 0
     if args.command == "rules-of-thumb":
         from . import rules_of_thumb
-        print(rules_of_thumb.write(args.results, _studies(args.study), args.out).to_string())
+        print(rules_of_thumb.write(args.results, _studies(args.study), args.out, args.claims).to_string())
         return 0
     if args.command == "compare":
         from .paper import write_comparison
@@ -75,7 +94,7 @@ def run(args) -> int:
         return 0
     if args.command == "paper-generated":
         from .paper import write_generated
-        write_generated(args.results, _studies(args.study), args.paper, args.claims)
+        write_generated(args.results, _studies(args.study), args.paper, args.claims, args.catalog_derived)
         return 0
     if args.command == "build-paper":
         import subprocess

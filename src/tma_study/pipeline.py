@@ -199,8 +199,9 @@ class Layout:
     def paper_outputs(self) -> list[str]:
         """What the paper tier makes without TeX: claims, rules of thumb, macros, comparisons."""
         outputs = self.claims_files()
-        outputs += [f"paper/tables/rules_of_thumb.{ext}" for ext in TABLE_FORMATS]
-        outputs += ["paper/generated/macros.tex", "paper/generated/studies.tex", "paper/generated/claims.tex"]
+        outputs += [f"paper/tables/{name}.{ext}" for name in ("rules_of_thumb", "rules_refuted") for ext in TABLE_FORMATS]
+        outputs += ["paper/generated/macros.tex", "paper/generated/studies.tex", "paper/generated/claims.tex",
+                    "paper/generated/projection.tex"]
         return outputs + [f for name in self.studies for f in self.comparison_files(name)]
 
     def measurable_on(self, major: int) -> tuple[Layout, list[str]]:

@@ -1,11 +1,14 @@
-"""The README's generated tables: the claims (from ``results/<label>/claims.tsv``) and the
-cost of measuring each study (from each study's ``provenance.json``).
+"""The README's generated tables: the reviewer's checklist (from ``results/<label>/claims.tsv``:
+per study, its claims' status, the figures and tables they rest on, and the commands that
+regenerate and check them) and the time and hardware of measuring each study (from each
+study's ``provenance.json`` and declaration).
 
-Each table sits between markers (``<!-- claims:begin -->`` ... ``<!-- claims:end -->``,
+Each table sits between markers (``<!-- checklist:begin -->`` ... ``<!-- checklist:end -->``,
 ``<!-- cost:begin -->`` ... ``<!-- cost:end -->``); ``tma-study readme-tables`` rewrites
 them, and the no-GPU pipeline test fails when the committed README disagrees with what the
 pipeline finds on the committed reference data, so the README cannot silently go stale when
-a claim, a threshold or the data change.
+a claim, a threshold or the data change. The cost table is the README's one source of the
+times it quotes.
 """
 from __future__ import annotations
 
@@ -13,50 +16,68 @@ from pathlib import Path
 
 import pandas as pd
 
-from .claims import read_outcomes
+from .claims import FAIL, NOT_MEASURED, PASS, read_outcomes
 from .harness.atomic import atomic_write_text
 from .harness.provenance import read as read_provenance
 
-BEGIN, END = "<!-- claims:begin -->", "<!-- claims:end -->"
+BEGIN, END = "<!-- checklist:begin -->", "<!-- checklist:end -->"
 COST_BEGIN, COST_END = "<!-- cost:begin -->", "<!-- cost:end -->"
-MAX_OBSERVED_CHARS = 70
+ARCHITECTURES = {9: "Hopper (sm_90a)", 10: "Blackwell (sm_100a)"}
 
 
 class ReadmeError(ValueError):
     """The README lacks the markers the generated table goes between."""
 
 
-def _short(text: str) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= MAX_OBSERVED_CHARS else text[:MAX_OBSERVED_CHARS - 1] + "…"
+def _study_order(outcomes: pd.DataFrame) -> list[str]:
+    return list(dict.fromkeys(outcomes.study))
 
 
-def claims_table(claims_tsv: Path) -> str:
-    """Markdown: each claim, the figure it rests on, the command that checks it, what it prints."""
+def _where(name: str, figures: set[str]) -> str:
+    """The file a reviewer opens for a figure or table the pipeline makes."""
+    return f"`figures/{name}.png`" if name in figures else f"`paper/tables/{name}.md`"
+
+
+def checklist_table(claims_tsv: Path) -> str:
+    """Markdown: per study, its claims' status, the figures and tables they rest on, and the
+    command that regenerates everything they need and prints their lines of claims.tsv."""
+    from .studies import discover
     claims_tsv = Path(claims_tsv)
     outcomes = read_outcomes(claims_tsv)
+    figures = {f for study in discover().values() for f in study.figures}
     lines = [f"Generated from `{claims_tsv.as_posix()}` by `tma-study readme-tables` (do not edit by hand).",
-             "", "| claim | statement | rests on | check | expected output |", "| --- | --- | --- | --- | --- |"]
-    for row in outcomes.itertuples(index=False):
-        expected = f"`{row.status}`" + (f" ({_short(row.observed)})" if row.observed else "")
-        command = f"`grep -w {row.id} {claims_tsv.as_posix()}`"
-        cells = [f"`{row.id}`", row.statement, f"`{row.figure}`", command, expected]
-        lines.append("| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |")
+             "", "| study | claims: pass / fail / not measured | rests on | regenerate and check |",
+             "| --- | --- | --- | --- |"]
+    for study in _study_order(outcomes):
+        mine = outcomes[outcomes.study == study]
+        tally = " / ".join(str(int((mine.status == s).sum())) for s in (PASS, FAIL, NOT_MEASURED))
+        rests = ", ".join(_where(f, figures) for f in dict.fromkeys(mine.figure))
+        check = f"`.venv/bin/snakemake -c4 {claims_tsv.as_posix()} && grep ^{study}_ {claims_tsv.as_posix()}`"
+        lines.append(f"| `{study}` | {tally} | {rests} | {check} |")
     return "\n".join(lines)
 
 
+def _architectures(study: str) -> str:
+    from .studies import discover
+    known = discover().get(study)
+    if known is None:
+        return "?"
+    return ", ".join(ARCHITECTURES.get(major, f"sm_{major}x") for major in known.architectures)
+
+
 def cost_table(results_dir: Path) -> str:
-    """Markdown: per study measured under ``results_dir``, the GPU, configurations, the compile
-    step (where the run recorded it) and the measure step, split into taking the kernels from
-    the kernel cache and loading them, and timing."""
+    """Markdown: per study measured under ``results_dir``: the GPUs it measures on, the GPU of the
+    run, its configurations, the compile step (where the run recorded it) and the measure step,
+    split into taking the kernels from the kernel cache and loading them, and timing."""
     results_dir = Path(results_dir)
     lines = [f"Generated from `{results_dir.as_posix()}/<study>/provenance.json` by `tma-study readme-tables`.",
-             "", "| study | measured on | configurations | compile step (CPU) | measure step (GPU) | measured (UTC) |",
-             "| --- | --- | --- | --- | --- | --- |"]
+             "", "| study | measures on | measured on | configurations | compile step (CPU) | measure step (GPU) "
+             "| measured (UTC) |", "| --- | --- | --- | --- | --- | --- | --- |"]
     for provenance_file in sorted(results_dir.glob("*/provenance.json")):
-        provenance = read_provenance(provenance_file, study=provenance_file.parent.name)
+        study = provenance_file.parent.name
+        provenance = read_provenance(provenance_file, study=study)
         gpu = provenance.get("gpu", {})
-        lines.append(f"| `{provenance_file.parent.name}` | {gpu.get('name', '?')} ({gpu.get('sm_count', '?')} SMs) "
+        lines.append(f"| `{study}` | {_architectures(study)} | {gpu.get('name', '?')} ({gpu.get('sm_count', '?')} SMs) "
                      f"| {provenance.get('configurations', '?')} | {_compile_step(provenance)} "
                      f"| {_measure_step(provenance)} | {str(provenance['started_utc'])[:10]} |")
     return "\n".join(lines)
@@ -101,7 +122,7 @@ def update_readme(readme: Path, claims_tsv: Path, check_only: bool = False) -> b
     The cost table is written only where the README has its markers."""
     readme = Path(readme)
     current = readme.read_text()
-    wanted = render(current, claims_table(claims_tsv))
+    wanted = render(current, checklist_table(claims_tsv))
     if COST_BEGIN in wanted:
         wanted = render(wanted, cost_table(Path(claims_tsv).parent), COST_BEGIN, COST_END)
     if wanted != current and not check_only:

@@ -56,23 +56,26 @@ def aggregated_reference(destination: Path, studies: dict | None = None) -> Path
     return results
 
 
-BRANCH_TOKEN = re.compile(r"\\ifdefined\\([A-Za-z]+)|\\(else|fi)\b|\\([A-Za-z]+)")
+BRANCH_TOKEN = re.compile(r"\\ifdefined\\([A-Za-z]+)|\\(else|fi)\b|\\(if(?:num|dim|x|case)?)\b|\\([A-Za-z]+)")
 
 
 def expanded_macros(text: str, defined: set[str]) -> set[str]:
     """The macros TeX expands in ``text`` with ``defined`` defined: every use outside an
     ``\\ifdefined\\X`` (notes about runs that lack a measurement), and inside one the uses in the
-    branch taken (the first where X is defined, the ``\\else`` one where not)."""
+    branch taken (the first where X is defined, the ``\\else`` one where not); inside a test of a
+    run-time value (``\\ifnum``, ``\\ifdim``) both branches."""
     taken, expanded = [], set()
     for match in BRANCH_TOKEN.finditer(re.sub(r"(?<!\\)%.*", "", text)):
-        guard, keyword, name = match.groups()
+        guard, keyword, other_if, name = match.groups()
         if guard is not None:
             taken.append(guard in defined)
+        elif other_if is not None:      # a test on a run-time value (\ifnum, \ifdim): both branches count
+            taken.append(None)
         elif keyword == "else":
-            taken[-1] = not taken[-1]
+            taken[-1] = None if taken[-1] is None else not taken[-1]
         elif keyword == "fi":
             taken.pop()
-        elif all(taken):
+        elif all(t is not False for t in taken):
             expanded.add(name)
     assert not taken, "an \\ifdefined without its \\fi"
     return expanded

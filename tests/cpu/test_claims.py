@@ -1,6 +1,7 @@
 """The claims' check language: PASS, FAIL and NOT MEASURED on small derived tables, the
 tolerance, the row selection, and a bad claim stopped with its file, id and key named."""
 import json
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -204,3 +205,101 @@ def test_figure_captions_name_the_claims_resting_on_them():
     assert "No claim" in claims_mod.figure_caption("other", "Other.", [c])
     title = claims_mod.notebook_title(REPO / "notebooks" / "crossover_bandwidth.py")
     assert title.startswith("Crossover")
+
+
+def test_a_claim_of_several_checks_passes_only_when_each_does(results):
+    low = {"file": "derived/peaks.csv", "where": {"working_set": "hbm", "mechanism": "tma_tile"},
+           "column": "fraction", "op": ">=", "value": 0.90}
+    both = Claim(**{**claim().__dict__, "check": [low, {**low, "op": "<=", "value": 0.99}]})
+    assert evaluate(both, results).status == PASS
+    upper_missed = Claim(**{**claim().__dict__, "check": [low, {**low, "op": "<=", "value": 0.95}]})
+    outcome = evaluate(upper_missed, results)
+    assert outcome.status == FAIL and "misses fraction <= 0.95" in outcome.reason
+    assert " and " in outcome.threshold
+
+
+def test_a_margin_demands_room_beyond_the_threshold(results):
+    # 0.96 clears 0.95 by about 1 %: enough for a margin of 0.5 %, not for 3 %
+    assert evaluate(claim(margin=0.005), results).status == PASS
+    outcome = evaluate(claim(margin=0.03), results)
+    assert outcome.status == FAIL and "margin of 3 %" in outcome.reason and ">= 0.9785" in outcome.reason
+    assert evaluate(claim(op="<=", value=0.97, margin=0.03), results).status == FAIL
+    assert evaluate(claim(op="<=", value=1.0, margin=0.03), results).status == PASS
+    # with ==, the margin narrows the tolerance
+    assert evaluate(claim(op="==", value=0.95, tolerance=0.02, margin=0.005), results).status == PASS
+    assert evaluate(claim(op="==", value=0.95, tolerance=0.02, margin=0.015), results).status == FAIL
+
+
+def test_in_repeat_checks_the_repeat_run_too(results, tmp_path):
+    repeat = tmp_path.parent / f"{tmp_path.name}-rerun" / "toy" / "derived"
+    repeat.mkdir(parents=True)
+    assert evaluate(claim(in_repeat=True), results).status == PASS       # no repeat yet: reference only
+    PEAKS.assign(fraction=[0.90, 0.7, 0.8, 0.6]).to_csv(repeat / "peaks.csv", index=False)
+    outcome = evaluate(claim(in_repeat=True), results)
+    assert outcome.status == FAIL and "repeat run: observed 0.9 misses" in outcome.reason
+    assert evaluate(claim(), results).status == PASS                     # not asked: the repeat is not read
+
+
+def test_a_study_outside_results_reads_its_own_folder(results, tmp_path):
+    catalog = tmp_path / "elsewhere"
+    (catalog / "derived").mkdir(parents=True)
+    PEAKS.to_csv(catalog / "derived" / "peaks.csv", index=False)
+    elsewhere = Claim(**{**claim().__dict__, "study": "catalog"})
+    assert evaluate(elsewhere, results).status == NOT_MEASURED
+    assert evaluate(elsewhere, results, {"catalog": catalog}).status == PASS
+
+
+@pytest.mark.parametrize("check, says", [
+    ({"file": "derived/peaks.csv", "column": "x", "op": "!=", "value": 1, "margin": 0.03}, "check.margin'"),
+    ({"file": "derived/peaks.csv", "column": "x", "op": "==", "value": "hbm", "margin": 0.03}, "check.margin'"),
+    ({"file": "derived/peaks.csv", "column": "x", "op": "==", "value": 1.0, "tolerance": 0.01, "margin": 0.03},
+     "leaves nothing for a margin"),
+    ([{"file": "derived/peaks.csv", "column": "x", "op": ">=", "value": "a"}], "check[0].op'"),
+])
+def test_a_margin_that_cannot_apply_is_rejected(tmp_path, check, says):
+    with pytest.raises(ClaimsError, match=re.escape(says)):
+        parse_file(write_claims(tmp_path, [good_entry(check=check)]))
+
+
+def test_strict_names_the_failing_claims(tmp_path):
+    import subprocess
+    import sys
+    derived = tmp_path / "h200" / "toy" / "derived"
+    derived.mkdir(parents=True)
+    PEAKS.to_csv(derived / "peaks.csv", index=False)
+    claims_dir = tmp_path / "claims"
+    claims_dir.mkdir()
+    write_claims(claims_dir, [good_entry(check={**good_entry()["check"], "where": {"mechanism": "tma_tile",
+                                                                                "working_set": "hbm"}}),
+                              good_entry(id="toy_too_high", check={
+        "file": "derived/peaks.csv", "where": {"working_set": "hbm", "mechanism": "tma_tile"},
+        "column": "fraction", "op": ">=", "value": 0.99})])
+    result = subprocess.run([sys.executable, "-m", "tma_study", "claims", "--results", str(tmp_path / "h200"),
+                             "--claims-dir", str(claims_dir), "--strict"], capture_output=True, text=True)
+    assert result.returncode == 1
+    assert "1 claims FAIL: toy_too_high" in result.stderr
+
+
+# Columns whose values are exact (counts, sizes chosen by the sweep, hardware counters of bytes, a
+# measured spread itself): a threshold on them needs no margin for run-to-run noise.
+EXACT_COLUMNS = {"entries", "operands", "mechanism", "crossover_bytes", "best_ring_bytes_per_sm", "cluster_size",
+                 "cluster_x", "tile_bytes", "page_size", "l2_read_bytes_per_unique_byte",
+                 "xbar_bytes_per_unique_byte", "max_relative_difference", "share_identical", "smallest_tile_bytes",
+                 "largest_tile_bytes",
+                 "cpasync_not_measured"}
+
+
+def test_every_measured_threshold_leaves_a_stated_margin():
+    """A threshold on a measured value must be cleared by a margin (or be checked in the repeat
+    run too), and the statement must say so; exact values need none."""
+    missing = []
+    for c in load_claims(REPO / "config" / "claims", discover()):
+        for check in c.checks:
+            numeric = isinstance(check["value"], (int, float)) and not isinstance(check["value"], bool)
+            if not numeric or check["op"] == "!=" or check["column"] in EXACT_COLUMNS:
+                continue
+            if not (check.get("margin") or check.get("in_repeat")):
+                missing.append(f"{c.id}: {check['column']} {check['op']} {check['value']} has no margin")
+            elif check.get("margin") and "margin" not in c.statement:
+                missing.append(f"{c.id}: the statement does not state its margin")
+    assert not missing, "\n".join(missing)

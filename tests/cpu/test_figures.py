@@ -63,7 +63,16 @@ def test_map_colour_bar_covers_no_panel(render):
     fig = render("crossover_map")
     colour_bar = next(ax for ax in fig.axes if ax.get_label() == "<colorbar>")
     panels = [ax for ax in fig.axes if ax is not colour_bar]
-    assert len(panels) == 2
+    assert len(panels) == 6         # against cp.async, plain loads and (apart) bulk copy, from HBM and L2
     for panel in panels:
         assert not colour_bar.get_position().overlaps(panel.get_position()), (
             f"colour bar {colour_bar.get_position()} overlaps panel {panel.get_title()!r} {panel.get_position()}")
+
+
+def test_map_compares_tma_with_each_alternative_apart(render):
+    """Each panel is TMA against one mechanism: cp.async and plain loads, and the same-engine bulk
+    copy in panels of its own, so a bulk copy never stands in for 'the best alternative'."""
+    titles = [ax.get_title() for ax in render("crossover_map").axes if ax.get_title()]
+    for alternative in ("cp.async", "plain loads", "bulk copy"):
+        assert sum(alternative in title for title in titles) == 2, titles
+    assert not any("best alternative" in title for title in titles)

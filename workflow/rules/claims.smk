@@ -21,6 +21,9 @@ FIGURE_CAPTIONS = {
 rule claims:
     input:
         derived=[f for name in STUDIES for f in LAYOUT.derived_files(name)],
+        # claims with in_repeat: true are checked in the repeat run too (results/<label>-rerun/)
+        others=[f for name in STUDIES for f in LAYOUT.overlay_derived_files(name)],
+        catalog=CATALOG_DERIVED,  # workflow/rules/catalog.smk
         claims=sorted(str(p) for p in Path("config/claims").glob("*.yaml")),
         schema="workflow/schemas/claims.schema.yaml",
         code="src/tma_study/claims.py",
@@ -34,5 +37,7 @@ rule claims:
     params:
         python=PYTHON,
         results=lambda wildcards, output: Path(output.tsv).parent,
+        catalog=lambda wildcards, input: Path(input.catalog[0]).parent.parent,
     shell:
-        "{params.python} -m tma_study claims --results {params.results:q} > {log:q} 2>&1"
+        "{params.python} -m tma_study claims --results {params.results:q} "
+        "--study-dir catalog={params.catalog:q} > {log:q} 2>&1"

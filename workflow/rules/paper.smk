@@ -12,11 +12,14 @@ STUDY_OPTIONS = " ".join(f"--study {shlex.quote(name)}" for name in STUDIES)
 rule rules_of_thumb:
     input:
         **PAPER_INPUTS,
+        claims=f"{RESULTS}/claims.tsv",
         code=["src/tma_study/rules_of_thumb.py"]
         + [f for name in STUDIES for f in LAYOUT.code_files(name)],
     output:
         tex="paper/tables/rules_of_thumb.tex",
         md="paper/tables/rules_of_thumb.md",
+        refuted_tex="paper/tables/rules_refuted.tex",
+        refuted_md="paper/tables/rules_refuted.md",
     log:
         "logs/paper/rules_of_thumb.log",
     params:
@@ -25,20 +28,29 @@ rule rules_of_thumb:
         results=lambda wildcards, input: Path(input.provenance[0]).parent.parent,
     shell:
         "{params.python} -m tma_study rules-of-thumb --results {params.results:q} {params.studies} "
-        "--out paper/tables > {log:q} 2>&1"
+        "--claims {input.claims:q} --out paper/tables > {log:q} 2>&1"
 
 
 rule paper_generated:
     input:
         **PAPER_INPUTS,
         claims=f"{RESULTS}/claims.tsv",
+        catalog=CATALOG_DERIVED,
+        specs="config/gpu_specs.yaml",
         sections=sorted(str(p) for p in Path("paper/sections/studies").glob("*.tex")),
-        code=["src/tma_study/macros.py", "src/tma_study/paper.py"]
+        code=[
+            "src/tma_study/macros.py",
+            "src/tma_study/paper.py",
+            "src/tma_study/projection.py",
+            "src/tma_study/catalog.py",
+            "src/tma_study/catalog_counts.py",
+        ]
         + [f for name in STUDIES for f in LAYOUT.code_files(name)],
     output:
         macros="paper/generated/macros.tex",
         studies="paper/generated/studies.tex",
         claims="paper/generated/claims.tex",
+        projection="paper/generated/projection.tex",
         fallback=[
             f"paper/generated/study_{name}.tex"
             for name in STUDIES
@@ -50,17 +62,20 @@ rule paper_generated:
         python=PYTHON,
         studies=STUDY_OPTIONS,
         results=lambda wildcards, input: Path(input.claims).parent,
+        catalog=lambda wildcards, input: Path(input.catalog[0]).parent,
     shell:
         "{params.python} -m tma_study paper-generated --results {params.results:q} {params.studies} "
-        "--claims {input.claims:q} --paper paper > {log:q} 2>&1"
+        "--claims {input.claims:q} --catalog-derived {params.catalog:q} --paper paper > {log:q} 2>&1"
 
 
 rule paper:
     input:
         main="paper/main.tex",
         sections=sorted(str(p) for p in Path("paper/sections").rglob("*.tex")),
+        bibliography="paper/references.bib",
         generated=rules.paper_generated.output,
-        rules_of_thumb=rules.rules_of_thumb.output.tex,
+        rules_of_thumb=rules.rules_of_thumb.output,
+        catalog=[f for f in CATALOG_TABLES if f.endswith(".tex")],  # workflow/rules/catalog.smk
         figures=[f"figures/{figure}.pdf" for figure in FIGURE_STUDY],
         tables=[
             f

@@ -39,10 +39,11 @@ def size_axis(ax, sizes) -> None:
     ax.set_xlabel("bytes per transfer")
 
 
-def finish(fig, provenance: dict, pdf: Path | None) -> None:
-    """Caption the source run under the figure and write PDF and PNG (when run by Snakemake)."""
+def finish(fig, provenance: dict, pdf: Path | None, rect: tuple = (0, 0.03, 1, 1)) -> None:
+    """Caption the source run under the figure and write PDF and PNG (when run by Snakemake);
+    ``rect``: the area tight_layout fills (leave room for a legend below the panels)."""
     fig.text(0.01, 0.005, source_line(provenance), fontsize=7, color="#555555", ha="left", va="bottom")
-    fig.tight_layout(rect=(0, 0.03, 1, 1))
+    fig.tight_layout(rect=rect)
     if pdf is not None:
         pdf.parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(pdf)

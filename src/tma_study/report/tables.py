@@ -1,6 +1,7 @@
 """Write one table as LaTeX (booktabs) and Markdown from a DataFrame of display strings."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -16,12 +17,54 @@ def latex_escape(text) -> str:
     return "".join(LATEX_ESCAPES.get(ch, ch) for ch in str(text))
 
 
+TEXT_WIDTH_CM = 16.6      # the paper's text width (A4, 2 cm margins) less a little slack
+CHAR_CM = {"small": 0.16, "footnotesize": 0.14}     # an average character of the paper's font
+COLSEP_CM = 0.42          # LaTeX's default space between two columns (2 x 6 pt)
+NARROW_COLSEP_CM = 0.21   # between wrapped columns (2 x 3 pt)
+
+
+def _longest_word(text) -> int:
+    """The longest piece a wrapped cell cannot break: words, split also after '_' (see _breakable)."""
+    return max((len(word) for word in re.split(r"[\s_]+", str(text))), default=0)
+
+
+def _breakable(text) -> str:
+    return latex_escape(text).replace(r"\_", r"\_\allowbreak{}")
+
+
+def column_layout(frame: pd.DataFrame) -> tuple[str, list[float] | None]:
+    """(font size, column widths in cm or None) so the table fits the text width unshrunk: as
+    is at \\small where it fits, else at \\footnotesize with wrapping columns, the widest wrapped
+    first (never below its longest word)."""
+    columns = [str(c) for c in frame.columns]
+    content = [max([len(str(v)) for v in frame[c]] or [0]) for c in frame.columns]
+    for size in ("small", "footnotesize"):
+        natural = sum(max(n, len(h)) * CHAR_CM[size] + COLSEP_CM for n, h in zip(content, columns))
+        if natural <= TEXT_WIDTH_CM:
+            return size, None
+    char = CHAR_CM["footnotesize"]
+    widths = [max(n, _longest_word(h)) for n, h in zip(content, columns)]
+    floors = [max(_longest_word(h), max([_longest_word(v) for v in frame[c]] or [0]), 4)
+              for h, c in zip(columns, frame.columns)]
+    available = (TEXT_WIDTH_CM - len(columns) * NARROW_COLSEP_CM) / char
+    while sum(widths) > available:
+        widest = max(range(len(widths)), key=lambda i: widths[i] - floors[i])
+        if widths[widest] <= floors[widest]:
+            break
+        widths[widest] -= 1
+    return "footnotesize", [round(w * char + 0.05, 2) for w in widths]
+
+
 def to_latex(frame: pd.DataFrame, caption: str, label: str) -> str:
-    columns = "l" * len(frame.columns)
-    lines = [r"\begin{table}[t]", r"\centering", rf"\caption{{{latex_escape(caption)}}}",
+    size, widths = column_layout(frame)
+    columns = ("l" * len(frame.columns) if widths is None else
+               "".join(rf">{{\raggedright\arraybackslash}}p{{{w}cm}}" for w in widths))
+    cell = latex_escape if widths is None else _breakable
+    spacing = [] if widths is None else [r"\setlength{\tabcolsep}{3pt}"]
+    lines = [r"\begin{table}[!htbp]", r"\centering", rf"\{size}", *spacing, rf"\caption{{{latex_escape(caption)}}}",
              rf"\label{{{label}}}", rf"\begin{{tabular}}{{{columns}}}", r"\toprule",
-             " & ".join(latex_escape(c) for c in frame.columns) + r" \\", r"\midrule"]
-    lines += [" & ".join(latex_escape(v) for v in row) + r" \\" for row in frame.itertuples(index=False)]
+             " & ".join(cell(c) for c in frame.columns) + r" \\", r"\midrule"]
+    lines += [" & ".join(cell(v) for v in row) + r" \\" for row in frame.itertuples(index=False)]
     lines += [r"\bottomrule", r"\end{tabular}", r"\end{table}", ""]
     return "\n".join(lines)
 

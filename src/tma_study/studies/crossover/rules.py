@@ -10,6 +10,9 @@ from tma_study.report.tables import human_bytes
 from .facts import BULK, CP_ASYNC, TMA, Facts, crossover_size, describe_crossover
 
 LEVEL_NAMES = {"hbm": "HBM", "l2": "L2"}
+# the claims (config/claims/crossover.yaml) each row rests on: a row is a rule only while they PASS
+STREAMING_CLAIMS = {"hbm": ("crossover_tma_ties_cp_async_from_1kib_hbm", "crossover_cp_async_wins_small_transfers"),
+                    "l2": ("crossover_tma_beats_cp_async_from_2kib_l2", "crossover_tma_ahead_of_cp_async_l2_large")}
 
 
 def _streaming(facts: Facts, ws: str) -> dict | None:
@@ -29,7 +32,7 @@ def _streaming(facts: Facts, ws: str) -> dict | None:
                 f"{row.ratio_at_largest:.2f} at {human_bytes(row.largest_size_bytes)}; TMA not slower "
                 f"{describe_crossover(row)}")
     return {"situation": f"streaming tiles from {LEVEL_NAMES[ws]}, each mechanism tuned", "rule": rule,
-            "evidence": evidence, "figure": "crossover_bandwidth"}
+            "evidence": evidence, "figure": "crossover_bandwidth", "claims": STREAMING_CLAIMS[ws]}
 
 
 def _bytes_in_flight(facts: Facts) -> dict | None:
@@ -48,7 +51,8 @@ def _bytes_in_flight(facts: Facts) -> dict | None:
         evidence += (f"; with {human_bytes(rings[0])} TMA never catches up with cp.async "
                      f"({', '.join(never)})")
     return {"situation": "sizing the shared-memory ring (stages x stage bytes x CTAs per SM)", "rule": rule,
-            "evidence": evidence, "figure": "crossover_map"}
+            "evidence": evidence, "figure": "crossover_map",
+            "claims": ("crossover_tma_peak_needs_deep_ring", "crossover_shallow_ring_never_catches_cp_async")}
 
 
 def _tensor_vs_bulk(facts: Facts) -> dict | None:
@@ -60,7 +64,7 @@ def _tensor_vs_bulk(facts: Facts) -> dict | None:
     return {"situation": "TMA tensor tile or 1-D bulk copy",
             "rule": "choose by addressing (tensor map, boxes, OOB fill), not by bandwidth",
             "evidence": f"same bandwidth within {100 * worst:.1f} % at every size, HBM and L2",
-            "figure": "crossover_bandwidth"}
+            "figure": "crossover_bandwidth", "claims": ("crossover_tma_equals_bulk_copy",)}
 
 
 def _latency(facts: Facts) -> dict | None:
@@ -81,7 +85,7 @@ def _latency(facts: Facts) -> dict | None:
     evidence = "; ".join(f"{LEVEL_NAMES[level]}: TMA/cp.async latency {ratio.iloc[0]:.2f} at "
                          f"{human_bytes(ratio.index[0])}" for level, ratio, _ in rows)
     return {"situation": "latency-bound loads (one transfer at a time, dependent)", "rule": rule,
-            "evidence": evidence, "figure": "crossover_latency"}
+            "evidence": evidence, "figure": "crossover_latency", "claims": ("crossover_tma_latency_higher_small",)}
 
 
 def rules_of_thumb(derived_dir: Path, provenance: dict) -> list[dict]:

@@ -30,6 +30,13 @@ def macros(derived_dir: Path, provenance: dict) -> dict[str, str]:
     if len(largest):
         out[camel("dsm", "multicast gbps largest cluster")] = number(largest.multicast_gbps.max())
         out[camel("dsm", "pull gbps largest cluster")] = number(largest.dsm_pull_gbps.max())
+    multicast_only = winners.groupby("cluster_size").winner.apply(lambda w: (w == "multicast").all())
+    if multicast_only.any():        # the smallest cluster size from which multicast wins at every tile
+        start = int(min(size for size, every in multicast_only.items() if every and multicast_only[size:].all()))
+        wins = winners[winners.cluster_size >= start]
+        out[camel("dsm", "multicast wins from")] = number(start)
+        out[camel("dsm", "multicast min margin from")] = number(wins.margin.min(), 2)
+        out[camel("dsm", "multicast median margin from")] = number(wins.margin.median(), 2)
     beaten = winners[winners.winner != "multicast"]
     out[camel("dsm", "when multicast loses")] = (
         f"only with clusters of at most {int(beaten.cluster_size.max())} CTAs and tiles of at most "

@@ -27,7 +27,7 @@ def _broadcast_rule(winners: pd.DataFrame) -> dict | None:
                 f"DSM pull {big.dsm_pull_gbps.max():.0f}, push {big.dsm_push_gbps.max():.0f} (one CTA feeds all "
                 "the others over the SM-to-SM network)")
     return {"situation": "giving every CTA of a cluster the same tile", "rule": rule, "evidence": evidence,
-            "figure": "dsm_broadcast"}
+            "figure": "dsm_broadcast", "claims": ("dsm_multicast_wins_from_four_ctas",)}
 
 
 def _primitive_rule(latency: pd.DataFrame, bandwidth: pd.DataFrame) -> dict | None:
@@ -42,7 +42,9 @@ def _primitive_rule(latency: pd.DataFrame, bandwidth: pd.DataFrame) -> dict | No
             "evidence": (f"remote load {remote.cycles_per_hop_median.min():.0f}-{remote.cycles_per_hop_median.max():.0f} "
                          f"cycles vs {local.cycles_per_hop_median.median():.0f} local; neighbour reads "
                          f"{reads.bytes_per_sm_cycle.max():.1f} B/cycle per SM at best"),
-            "figure": "dsm_primitives"}
+            "figure": "dsm_primitives",
+            "claims": ("dsm_remote_load_latency", "dsm_remote_load_at_least_five_times_local",
+                       "dsm_bandwidth_falls_beyond_two")}
 
 
 def rules_of_thumb(derived_dir: Path, provenance: dict) -> list[dict]:

@@ -12,7 +12,9 @@ import pandas as pd
 
 from .aggregate import MEASURED, TIE_TOLERANCE, short_variant
 
-MAJORITY = 0.5          # a rule that holds in more than half of the comparisons is worth stating
+# the share of GEMM cluster variants for which the multicast microbenchmark's "not faster" must hold
+# before it is stated as a rule (the threshold of gemm_multicast_rule_not_faster_holds)
+MULTICAST_VERDICT_HOLDS = 0.8
 
 
 def _read(path: Path) -> pd.DataFrame | None:
@@ -38,7 +40,8 @@ def _mainloop_rule(speedup: pd.DataFrame) -> dict | None:
                 f"throttled): TMA {int(best.tma_not_measured.sum())} of {int(best.tma_candidates.sum())}, cp.async "
                 f"{int(best.cpasync_not_measured.sum())} of {int(best.cpasync_candidates.sum())}")
     return {"situation": "GEMM mainloop on Hopper: TMA or cp.async (CUTLASS warp-specialized)", "rule": rule,
-            "evidence": evidence, "figure": "gemm_speedup"}
+            "evidence": evidence, "figure": "gemm_speedup",
+            "claims": ("gemm_best_tma_never_slower_than_best_cpasync", "gemm_tma_median_speedup_over_cp_async")}
 
 
 def _spill_rule(speedup: pd.DataFrame) -> dict | None:
@@ -55,7 +58,7 @@ def _spill_rule(speedup: pd.DataFrame) -> dict | None:
                          f"median {spills.speedup.median():.2f}; without spills TMA / cp.async median "
                          f"{clean.speedup.median():.2f}, cp.async wins {(clean.winner == 'cpasync').sum()} of "
                          f"{len(clean)}"),
-            "figure": "gemm_rules"}
+            "figure": "gemm_rules", "claims": ("gemm_spilling_fp8_tma_loses_to_cp_async",)}
 
 
 def _multicast_rule(summary: pd.DataFrame) -> dict | None:
@@ -74,37 +77,39 @@ def _multicast_rule(summary: pd.DataFrame) -> dict | None:
     return {"situation": "TMA multicast in a GEMM (clusters 1x2, 2x1, 2x2)", "rule": rule,
             "evidence": f"TFLOP/s over the same variant at 1x1, median: {medians}; wins (> {100 * TIE_TOLERANCE:.0f} %) "
                         f"{wins} of {comparisons}",
-            "figure": "gemm_multicast"}
+            "figure": "gemm_multicast", "claims": ("gemm_multicast_changes_median_by_under_10_percent",)}
 
 
-def _prediction_rule(rules: pd.DataFrame) -> dict | None:
+def _prediction_rules(rules: pd.DataFrame) -> list[dict]:
+    """Whether the crossover and multicast studies' verdicts carry to the GEMM: one row each."""
     crossover = rules[(rules.rule == "crossover") & (rules.status == MEASURED)]
     multicast = rules[(rules.rule == "multicast") & (rules.status == MEASURED)]
     if len(multicast):           # measured rows carry a scope: one row over every cluster shape
         multicast = multicast[multicast.scope == "every cluster"]
-    if crossover.empty and multicast.empty:
-        return None
-    parts = []
-    if len(crossover):
-        c = crossover.iloc[0]
-        parts.append(f"crossover rule right in {100 * c.fraction_right_of_decided:.0f} % of {c.predicted_right + c.predicted_wrong:.0f} "
-                     f"decided same-configuration comparisons, {100 * c.fraction_right_without_spills:.0f} % of "
-                     f"{c.decided_without_spills:.0f} without spilling TMA variants")
-    for m in multicast.itertuples():
-        parts.append(f"multicast rule ({m.working_set}): 'not faster' holds in {100 * m.fraction_not_faster_held:.0f} % "
-                     f"of {m.not_faster_predicted:.0f}, win/tie/loss agrees in {100 * m.fraction_agree:.0f} %")
-    advice = []
+    rows = []
     if len(crossover):
         c = crossover.iloc[0]
         spills_matter = c.fraction_right_without_spills > c.fraction_right_of_decided
-        advice.append("predict the mainloop winner from the crossover size" +
-                      (" once register spills are ruled out" if spills_matter else ""))
+        rows.append({"situation": "carrying the crossover rule to GEMM mainloops",
+                     "rule": "predict the mainloop winner from the crossover size"
+                             + (" once register spills are ruled out" if spills_matter else ""),
+                     "evidence": (f"crossover rule right in {100 * c.fraction_right_of_decided:.0f} % of "
+                                  f"{c.predicted_right + c.predicted_wrong:.0f} decided same-configuration comparisons, "
+                                  f"{100 * c.fraction_right_without_spills:.0f} % of {c.decided_without_spills:.0f} "
+                                  "without spilling TMA variants"),
+                     "figure": "gemm_rules", "claims": ("gemm_crossover_rule_predicts_without_spills",)})
     if len(multicast):
-        holds = (multicast.fraction_not_faster_held > MAJORITY).all()
-        advice.append("expect no gain from multicast where the microbenchmark shows none" if holds else
-                      "do not carry the multicast microbenchmark's verdict to GEMMs")
-    return {"situation": "carrying microbenchmark rules to GEMMs", "rule": "; ".join(advice),
-            "evidence": "; ".join(parts), "figure": "gemm_rules"}
+        holds = bool((multicast.fraction_not_faster_held >= MULTICAST_VERDICT_HOLDS).all())
+        rows.append({"situation": "carrying the multicast microbenchmark's verdict to GEMMs",
+                     "rule": ("expect no gain from multicast where the microbenchmark shows none" if holds else
+                              "do not carry the load-only multicast verdict to GEMMs: measure the cluster shape"),
+                     "evidence": "; ".join(f"'not faster' holds for {100 * m.fraction_not_faster_held:.0f} % of "
+                                           f"{m.not_faster_predicted:.0f} cluster variants ({m.working_set}), win/tie/loss "
+                                           f"agrees in {100 * m.fraction_agree:.0f} %" for m in multicast.itertuples()),
+                     "figure": "gemm_rules",
+                     "claims": ("gemm_multicast_rule_not_faster_holds",) if holds else
+                               ("gemm_multicast_microbenchmark_misses_often",)})
+    return rows
 
 
 def _bar_rule(bar: pd.DataFrame) -> dict | None:
@@ -124,7 +129,7 @@ def _bar_rule(bar: pd.DataFrame) -> dict | None:
                          f"{r.cublas_tflops:.0f} TFLOP/s at mean SM clocks of {r.sm_clock_mhz:.0f} / "
                          f"{r.cublas_sm_clock_mhz:.0f} MHz), best of the {int(r.tma_measured)} of "
                          f"{int(r.tma_candidates)} TMA candidates that could be measured"),
-            "figure": "gemm_bar"}
+            "figure": "gemm_bar", "claims": ("gemm_tma_reaches_95_percent_of_cublas",)}
 
 
 def rules_of_thumb(derived_dir: Path, provenance: dict) -> list[dict]:
@@ -138,6 +143,6 @@ def rules_of_thumb(derived_dir: Path, provenance: dict) -> list[dict]:
     if summary is not None:
         rows.append(_multicast_rule(summary))
     if rules is not None:
-        rows.append(_prediction_rule(rules))
+        rows += _prediction_rules(rules)
     rows.append(_bar_rule(pd.read_csv(derived_dir / "bar.csv")))
     return [row for row in rows if row is not None]

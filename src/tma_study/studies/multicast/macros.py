@@ -26,6 +26,15 @@ def macros(derived_dir: Path, provenance: dict) -> dict[str, str]:
     if len(by_size):
         out[camel("multicast", "scheduling factor largest cluster")] = ratio(by_size.iloc[-1])
         out[camel("multicast", "largest cluster")] = str(int(by_size.index[-1]))
+        smallest = by_size.index[0]
+        rows = scheduling[scheduling.pattern == "1d"]
+        at_smallest = rows[rows.cluster_size == smallest].scheduling_factor
+        out[camel("multicast", "smallest cluster")] = str(int(smallest))
+        out[camel("multicast", "scheduling deviation percent smallest cluster")] = number(
+            100 * (at_smallest - 1).abs().max(), 1)
+        if len(by_size) > 1:          # the cheapest median among the larger clusters
+            out[camel("multicast", "scheduling factor min larger clusters")] = ratio(by_size.iloc[1:].min())
+            out[camel("multicast", "second cluster")] = str(int(by_size.index[1]))
     traffic = pd.read_csv(derived_dir / "traffic.csv")
     if "l2_read_bytes_per_unique_byte" in traffic:
         largest = traffic[traffic.cluster_size == traffic.cluster_size.max()].set_index("variant")

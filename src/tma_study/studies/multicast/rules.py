@@ -10,12 +10,20 @@ from tma_study.report.tables import human_bytes
 LEVEL_NAMES = {"hbm": "HBM", "l2": "L2"}
 
 
-def _pattern_rule(break_even: pd.DataFrame, pattern: str, situation: str, figure: str) -> dict | None:
+def _cluster_shapes(rows: pd.DataFrame) -> str:
+    """'1x2, 1x4, 1x8, 1x16': cluster shapes in numeric order."""
+    shapes = sorted({(int(r.cluster_x), int(r.cluster_y)) for r in rows.itertuples()},
+                    key=lambda xy: (xy[0] * xy[1], xy))
+    return ", ".join(f"{x}x{y}" for x, y in shapes)
+
+
+def _pattern_rule(break_even: pd.DataFrame, pattern: str, situation: str, figure: str,
+                  claims: tuple[str, ...]) -> dict | None:
     rows = break_even[break_even.pattern == pattern]
     if rows.empty:
         return None
     wins = rows[rows.break_even_tile_bytes.notna() & (rows.max_speedup > 1.0)]
-    shapes = ", ".join(sorted({f"{r.cluster_x}x{r.cluster_y}" for r in rows.itertuples()}))
+    shapes = _cluster_shapes(rows)
     if wins.empty:
         rule = ("do not expect bandwidth from multicast: let each CTA load its own copy (the copies hit "
                 "L2); use multicast where L2 read bandwidth, not delivery, is the limit")
@@ -26,7 +34,7 @@ def _pattern_rule(break_even: pd.DataFrame, pattern: str, situation: str, figure
     evidence = (f"multicast / best own-copy speed {rows.min_speedup.min():.2f} .. {rows.max_speedup.max():.2f} over "
                 f"clusters {shapes}, tiles {human_bytes(rows.smallest_tile_bytes.min())} .. "
                 f"{human_bytes(rows.largest_tile_bytes.max())}, HBM and L2")
-    return {"situation": situation, "rule": rule, "evidence": evidence, "figure": figure}
+    return {"situation": situation, "rule": rule, "evidence": evidence, "figure": figure, "claims": claims}
 
 
 def _traffic_rule(traffic: pd.DataFrame) -> dict | None:
@@ -42,7 +50,9 @@ def _traffic_rule(traffic: pd.DataFrame) -> dict | None:
             "evidence": (f"cluster {largest}: L2 bytes read per operand byte {at.l2_read_bytes_per_unique_byte['multicast']:.2f} "
                          f"(multicast) vs {at.l2_read_bytes_per_unique_byte['no_cluster']:.2f} (own copies); crossbar "
                          f"delivers {at.xbar_bytes_per_unique_byte['multicast']:.0f}x either way"),
-            "figure": "multicast_traffic"}
+            "figure": "multicast_traffic",
+            "claims": ("multicast_reads_each_tile_once_from_l2", "multicast_own_copies_multiply_l2_reads",
+                       "multicast_crossbar_delivers_every_copy")}
 
 
 def _scheduling_rule(scheduling: pd.DataFrame) -> dict | None:
@@ -56,14 +66,16 @@ def _scheduling_rule(scheduling: pd.DataFrame) -> dict | None:
                     "themselves (fewer co-resident CTAs)",
             "evidence": (f"same kernel, cluster launch / plain launch time (median over tiles): "
                          f"{by_size[small]:.2f} at {small}, {by_size[large]:.2f} at {large}"),
-            "figure": "multicast_scaling"}
+            "figure": "multicast_scaling", "claims": ("multicast_cluster_launch_costs_at_four_and_more",)}
 
 
 def rules_of_thumb(derived_dir: Path, provenance: dict) -> list[dict]:
     derived_dir = Path(derived_dir)
     break_even = pd.read_csv(derived_dir / "break_even.csv")
-    rows = [_pattern_rule(break_even, "1d", "a tile every CTA of a cluster needs (broadcast)", "multicast_scaling"),
-            _pattern_rule(break_even, "2d", "GEMM-like A/B sharing across a cluster", "multicast_2d"),
+    rows = [_pattern_rule(break_even, "1d", "a tile every CTA of a cluster needs (broadcast)", "multicast_scaling",
+                          ("multicast_not_faster_for_1d_broadcast",)),
+            _pattern_rule(break_even, "2d", "GEMM-like A/B sharing across a cluster, loads only (no math)",
+                          "multicast_2d", ("multicast_close_at_two_ctas_gemm_pattern",)),
             _traffic_rule(pd.read_csv(derived_dir / "traffic.csv")),
             _scheduling_rule(pd.read_csv(derived_dir / "scheduling.csv"))]
     return [row for row in rows if row is not None]

@@ -195,7 +195,7 @@ def speedup_table(best: pd.DataFrame) -> pd.DataFrame:
             row[f"{path}_producer_warps"] = r.producer_warps if r.status == MEASURED else None
             row[f"{path}_status"] = r.status
         missing = [path for path, r in by_path.items() if r.status != MEASURED]
-        row["tma_speedup"] = float("nan")
+        row["tma_speedup"] = row["fa3_slowdown"] = float("nan")
         if missing:
             row["measured_winner"] = f"{NOT_MEASURED}: {', '.join(missing)}"
             row["fa3_agrees"] = None
@@ -206,6 +206,9 @@ def speedup_table(best: pd.DataFrame) -> pd.DataFrame:
             row["measured_winner"] = "tie" if overlap else (
                 "tma" if tma.time_us_median < gather.time_us_median else "cp_async")
             row["fa3_agrees"] = row["measured_winner"] in ("tie", row["fa3_load_path"])
+            # time of the path FA3's rule picks over the faster path's (1: it picks the faster one)
+            chosen = tma if row["fa3_load_path"] == "tma" else gather
+            row["fa3_slowdown"] = chosen.time_us_median / min(tma.time_us_median, gather.time_us_median)
         else:       # one path at this page size (cp.async below TMA's smallest box)
             (path,) = by_path
             row["measured_winner"] = f"{path} (only path)"

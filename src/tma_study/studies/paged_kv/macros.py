@@ -31,10 +31,14 @@ def _tally(prefix: tuple[str, ...], tally: facts.Tally) -> dict[str, str]:
 
 
 def _page_rule(prefix: tuple[str, ...], rule: facts.PageRule) -> dict[str, str]:
-    return {**_tally(prefix, rule.tally), _name(*prefix, "page verdict"): rule.verdict,
-            _name(*prefix, "speedup median"): ratio(rule.speedup_median),
-            _name(*prefix, "speedup min"): ratio(rule.speedup_min),
-            _name(*prefix, "speedup max"): ratio(rule.speedup_max)}
+    out = {**_tally(prefix, rule.tally), _name(*prefix, "page verdict"): rule.verdict,
+           _name(*prefix, "speedup median"): ratio(rule.speedup_median),
+           _name(*prefix, "speedup min"): ratio(rule.speedup_min),
+           _name(*prefix, "speedup max"): ratio(rule.speedup_max),
+           _name(*prefix, "smallest page"): number(rule.pages[0])}
+    if rule.tma_from is not None:       # the page size from which cp.async never won
+        out[_name(*prefix, "tma from page")] = number(rule.tma_from)
+    return out
 
 
 def _sweep(speedup: pd.DataFrame, tuning: pd.DataFrame) -> dict[str, str]:
@@ -133,6 +137,22 @@ def _fa3(speedup: pd.DataFrame) -> dict[str, str]:
             _name("fa three block n max"): number(max(t.block_n for t in tiles)),
             _name("fa three block m min"): number(min(t.block_m for t in tiles)),
             _name("fa three block m max"): number(max(t.block_m for t in tiles))}
+    return out | _fa3_cost(speedup)
+
+
+def _fa3_cost(speedup: pd.DataFrame) -> dict[str, str]:
+    """Where FA3's rule picks the slower path: how often per dtype, and how much longer its choice
+    takes than the faster path (the largest and the median share)."""
+    if "fa3_slowdown" not in speedup:
+        return {}
+    misses = speedup[speedup.fa3_agrees.astype(str).str.lower() == "false"]
+    out = {_name("fa three max slowdown percent"): percent(speedup.fa3_slowdown.max() - 1, 1)}
+    for dtype, short in DTYPE_NAMES.items():
+        mine = misses[misses.dtype == dtype]
+        out[_name("fa three misses", short)] = number(len(mine))
+        if len(mine):
+            out[_name("fa three", short, "max loss percent")] = percent(mine.fa3_slowdown.max() - 1, 1)
+            out[_name("fa three", short, "median loss percent")] = percent(mine.fa3_slowdown.median() - 1, 1)
     return out
 
 
