@@ -1,7 +1,9 @@
 """The gemm build is cached (issue: "a rerun with nothing changed recompiles nothing"):
 ``snakemake gemm_build`` in a copy of the checkout, with two variants (one SM90, one SM100;
 about 35 s of nvcc on 2 cores), then again with nothing changed: no job runs. After a change
-to the SM90 template only the SM90 variant is rebuilt."""
+to the SM90 template only the SM90 variant is rebuilt. The two are cp.async mainloops, so with
+test_gemm_compile.py's TMA ones the default test run compiles and SASS-checks (gemm_resources)
+both load paths of both architectures; `snakemake kernels` builds every variant."""
 import pytest
 import yaml
 from test_pipeline_no_gpu import copy_checkout, jobs_run, output_of, snakemake
@@ -9,8 +11,8 @@ from test_pipeline_no_gpu import copy_checkout, jobs_run, output_of, snakemake
 pytestmark = pytest.mark.slow
 
 ONE_VARIANT = {"dtypes": ["bf16"], "tiles": [[128, 128, 64]], "clusters": [[1, 1]]}
-SMALL = {"studies": {"gemm": {"variants": {"sm90": {"mainloops": ["tma_cooperative"], **ONE_VARIANT},
-                                           "sm100": {"mainloops": ["tma_1sm"], **ONE_VARIANT}}}}}
+SMALL = {"studies": {"gemm": {"variants": {"sm90": {"mainloops": ["cpasync_cooperative"], **ONE_VARIANT},
+                                           "sm100": {"mainloops": ["cpasync_1sm"], **ONE_VARIANT}}}}}
 
 
 def build(root):

@@ -269,11 +269,24 @@ def load_gpu_test_module(name):
     return module
 
 
+#: tests/gpu/test_paged_kv_gpu.py's attention variants compiled here by default: one of each consumer
+#: the sweep runs (they share every device function, so a typing error shows in one); the GPU test run
+#: compiles its own representative set, -m exhaustive all of them here
+PAGED_ATTENTION_DEFAULT = {
+    "paged_attention_tma_bf16_d128_n64_w4_s2_p1_causal", "paged_attention_cp_async_e4m3_d128_n64_w4_s2_p4_causal_kq8",
+    "paged_attention_tma_bf16_d128_n64_w4_s2_p1_causal_kqw8", "paged_attention_cp_async_e4m3_d256_n64_w4_s2_p4_causal_kqwrl8",
+    "paged_attention_tma_e4m3_d128_n64_w4_s2_p1_causal_m2_kqwrl8", "paged_attention_tma_e4m3_d256_n64_w8_s4_p1_causal_kqwrls4",
+}
+
+
 def all_kernels():
-    """Every GPU test kernel; those its module lists in EXHAUSTIVE_KERNELS only under -m exhaustive."""
+    """Every GPU test kernel; the attention variants beyond PAGED_ATTENTION_DEFAULT (and what a module
+    lists in EXHAUSTIVE_KERNELS) only under -m exhaustive."""
     for module_name in GPU_TEST_MODULES:
         module = load_gpu_test_module(module_name)
-        exhaustive = getattr(module, "EXHAUSTIVE_KERNELS", set())
+        exhaustive = getattr(module, "EXHAUSTIVE_KERNELS", set()) | {
+            name for name in module.KERNELS
+            if name.startswith("paged_attention_") and name not in PAGED_ATTENTION_DEFAULT}
         for kernel_name, (function, signature) in module.KERNELS.items():
             yield pytest.param(kernel_name, function, signature, id=f"{module_name}::{kernel_name}",
                                marks=pytest.mark.exhaustive if kernel_name in exhaustive else ())
@@ -285,6 +298,10 @@ def test_gpu_test_kernel_compiles_for_sm90a(name, function, signature):
     assert ".target sm_90a" in ptx
     missing = [fragment for fragment in EXPECTED_PTX[name] if fragment not in ptx]
     assert not missing, f"{name}: PTX lacks {missing}"
+
+
+def test_the_default_attention_kernels_exist():
+    assert PAGED_ATTENTION_DEFAULT <= set(load_gpu_test_module("test_paged_kv_gpu").KERNELS)
 
 
 def test_every_gpu_test_kernel_has_expected_ptx_listed():

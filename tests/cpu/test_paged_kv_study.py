@@ -464,7 +464,7 @@ def test_scaling_series(analysed):
 
 def render(analysed, monkeypatch, name: str):
     drawn = []
-    monkeypatch.setattr(figures, "finish", lambda fig, provenance, pdf: drawn.append(fig))
+    monkeypatch.setattr(figures, "finish", lambda fig, provenance, pdf, **layout: drawn.append(fig))
     snakemake = SimpleNamespace(params=SimpleNamespace(derived=str(analysed / "derived")),
                                 input=SimpleNamespace(provenance=str(analysed / "raw" / "provenance.json")),
                                 output=SimpleNamespace(pdf=str(analysed / f"{name}.pdf")))
@@ -500,13 +500,13 @@ def test_tables_and_figures(analysed, monkeypatch):
     assert len(fig.axes) == 3 and all(ax.lines for ax in fig.axes)
     assert all(len(line.get_xdata()) > 1 for ax in fig.axes for line in ax.lines[:1])
     fig = render(analysed, monkeypatch, "paged_kv_scaling")
-    by_batch, by_context, prefill, key = fig.axes
+    by_batch, by_context, prefill = fig.axes
     assert "context 8192" in by_batch.get_title() and "batch 32" in by_context.get_title()
     xs = {tuple(line.get_xdata()) for line in by_batch.lines if len(line.get_xdata()) > 1}
     assert (1, 8, 32, 128) in xs
     assert {tuple(line.get_xdata()) for line in by_context.lines if len(line.get_xdata()) > 1} >= {
         (1024, 8192, 32768)}
-    assert len(prefill.patches) == 4 * 4 and key.get_legend() is not None
+    assert len(prefill.patches) == 4 * 4 and prefill.get_legend() is not None and fig.legends
     fig = render(analysed, monkeypatch, "paged_kv_roofline")
     roofline, key = fig.axes
     bar_points = pd.read_csv(analysed / "derived" / "decode.csv").query("bar_applies")

@@ -192,7 +192,7 @@ def test_the_pipeline_through_slurm_equals_a_local_run(tmp_path):
     assert [line for line in log.splitlines() if line.startswith("localrule ") and line != "localrule all:"] == []
     expected, found = digests(local), digests(on_slurm)
     assert "build/compile/dsm/resources.csv" in expected and any(f.startswith("figures/") for f in expected)
-    assert sorted(set(found) ^ set(expected)) == []
+    assert sorted(set(found) ^ set(expected)) == [], (sorted(set(found) - set(expected)), sorted(set(expected) - set(found)))
     assert [f for f in expected if found[f] != expected[f]] == []
 
 
