@@ -156,6 +156,8 @@ def slurm_unavailable_reason() -> str | None:
 # numba names a kernel built by a closure with a counter of its compiling process ('B3v14B...'):
 # PTX and SASS compiled in two processes differ there and nowhere else
 NUMBA_CLOSURE_COUNTER = re.compile(rb"B\d+v\d+(?=B)")
+# ... and each shared array a per-process counter ('_cudapy_smem_11')
+NUMBA_SHARED_COUNTER = re.compile(rb"_cudapy_smem_\d+")
 
 
 def digests(root: Path) -> dict[str, str]:
@@ -165,7 +167,7 @@ def digests(root: Path) -> dict[str, str]:
         if f.is_file() and f.name not in NOT_COMPARED:
             data = f.read_bytes()
             if f.suffix in (".ptx", ".sass"):
-                data = NUMBA_CLOSURE_COUNTER.sub(b"Bv", data)
+                data = NUMBA_SHARED_COUNTER.sub(b"_cudapy_smem_", NUMBA_CLOSURE_COUNTER.sub(b"Bv", data))
             found[str(f.relative_to(root))] = hashlib.sha256(data).hexdigest()
     return found
 
