@@ -81,6 +81,11 @@ class CompiledKernel:
         return any(mnemonic.startswith(prefix) for mnemonic in self.opcode_counts())
 
 
+def entry_name(ptx: str) -> str:
+    """The (mangled) name of the kernel entry a PTX module defines."""
+    return _ENTRY.search(ptx).group(1)
+
+
 def find_cuda_tool(name: str) -> pathlib.Path:
     """Path of CUDA tool ``name``: first in ``nvidia/cu13/bin`` of the installed
     nvidia wheels, then ``$CUDA_HOME/bin``, then ``PATH``.
@@ -128,7 +133,7 @@ def compile_for_sm90a(pyfunc, signature: str, name: str | None = None,
         pyfunc, signature, device=False, cc=SM90A_CC, output="ptx", abi="numba",
         launch_bounds=launch_bounds,
     )
-    entry = _ENTRY.search(ptx).group(1)
+    entry = entry_name(ptx)
     with tempfile.TemporaryDirectory(prefix="sm90a_") as scratch:
         ptx_path = pathlib.Path(scratch, "kernel.ptx")
         cubin_path = pathlib.Path(scratch, "kernel.cubin")

@@ -11,7 +11,7 @@ classmethods of ``_Kernel`` and ``CUDACodeLibrary``.
 """
 from __future__ import annotations
 
-from .build import _ENTRY, SM90A_CC, CompiledKernel
+from .build import SM90A_CC, CompiledKernel, entry_name
 
 
 def load(compiled: CompiledKernel, signature: str):
@@ -25,12 +25,12 @@ def load(compiled: CompiledKernel, signature: str):
     from numba.cuda.dispatcher import CUDADispatcher, _Kernel
 
     argtypes, return_type = sigutils.normalize_signature(signature)
-    entry = _ENTRY.search(compiled.ptx).group(1)
+    entry = entry_name(compiled.ptx)
+    cubin = ObjectCode.from_cubin(compiled.cubin, name=compiled.name)    # as numba's linker hands it over
     library = CUDACodeLibrary._rebuild(
-        codegen=cuda_target.target_context.codegen(), name=compiled.name, entry_name=entry,
-        llvm_strs=[], ptx_cache={SM90A_CC: [compiled.ptx]}, cubin_cache={SM90A_CC: ObjectCode.from_cubin(compiled.cubin, name=compiled.name)},
-        linkerinfo_cache={}, max_registers=None, nvvm_options={}, needs_cudadevrt=False, nrt=False,
-        use_cooperative=False, lto=False)
+        codegen=cuda_target.target_context.codegen(), name=compiled.name, entry_name=entry, llvm_strs=[],
+        ptx_cache={SM90A_CC: [compiled.ptx]}, cubin_cache={SM90A_CC: cubin}, linkerinfo_cache={},
+        max_registers=None, nvvm_options={}, needs_cudadevrt=False, nrt=False, use_cooperative=False, lto=False)
     kernel = _Kernel._rebuild(
         cooperative=False, name=entry, signature=typing.signature(return_type or types.void, *argtypes),
         codelibrary=library, debug=False, lineinfo=False, call_helper=None, extensions=[])

@@ -128,3 +128,20 @@ def test_a_real_kernel_round_trips_through_the_cache(tmp_path):
     assert found == compiled
     assert found.has_instruction("EXIT")
     assert found.registers == compiled.registers
+
+
+def test_a_cached_build_becomes_a_dispatcher_without_compiling(tmp_path):
+    """tma_kernels.loaded wraps the cached PTX and cubin as numba's own cache does (no GPU needed
+    to build it; launching it loads that cubin): one overload of the compiled signature, the
+    entry the PTX defines, and no further compiles."""
+    from tma_kernels.loaded import load
+
+    def kernel(out):
+        out[0] = 7
+    compiled = cache.KernelCache(tmp_path).compile("seven", kernel, SIGNATURE)
+    dispatcher = load(compiled, SIGNATURE)
+    (overload,) = dispatcher.overloads.values()
+    assert overload.entry_name == build.entry_name(compiled.ptx)
+    assert [str(t) for t in overload.signature.args] == ["array(uint32, 1d, C)"]
+    assert overload.library.get_asm_str(build.SM90A_CC) == compiled.ptx
+    assert dispatcher.__name__ == "seven" and not dispatcher._can_compile
