@@ -4,7 +4,6 @@ remembered, and that a kernel it cannot describe is compiled and never stored.""
 import threading
 
 import pytest
-
 from tma_kernels import build, cache
 from tma_kernels.fingerprint import Unfingerprintable, fingerprint
 
