@@ -39,6 +39,7 @@ if not Path(tma_study.__file__).resolve().is_relative_to(ROOT):
 
 from tma_study import config as config_mod  # noqa: E402
 from tma_study import gpu as gpu_mod  # noqa: E402
+from tma_study import schedule  # noqa: E402
 from tma_study.harness import raw_data  # noqa: E402
 from tma_study.harness.provenance import ProvenanceError  # noqa: E402
 from tma_study.harness.raw_schema import RawSchemaError  # noqa: E402
@@ -108,6 +109,10 @@ try:
                     f"note: study {_name} cannot measure on this GPU: not measured or analysed in this run",
                     file=sys.stderr,
                 )
+            if "gpu" not in workflow.global_resources.keys():
+                # one measure job per visible GPU at a time: a job waiting for a GPU would
+                # otherwise hold a core that a compile job could use
+                workflow.register_resource("gpu", len(gpu_mod.list_devices()))
         _missing = {n: s.missing_measure_modules() for n, s in LAYOUT.studies.items()}
         if any(_missing.values()):
             raise gpu_mod.GpuRequirementError(
@@ -143,6 +148,16 @@ except (
 
 MEASURE = config["measure"]
 STUDIES = LAYOUT.studies
+# A measure run on one node compiles on every core but one, which the GPU job keeps, and
+# compiles the studies in the order that keeps the GPU busy (tma_study.schedule).
+COMPILE_PRIORITY = schedule.compile_priorities(
+    {name: study.cost_minutes for name, study in STUDIES.items()}
+)
+COMPILE_THREADS = (
+    max(1, (workflow.cores or 2) - 1)
+    if MEASURE and not config.get("measure_gpus")
+    else 64  # Snakemake scales this down to the cores it is given (-c)
+)
 LABEL = LAYOUT.label
 RESULTS = LAYOUT.results
 FIGURE_STUDY = LAYOUT.figure_study()

@@ -14,6 +14,7 @@ rule study_config:
         "build/config/{study}.json",
     log:
         "logs/study_config/{study}.log",
+    priority: schedule.MEASURE_PRIORITY
     params:
         # the validated config of this study alone: a change of its section (and only that)
         # reruns this rule and what depends on it
@@ -31,7 +32,10 @@ rule compile:
         resources="build/compile/{study}/resources.csv",
     log:
         "logs/compile/{study}.log",
-    threads: 64  # compile processes; Snakemake scales this down to the cores it is given (-c)
+    benchmark:
+        "logs/benchmark/compile/{study}.tsv"
+    priority: lambda wildcards: COMPILE_PRIORITY[wildcards.study]
+    threads: COMPILE_THREADS  # compile processes
     params:
         python=PYTHON,
         outdir=lambda wildcards: f"build/compile/{wildcards.study}",

@@ -35,6 +35,7 @@ if "gemm" in config["studies"]:
             "build/gemm/src/{variant}.cu",
         log:
             "logs/gemm/source/{variant}.log",
+        priority: COMPILE_PRIORITY.get("gemm", 0)
         params:
             python=PYTHON,
             # the rendered text: a change of the generated source (and only that) reruns the job
@@ -56,6 +57,9 @@ if "gemm" in config["studies"]:
             report="build/gemm/obj/{variant}.json",
         log:
             "logs/gemm/object/{variant}.log",
+        benchmark:
+            "logs/benchmark/gemm_object/{variant}.tsv"
+        priority: COMPILE_PRIORITY.get("gemm", 0)
         threads: 1
         params:
             python=PYTHON,
@@ -76,6 +80,7 @@ if "gemm" in config["studies"]:
             "build/gemm/libgemm_{gemm_arch}.so",
         log:
             "logs/gemm/library/{gemm_arch}.log",
+        priority: COMPILE_PRIORITY.get("gemm", 0)
         params:
             python=PYTHON,
         shell:
@@ -90,6 +95,7 @@ if "gemm" in config["studies"]:
             "build/compile/gemm/resources.csv",
         log:
             "logs/compile/gemm.log",
+        priority: COMPILE_PRIORITY.get("gemm", 0)
         params:
             python=PYTHON,
         shell:

@@ -17,8 +17,11 @@ if MEASURE:
             staged=directory("build/measure/{label}/{study}"),
         log:
             "logs/measure/{label}/{study}.log",
+        benchmark:
+            "logs/benchmark/measure/{label}/{study}.tsv"
         wildcard_constraints:
             label="|".join(re.escape(label) for label in MEASURE_TARGET),
+        priority: schedule.MEASURE_PRIORITY  # before any ready compile job: the GPU waits least
         resources:
             gpu=1,
             gpu_model=lambda wildcards: MEASURE_TARGET[wildcards.label].gpu_model,  # None: any GPU

@@ -43,6 +43,10 @@ class Study:
     # Modules the measure step imports beyond the base install (pyproject's "measure" extra):
     # checked when a measurement starts, before any compile or GPU work.
     measure_needs: tuple[str, ...] = ()
+    # Rough minutes of the compile step (16 cores, empty kernel cache) and of the measure step
+    # (one H200) of the configured sweep. Used only to order a measure run's compile jobs so
+    # the GPU waits least (tma_study.schedule); a wrong guess costs time, never correctness.
+    cost_minutes: tuple[float, float] = (1.0, 1.0)
 
     def missing_measure_modules(self) -> list[str]:
         """The modules of ``measure_needs`` this Python cannot import."""

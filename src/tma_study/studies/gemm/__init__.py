@@ -31,4 +31,5 @@ STUDY = Study(
     # The H200 reference (results/h200/gemm/) is committed, so the analysis job always has data:
     # like crossover, multicast and dsm, a results folder without gemm's raw files is an error
     # that names them, not a study silently left out.
+    cost_minutes=(4.5, 6.5),         # (compile on 16 cores, measure on one H200): schedule only
 )

@@ -31,6 +31,8 @@ from collections import Counter
 from pathlib import Path
 
 from tma_study.config import REPO_ROOT
+from tma_study.harness.kernel_builds import COMPILE_RECORD
+from tma_study.harness.provenance import utc_now
 
 from . import variants as variants_mod
 
@@ -132,7 +134,7 @@ def compile_variant(name: str, source: Path, output: Path) -> dict:
     output.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=f"gemm-{name}-") as keep:
         command = compile_command(variant.arch, Path(source), output, Path(keep))
-        started = time.perf_counter()
+        started, started_utc = time.perf_counter(), utc_now()
         result = subprocess.run(command, capture_output=True, text=True, check=False)  # log kept on failure
         seconds = time.perf_counter() - started
         log = result.stdout + result.stderr
@@ -153,6 +155,7 @@ def compile_variant(name: str, source: Path, output: Path) -> dict:
     report = {
         **variant.columns(),
         "compile_seconds": round(seconds, 1),
+        "started_utc": started_utc, "finished_utc": utc_now(),
         "nvcc": str(command[0]), "nvcc_version": tool_version(Path(command[0])),
         "nvdisasm_version": tool_version(nvdisasm),
         "flags": " ".join(flags(variant.arch)),
@@ -186,16 +189,25 @@ def link(objects: list[Path], output: Path) -> None:
 
 
 def collect_resources(reports: list[Path], output: Path) -> None:
-    """resources.csv of every variant; SassCheckError when any variant failed a check."""
+    """resources.csv of every variant, and beside it compile.json (the compile step's record for
+    provenance: from the first variant's start to the last's end, so a variant kept from an
+    earlier build stretches it); SassCheckError when any variant failed a check."""
     import pandas as pd
 
     rows = [json.loads(Path(p).read_text()) for p in reports]
     problems = [problem for row in rows for problem in row.pop("problems")]
+    spans = [(row.pop("started_utc", None), row.pop("finished_utc", None)) for row in rows]
     output = Path(output)
     output.parent.mkdir(parents=True, exist_ok=True)
     if problems:
         raise SassCheckError("GEMM variants failed their SASS checks:\n  " + "\n  ".join(problems))
     pd.DataFrame(rows).sort_values("variant").to_csv(output, index=False)
+    if all(started and finished for started, finished in spans):
+        record = {"started_utc": min(s for s, _ in spans), "finished_utc": max(f for _, f in spans),
+                  "workers": "one nvcc per Snakemake job", "builds": len(rows), "refused": 0,
+                  "cache_hits": 0, "compiled": len(rows), "not_cacheable": 0,
+                  "nvcc_seconds_total": round(sum(row["compile_seconds"] for row in rows), 1)}
+        (output.parent / COMPILE_RECORD).write_text(json.dumps(record, indent=2) + "\n")
 
 
 def main(argv=None) -> int:

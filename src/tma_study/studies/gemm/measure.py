@@ -31,6 +31,7 @@ import pandas as pd
 from tma_study import gpu as gpu_mod
 from tma_study.config import REPO_ROOT
 from tma_study.harness import atomic, provenance, timing
+from tma_study.harness.kernel_builds import compile_record
 
 from . import protocol
 from . import shapes as shapes_mod
@@ -294,6 +295,7 @@ def measure(study: dict, gpu_probe: dict, out_dir: Path, build_dir: Path = BUILD
     record = provenance.build(
         study="gemm", gpu=gpu.as_dict(), study_config=study, repo=REPO_ROOT, started=started,
         extra={"nvidia_smi_before": clocks_before, "nvidia_smi_after": provenance.nvidia_smi_clocks(),
+               "compile_step": compile_record(RESOURCES_CSV.parent),
                "measured_arch": arch, "not_measured_arches": {a: NOT_MEASURED[a] for a in other},
                "timer": "cuda-bench (nvbench) cold samples: L2 flushed before every sample; device events",
                "cublas": f"torch {torch.__version__}: matmul (bf16), _scaled_mm (fp8, unit scales, "

@@ -28,4 +28,5 @@ STUDY = Study(
     compare=f"{_HERE}.compare:compare_runs",
     check_config=f"{_HERE}.grid:check_config",
     skip_analysis_without_data=True,   # until results/h200/paged_kv/ is measured and committed
+    cost_minutes=(7.0, 3.5),         # (compile on 16 cores, measure on one H200): schedule only
 )

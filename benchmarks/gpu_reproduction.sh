@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Every study measured on this GPU, compile included, from an empty kernel cache, timed.
+# Target: <= 20 min on one H200 with 16 cores. Copies this checkout (without build/, logs/ and
+# Snakemake's state) to a temporary folder, runs the README's measure command there on every
+# core, and prints the run's timeline from Snakemake's log (benchmarks/run_timeline.py).
+#
+#   benchmarks/gpu_reproduction.sh [--keep DIR] [-- SNAKEMAKE_ARGS...]
+#
+# --keep DIR: copy the new results/<label>/ folder(s), the logs and the timeline to DIR.
+# PYTHON: the interpreter with the project and its measure extra (default: .venv/bin/python,
+# else python3). Needs a Hopper GPU; nothing in this checkout is touched.
+set -euo pipefail
+keep=""
+if [[ "${1:-}" == "--keep" ]]; then keep=$(realpath -m "$2"); shift 2; fi
+[[ "${1:-}" == "--" ]] && shift
+repo=$(cd "$(dirname "$0")/.." && pwd)
+python=${PYTHON:-$repo/.venv/bin/python}
+[[ -x "$python" ]] || python=python3
+work=$(mktemp -d "${TMPDIR:-/tmp}/gpu-reproduction.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+
+tar -C "$repo" --exclude=./build --exclude=./logs --exclude=./.snakemake --exclude=./.venv \
+    --exclude=./.git --exclude='*/__pycache__' -cf - . | tar -C "$work" -xf -
+ls "$work/results" > "$work/.results_before"
+cd "$work"
+echo "$(nproc) cores, $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -n 1), $("$python" --version)"
+
+start=$(date +%s)
+status=0
+"$python" -m snakemake -c"$(nproc)" --config measure=true "$@" > snakemake.log 2>&1 || status=$?
+echo "snakemake --config measure=true: exit $status after $(( $(date +%s) - start )) s   [target <= 1200 s]"
+log=$(ls -t .snakemake/log/*.snakemake.log | head -n 1)
+"$python" "$repo/benchmarks/run_timeline.py" "$log" --csv timeline.csv
+[[ $status -eq 0 ]] || tail -n 40 snakemake.log
+
+if [[ -n "$keep" ]]; then
+    mkdir -p "$keep/results"
+    for label in $(ls results | grep -vxF -f .results_before); do cp -a "results/$label" "$keep/results/"; done
+    cp -a logs snakemake.log timeline.csv "$log" "$keep/"
+    echo "kept in $keep: results/$(ls "$keep/results" | tr '\n' ' ') logs, timeline.csv"
+fi
+exit $status
