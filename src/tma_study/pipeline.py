@@ -134,6 +134,11 @@ class Layout:
         names = (*self.studies[study].raw_files, "provenance.json")
         return [f"{self.results}/{study}/{name}" for name in names]
 
+    def read_raw_files(self, study: str) -> list[str]:
+        """The raw files of the other studies of this run that ``study``'s aggregate step reads."""
+        return [f for other in self.studies[study].reads_raw_of if other in self.studies
+                for f in self.raw_files(other)]
+
     def repeat_files(self, study: str) -> list[str]:
         """Raw data of a second run of the same sweep (results/<label>-rerun/), when present."""
         repeat = [f"results/{self.label}{RERUN_SUFFIX}/{study}/{f}" for f in self.studies[study].raw_files]

@@ -4,13 +4,19 @@ A measure run is a two-stage flow shop: each study is compiled on the CPU, then 
 GPU, and the GPU times one study at a time. Johnson's rule orders such jobs for the shortest
 whole run: first the studies whose compile step is shorter than their measure step, shortest
 compile first (the GPU starts early and always has the next study ready), then the others,
-longest measure step first. The workflow turns this order into Snakemake job priorities
-(workflow/rules/compile.smk); each study declares its rough costs in ``Study.cost_minutes``.
+longest measure step first. The workflow turns this order into the priorities of the compile
+jobs (workflow/rules/compile.smk), each running on every core but the GPU job's; each study
+declares its rough costs in ``Study.cost_minutes``.
+
+A priority orders jobs that wait for cores; it cannot stop narrow jobs from filling the cores
+a wide job waits for. The gemm study's build is 58 one-core nvcc jobs: in the measured run
+(docs/kernel_cache.md) they held the cores for 3 minutes while the small studies' compile jobs
+waited, and the GPU started then.
 """
 from __future__ import annotations
 
-# Snakemake priorities: every measure job before any compile job (the GPU is the scarce
-# resource), compile jobs above everything else that is ready, in Johnson's order.
+# Snakemake priorities: a ready measure job before any other job (the GPU is the scarce
+# resource), then the compile jobs, in Johnson's order.
 MEASURE_PRIORITY = 100
 COMPILE_PRIORITY_BASE = 50
 

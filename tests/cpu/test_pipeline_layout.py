@@ -93,3 +93,22 @@ def test_the_measure_command_refuses_a_study_on_the_wrong_architecture(monkeypat
     assert cli.main(["measure", "crossover", "--out", "/tmp/never-written"]) == 1
     error = capsys.readouterr().err
     assert re.search("NVIDIA B200 .*needs an NVIDIA Hopper GPU", error) and error.count("\n") == 1
+
+
+def test_an_aggregate_step_waits_for_the_raw_data_of_the_studies_it_reads():
+    # gemm's rules.csv reads the crossover and multicast raw data of the same run: in a measure
+    # run its aggregate job must come after they are published, not see them missing
+    studies = discover()
+    layout = Layout({n: studies[n] for n in ("crossover", "multicast", "gemm")}, "h200-x")
+    read = layout.read_raw_files("gemm")
+    assert "results/h200-x/crossover/stream.csv" in read and "results/h200-x/multicast/stream.csv" in read
+    alone = Layout({"gemm": studies["gemm"]}, "h200-x")      # not in this run: nothing to wait for
+    assert alone.read_raw_files("gemm") == []
+
+
+def test_compile_jobs_are_ordered_by_johnsons_rule():
+    from tma_study.schedule import compile_priorities, johnson_order
+    costs = {"small_a": (0.3, 2.0), "small_b": (0.5, 1.0), "big_measure": (4.5, 6.5), "big_compile": (7.0, 3.5)}
+    assert johnson_order(costs) == ["small_a", "small_b", "big_measure", "big_compile"]
+    priorities = compile_priorities(costs)
+    assert sorted(costs, key=priorities.get, reverse=True) == johnson_order(costs)

@@ -8,6 +8,7 @@ for _name, _study in STUDIES.items():
             f"aggregate_{_name}"
         input:
             raw=LAYOUT.raw_files(_name),
+            read=LAYOUT.read_raw_files(_name),
             repeat=LAYOUT.repeat_files(_name),
             code=LAYOUT.code_files(_name),
         output:

@@ -37,6 +37,9 @@ class Study:
     # True: the analysis-only job leaves the study out (saying so) while results/<label>/<study>/
     # holds no data, instead of failing: for studies whose data may not be committed yet.
     skip_analysis_without_data: bool = False
+    # Other studies whose raw data (in the same results folder) the aggregate step reads: the
+    # workflow makes them inputs, so a measure run aggregates this study after publishing them.
+    reads_raw_of: tuple[str, ...] = ()
 
     # Compute-capability majors whose GPUs the measure step runs on (9: Hopper, 10: Blackwell).
     architectures: tuple[int, ...] = (9,)

@@ -27,6 +27,7 @@ STUDY = Study(
     rules=f"{_HERE}.rules:rules_of_thumb",
     macros=f"{_HERE}.macros:macros",
     architectures=(9, 10),             # SM90 variants on Hopper, SM100 variants on a B200
+    reads_raw_of=("crossover", "multicast"),   # rules.csv: do their rules predict the GEMM winners?
     measure_needs=("torch",),          # the cuBLAS anchor and the buffers (pyproject's measure extra)
     # The H200 reference (results/h200/gemm/) is committed, so the analysis job always has data:
     # like crossover, multicast and dsm, a results folder without gemm's raw files is an error
