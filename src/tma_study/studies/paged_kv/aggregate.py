@@ -86,7 +86,8 @@ DECODE_BAR_MIN_BATCH = 32
 SAME_BYTES_COPY = "d2d_copy_same_bytes"      # ceilings.csv: a copy moving a decode point's K/V bytes
 SAME_BYTES_COPY_DIRTY_L2 = "d2d_copy_same_bytes_dirty_l2"   # the same after nvbench's flush alone
 L2_STATE_COLUMNS = ["bytes_moved", "clean_time_us", "dirty_time_us", "clean_gbps", "dirty_gbps",
-                    "dirty_over_clean_time", "dirty_extra_us", "clean_samples", "dirty_samples"]
+                    "dirty_over_clean_time", "dirty_extra_us", "clean_samples", "dirty_samples",
+                    "clean_of_largest_clean", "dirty_of_largest_clean"]
 SCALING_COLUMNS = ["series", *POINT, "page_size", "load_path", "status", *KNOBS, "time_us_median",
                    "gbps", "tflops", *KERNEL_COLUMNS, "d2d_copy_gbps", "fraction_of_d2d_copy",
                    "torch_sdpa_gbps"]
@@ -360,6 +361,10 @@ def l2_state_table(ceilings: pd.DataFrame) -> pd.DataFrame:
     frame = state(SAME_BYTES_COPY, "clean").merge(state(SAME_BYTES_COPY_DIRTY_L2, "dirty"), on="bytes_moved")
     frame["dirty_over_clean_time"] = frame.dirty_time_us / frame.clean_time_us
     frame["dirty_extra_us"] = frame.dirty_time_us - frame.clean_time_us
+    # each rate against the largest clean copy's: from which size a launch reaches the copy rate
+    largest_clean = frame.loc[frame.bytes_moved.idxmax(), "clean_gbps"] if len(frame) else float("nan")
+    frame["clean_of_largest_clean"] = frame.clean_gbps / largest_clean
+    frame["dirty_of_largest_clean"] = frame.dirty_gbps / largest_clean
     frame = frame[L2_STATE_COLUMNS].sort_values("bytes_moved").reset_index(drop=True)
     return _integers(frame, ["bytes_moved", "clean_samples", "dirty_samples"])
 

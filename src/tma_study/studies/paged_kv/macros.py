@@ -276,7 +276,23 @@ def _l2_state(l2_state: pd.DataFrame) -> dict[str, str]:
             _name("l2 state extra max us"): number(l2_state.dirty_extra_us.max(), 1),
             _name("l2 state ratio max"): ratio(at_largest_ratio.dirty_over_clean_time),
             _name("l2 state ratio max mb"): number(at_largest_ratio.bytes_moved / 1e6),
-            _name("l2 state ratio largest"): ratio(l2_state.dirty_over_clean_time.iloc[-1])}
+            _name("l2 state ratio largest"): ratio(l2_state.dirty_over_clean_time.iloc[-1]),
+            **_launch_size(l2_state)}
+
+
+CROSSOVER_HBM_WORKING_SET = 512 << 20   # bytes: the crossover study's HBM working set (config)
+
+
+def _launch_size(l2_state: pd.DataFrame) -> dict[str, str]:
+    """How the copy rate depends on the launch's size, from the crossover study's 512 MiB HBM
+    working set up (clean L2: the state every sample starts in; dirty: the state before)."""
+    large = l2_state[l2_state.bytes_moved >= CROSSOVER_HBM_WORKING_SET]
+    if large.empty or "clean_of_largest_clean" not in large:
+        return {}
+    at = large.iloc[0]
+    return {_name("copy clean working set of largest percent"): number(100 * at.clean_of_largest_clean, 1),
+            _name("copy dirty working set of largest percent"): number(100 * at.dirty_of_largest_clean, 1),
+            _name("copy largest mb"): number(l2_state.bytes_moved.max() / 1e6)}
 
 
 def macros(derived_dir: Path, provenance: dict) -> dict[str, str]:
