@@ -200,18 +200,47 @@ def judge(rows: pd.DataFrame, check: dict) -> Verdict:
                    f"{'meets' if ok else 'misses'} {threshold}", f"{reduce} {format_value(reduced)} of {listed}")
 
 
-def run_check(check: dict, study_dir: Path) -> Verdict:
-    """One check against ``study_dir/<check.file>``: PASS, FAIL or NOT MEASURED."""
+def matched_rows(check: dict, study_dir: Path) -> pd.DataFrame | Verdict:
+    """The rows of ``study_dir/<check.file>`` the check judges (ratios where it asks for them),
+    or the Verdict saying why there are none."""
     path = Path(study_dir) / check["file"]
     if not path.is_file():
         return Verdict(NOT_MEASURED, f"{path} does not exist: the analysis has not run")
     frame = pd.read_csv(path)
     try:
         rows = select(frame, check.get("where", {}), check)
-        if "relative_to" in check:
-            rows = ratios(frame, rows, check)
+        return ratios(frame, rows, check) if "relative_to" in check else rows
     except NotFound as missing:
         if "if_missing" in check:
             return Verdict(NOT_MEASURED, f"not measured: {check['if_missing']}")
         return Verdict(FAIL, str(missing))
-    return judge(rows, check)
+
+
+def run_check(check: dict, study_dir: Path) -> Verdict:
+    """One check against ``study_dir/<check.file>``: PASS, FAIL or NOT MEASURED."""
+    rows = matched_rows(check, study_dir)
+    return rows if isinstance(rows, Verdict) else judge(rows, check)
+
+
+def is_bound(check: dict) -> bool:
+    """Whether the check bounds a number from one side (the checks a spread applies to)."""
+    value = check["value"]
+    return check["op"] in ("<", "<=", ">", ">=") and is_number(value) and not isinstance(value, bool) and value != 0
+
+
+def critical_value(check: dict, study_dir: Path) -> float | None:
+    """The number a bound check stands or falls on in ``study_dir``: the reduced value, or with
+    reduce 'all' the row nearest the bound ('any': the farthest); None for other checks or
+    where no row matches."""
+    rows = matched_rows(check, study_dir) if is_bound(check) else None
+    if rows is None or isinstance(rows, Verdict):
+        return None
+    numbers = [n for n in (_as_float(v) for v in rows[check["column"]]) if not math.isnan(n)]
+    reduce, lower_bound = check.get("reduce", "one"), check["op"] in (">", ">=")
+    if not numbers or (reduce == "one" and len(numbers) != 1):
+        return None
+    if reduce in REDUCTIONS:
+        return REDUCTIONS[reduce](numbers)
+    if reduce == "any":
+        return max(numbers) if lower_bound else min(numbers)
+    return min(numbers) if lower_bound else max(numbers)      # one, all

@@ -36,7 +36,8 @@ import jsonschema
 import pandas as pd
 import yaml
 
-from .claim_checks import FAIL, NOT_MEASURED, PASS, Verdict, format_value, is_number, run_check, threshold_text
+from .claim_checks import (FAIL, NOT_MEASURED, PASS, Verdict, critical_value, format_value, is_number, run_check,
+                           threshold_text)
 from .config import REPO_ROOT, SCHEMA_DIR, key_path
 from .harness.atomic import atomic_write_text
 from .harness.provenance import read as read_provenance
@@ -44,6 +45,7 @@ from .harness.provenance import read as read_provenance
 CLAIMS_DIR = REPO_ROOT / "config" / "claims"
 SCHEMA = SCHEMA_DIR / "claims.schema.yaml"
 RERUN_SUFFIX = "-rerun"                        # tma_study.pipeline.RERUN_SUFFIX
+SPREAD_TEXT = "spread between runs of this sweep"
 TSV_COLUMNS = ["id", "status", "reason", "observed", "threshold", "study", "figure", "statement"]
 __all__ = ["PASS", "FAIL", "NOT_MEASURED", "Claim", "ClaimsError", "Outcome", "evaluate", "check_all",
            "format_value", "load_claims", "parse_file", "threshold_text"]
@@ -251,11 +253,66 @@ def repeat_dir(results_dir: Path) -> Path:
     return results_dir.parent / f"{results_dir.name}{RERUN_SUFFIX}"
 
 
+def _same_sweep(config: dict, other: dict) -> bool:
+    """Whether two runs' configs agree on every key both have, at any depth: a key only one of
+    them has was added to the schema later, with the default the older run was measured with."""
+    if isinstance(config, dict) and isinstance(other, dict):
+        return all(_same_sweep(config[k], other[k]) for k in set(config) & set(other))
+    return config == other
+
+
+def same_sweep_runs(study_dir: Path) -> list[Path]:
+    """The other results/<label>/<study>/ folders that hold the same sweep as ``study_dir``,
+    measured on the same GPU model: another instance's run, or a repeat on the same one."""
+    study_dir = Path(study_dir)
+    provenance = study_dir / "provenance.json"
+    if not provenance.is_file():
+        return []
+    mine = read_provenance(provenance)
+    runs = []
+    for other in sorted(study_dir.parent.parent.glob(f"*/{study_dir.name}/provenance.json")):
+        if other.parent.resolve() == study_dir.resolve():
+            continue
+        theirs = read_provenance(other)
+        if theirs["gpu"].get("name") == mine["gpu"].get("name") and _same_sweep(mine.get("config", {}),
+                                                                               theirs.get("config", {})):
+            runs.append(other.parent)
+    return runs
+
+
+def spread(check: dict, study_dir: Path, others: list[Path]) -> tuple[float, list[str]]:
+    """(the largest difference of the check's critical value between this run and another run of
+    the same sweep, as a fraction of the threshold; the labels of the runs compared)."""
+    mine = critical_value(check, study_dir)
+    found = [(run.parent.name, critical_value(check, run)) for run in others] if mine is not None else []
+    found = [(label, value) for label, value in found if value is not None]
+    if not found:
+        return 0.0, []
+    return max(abs(value - mine) for _, value in found) / abs(check["value"]), [label for label, _ in found]
+
+
+def _with_spread(check: dict, study_dir: Path, others: list[Path]) -> tuple[dict, str]:
+    """The check made to clear its threshold by more than the spread between runs of the same
+    sweep (where that exceeds its margin), and the text saying what was compared."""
+    fraction, labels = spread(check, study_dir, others)
+    if not labels:
+        return check, ""
+    text = f"{SPREAD_TEXT} {format_value(round(100 * fraction, 2))} % ({', '.join(labels)})"
+    if fraction > float(check.get("margin", 0.0)):
+        return {**check, "margin": fraction}, text + ", larger than the claim's margin: cleared instead"
+    return check, text + ", within the claim's margin"
+
+
 def _verdicts(claim: Claim, study_dir: Path, results_dir: Path) -> list[tuple[str, Verdict]]:
-    """(run, verdict) for every check, in the reference run and, where asked, the repeat run."""
-    verdicts = []
+    """(run, verdict) for every check, in the reference run and, where asked, the repeat run.
+    A bound must hold by more than the spread between the runs of the same sweep in results/."""
+    verdicts, others = [], same_sweep_runs(study_dir)
     for check in claim.checks:
-        verdicts.append(("", run_check(check, study_dir)))
+        judged, compared = _with_spread(check, study_dir, others)
+        verdict = run_check(judged, study_dir)
+        if compared:
+            verdict = Verdict(verdict.status, f"{verdict.reason}; {compared}", verdict.observed)
+        verdicts.append(("", verdict))
         if check.get("in_repeat"):
             repeat = repeat_dir(results_dir) / claim.study
             if (repeat / check["file"]).is_file():
@@ -281,6 +338,9 @@ def evaluate(claim: Claim, results_dir: Path, study_dirs: dict | None = None) ->
     if not study_dir.is_dir():
         return Outcome(claim, NOT_MEASURED, f"no {study_dir}/: not measured", threshold=threshold)
     verdicts = _verdicts(claim, study_dir, results_dir)
+    spreads = [part for _, v in verdicts for part in v.reason.split("; ") if part.startswith(SPREAD_TEXT)]
+    if spreads:
+        threshold += "; " + "; ".join(dict.fromkeys(spreads))
     statuses = [v.status for _, v in verdicts]
     status = FAIL if FAIL in statuses else NOT_MEASURED if NOT_MEASURED in statuses else PASS
     reason = "; ".join(f"{run}{v.reason}" for run, v in verdicts)

@@ -11,16 +11,19 @@
 """
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
 
 from . import macros as macros_mod
-from .claims import notebook_title
+from .claims import SPREAD_TEXT, notebook_title
 from .config import REPO_ROOT
 from .harness.atomic import atomic_write_text
 from .harness.provenance import read as read_provenance
 from .report.tables import latex_escape, to_markdown, write_table
+
+SPREAD_PERCENT = re.escape(SPREAD_TEXT) + r" ([0-9.]+) %"
 from .report.tables import to_latex as _to_latex
 
 SECTIONS = Path("sections") / "studies"       # relative to paper/
@@ -83,9 +86,9 @@ def claims_table(claims_tsv: Path, figures: set[str]) -> str:
     labelled ``claim:<id>``, so the text and the rules of thumb cite it with \\claimref{<id>}."""
     from .claims import read_outcomes
     outcomes = read_outcomes(claims_tsv)
-    widths = (2.9, 9.2, 1.5, 2.1)
+    widths = (2.9, 8.1, 1.4, 1.3, 2.0)
     spec = "".join(rf">{{\raggedright\arraybackslash}}p{{{w}cm}}" for w in widths)
-    head = r"\textbf{claim} & \textbf{statement} & \textbf{status} & \textbf{rests on} \\"
+    head = r"\textbf{claim} & \textbf{statement} & \textbf{status} & \textbf{spread} & \textbf{rests on} \\"
     caption = (f"The claims, checked against {Path(claims_tsv).parent}/ by the pipeline (definitions: "
                "config/claims/; observed values and thresholds: claims.md beside the data).")
     lines = [r"{\small\setlength{\tabcolsep}{3pt}", rf"\begin{{longtable}}{{{spec}}}",
@@ -96,9 +99,16 @@ def claims_table(claims_tsv: Path, figures: set[str]) -> str:
         number = (rf"\refstepcounter{{claimnumber}}\label{{claim:{row.id}}}C\theclaimnumber{{}} "
                   rf"{{\scriptsize\texttt{{{_breakable(row.id)}}}}}")
         status = rf"\textbf{{{latex_escape(row.status)}}}" if row.status != "PASS" else "PASS"
-        lines.append(f"{number} & {latex_escape(row.statement)} & {status} & {rests} \\\\")
+        lines.append(f"{number} & {latex_escape(row.statement)} & {status} & {_spread(row.threshold)} & {rests} \\\\")
     lines += [r"\end{longtable}", "}", ""]
     return "\n".join(lines)
+
+
+def _spread(threshold) -> str:
+    """The largest spread between runs of the same sweep the claim's checks were judged with
+    (tma_study.claims), or a dash where no second run of the sweep is present."""
+    found = [float(x) for x in re.findall(SPREAD_PERCENT, str(threshold))]
+    return rf"{max(found):.1f}\,\%" if found else "--"
 
 
 def write_claims_table(claims_tsv: Path, out: Path, figures: set[str]) -> None:

@@ -9,6 +9,8 @@ import pytest
 import yaml
 
 from raw_fixture import valid_provenance
+from tma_study.config import REPO_ROOT
+from tma_study.harness.provenance import config_hash
 from tma_study import claims as claims_mod
 from tma_study.claims import (
     FAIL,
@@ -303,3 +305,44 @@ def test_every_measured_threshold_leaves_a_stated_margin():
             elif check.get("margin") and "margin" not in c.statement:
                 missing.append(f"{c.id}: the statement does not state its margin")
     assert not missing, "\n".join(missing)
+
+
+# ------------------------------------------------------------ spread between runs of one sweep
+def _run(root, label, gbps, config_change=None):
+    """results/<label>/crossover/ with the reference provenance (config changed if asked) and a
+    derived/peaks.csv of one row."""
+    import shutil
+    study_dir = root / label / "crossover"
+    (study_dir / "derived").mkdir(parents=True)
+    provenance = json.loads((REPO_ROOT / "results/h200/crossover/provenance.json").read_text())
+    provenance["config"].update(config_change or {})
+    provenance["config_sha256"] = config_hash(provenance["config"])
+    (study_dir / "provenance.json").write_text(json.dumps(provenance))
+    (study_dir / "derived" / "peaks.csv").write_text(f"mechanism,gbps\ntma_tile,{gbps}\n")
+    shutil.copy(REPO_ROOT / "results/h200/crossover/stream.csv", study_dir / "stream.csv")
+    return study_dir
+
+
+SPREAD_CLAIM = {"id": "peak_above_4000", "statement": "s", "study": "crossover", "figure": "crossover_bandwidth",
+                "check": {"file": "derived/peaks.csv", "where": {"mechanism": "tma_tile"}, "column": "gbps",
+                          "op": ">=", "value": 4000, "margin": 0.03}}
+
+
+def test_a_bound_clears_the_spread_between_runs_of_the_same_sweep(tmp_path):
+    claim = Claim(**SPREAD_CLAIM)
+    reference = _run(tmp_path, "h200", 4300)              # clears 4000 by 7.5 %, more than the 3 % margin
+    _run(tmp_path, "h200-other", 4300)
+    assert evaluate(claim, reference.parent).status == PASS
+    _run(tmp_path, "h200-far", 3900)                       # moved by 400: a 10 % spread of the threshold
+    outcome = evaluate(claim, reference.parent)
+    assert outcome.status == FAIL
+    assert "spread between runs of this sweep 10 % (h200-far, h200-other)" in outcome.reason
+    assert "spread between runs of this sweep 10 %" in outcome.threshold
+
+
+def test_runs_of_another_sweep_give_no_spread(tmp_path):
+    from tma_study.claims import same_sweep_runs
+    reference = _run(tmp_path, "h200", 4300)
+    _run(tmp_path, "h200-wide", 3000, {"stages": [2, 4, 8]})
+    assert same_sweep_runs(reference) == []
+    assert evaluate(Claim(**SPREAD_CLAIM), reference.parent).status == PASS
