@@ -25,7 +25,13 @@ def _paged_kv(folder: Path) -> Path:
     return synthetic_raw(folder, CONFIG["studies"]["paged_kv"])
 
 
-SYNTHETIC = {"paged_kv": _paged_kv}      # study -> (raw folder) -> writes synthetic raw data there
+def _cluster_launch(folder: Path) -> Path:
+    from test_cluster_launch import synthetic_raw
+    return synthetic_raw(folder, CONFIG["studies"]["cluster_launch"])
+
+
+SYNTHETIC = {"paged_kv": _paged_kv,      # study -> (raw folder) -> writes synthetic raw data there
+             "cluster_launch": _cluster_launch}
 
 
 def configured_studies() -> dict:

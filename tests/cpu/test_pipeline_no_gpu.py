@@ -183,7 +183,13 @@ def test_the_paper_builds_or_says_what_to_install(pipeline):
     assert result.returncode == 0, output_of(result)[-5000:]
     assert (root / "paper" / "main.pdf").stat().st_size > 0
     aux = (root / "build/paper/main.aux").read_text(errors="replace")
+    from tma_study.studies import discover
+    studies = discover()
     for section in sorted((root / "paper/sections/studies").glob("*.tex")):
+        study = studies.get(section.stem)
+        if (study is not None and study.skip_analysis_without_data
+                and not (root / "results" / REFERENCE_GPU / section.stem).is_dir()):
+            continue                    # left out of the paper until its data are committed
         assert f"\\newlabel{{sec:{section.stem}}}" in aux, section.name
     log = (root / "build/paper/main.log").read_text(errors="replace")
     assert not re.search(r"Reference `[^']*' on page \d+ undefined", log), log[-3000:]
