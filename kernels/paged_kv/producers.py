@@ -53,8 +53,8 @@ Each path is ``look_up`` + ``produce`` (``make_producer``). The kernel's produce
   entries' arithmetic above the wait (it touches no memory) and would stall there on
   a load issued just before it. The data written to shared memory is the same as a
   per-piece lookup writes: piece ``rank + i * producer_threads`` of the tile at its
-  swizzled offset (tests/cpu/test_paged_kv_producer.py; the SASS ordering:
-  tests/cpu/test_paged_kv_producer_sass.py).
+  swizzled offset (tests/cpu/paged_kv/test_paged_kv_producer.py; the SASS ordering:
+  tests/cpu/paged_kv/test_paged_kv_producer_sass.py).
 """
 from __future__ import annotations
 

@@ -76,7 +76,7 @@ def fit_residency(runners: dict, variant, min_ctas_per_sm: int):
     as FA3 compiles its kernels with launch bounds (the split count is then chosen for the
     residency of the kept build, splits.py). A bounded build is the same code capped in
     registers: the compile step checks the SASS of the unbounded build,
-    tests/cpu/test_paged_kv_occupancy.py that of bounded ones. Measured first on the H200:
+    tests/cpu/paged_kv/test_paged_kv_occupancy.py that of bounded ones. Measured first on the H200:
     e4m3 cp.async decode at 176 registers fitted one 5-warp CTA per SM."""
     kept = runners[variant]
     for target, allowance in residency_targets(variant, min_ctas_per_sm):
@@ -257,7 +257,7 @@ def _attention_case(config: SweepConfig, runner, pools: TimedPools,
         if not np.isfinite(out).all():
             raise timing.CorrectnessError(f"{config.key}: full-size output has "
                                           f"{int((~np.isfinite(out)).sum())} non-finite values")
-        # kernels of one consumer sum in one order; kq and kq_split differ in tile rows and order
+        # kernels of one consumer sum in one order; two consumers may differ in tile rows and order
         twin = pools.outputs.setdefault((pools.group, config.page_size, splits, config.score_layout), out)
         if twin is not out and not np.array_equal(twin, out):
             raise timing.CorrectnessError(f"{config.key}: output differs from another {config.score_layout} "

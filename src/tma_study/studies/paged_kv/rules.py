@@ -177,15 +177,9 @@ def _tuning_row(tuning: pd.DataFrame) -> dict | None:
             "rule": "; ".join(parts), "evidence": "; ".join(evidence), "figure": "paged_kv_tuning"}
 
 
+#: the rule's words for each decode consumer (tma_kernels.paged_kv.layouts.DECODE_CONSUMERS, each)
 CONSUMER_TEXT = {"kq": "give each warp its own query rows over whole tiles (kq)",
-                 "kq_split": "share each K/V tile among 4 warps (kq_split)",
                  "kq_wgmma": "share each K/V tile among 4 warps, S^T as one warpgroup wgmma (kq_wgmma)",
-                 "kq_wgmma_dual": "run two kq_wgmma warpgroups on alternate K/V tiles (kq_wgmma_dual)",
-                 "kq_wgmma_pv": ("share each K/V tile among 4 warps, S^T and P V as warpgroup wgmmas, V "
-                                 "transposed in shared memory by a warp of its own (kq_wgmma_pv)"),
-                 "kq_wgmma_rs": ("share each K/V tile among 4 warps, S^T and P V as warpgroup wgmmas, V^T "
-                                 "gathered into registers (kq_wgmma_rs)"),
-                 "kq_wgmma_rs_dual": "run two kq_wgmma_rs warpgroups on alternate K/V tiles (kq_wgmma_rs_dual)",
                  "kq_wgmma_rs_lazy": ("accumulate P V in place and rescale O only when a running max moves far "
                                       "(kq_wgmma_rs_lazy)"),
                  "kq_wgmma_rs_lazy_rowsplit": ("run two kq_wgmma_rs_lazy warpgroups on every K/V tile, half the "

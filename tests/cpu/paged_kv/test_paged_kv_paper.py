@@ -1,4 +1,4 @@
-"""The paged_kv paper tier on synthetic raw data (test_paged_kv_study.synthetic_raw): rules of
+"""The paged_kv paper tier on synthetic raw data (paged_kv_fixture.synthetic_raw): rules of
 thumb whose wording follows the data, macros that are complete, finite and equal to the
 derived numbers, a section whose macros are all generated, and the comparison between runs.
 
@@ -12,12 +12,11 @@ import copy
 import json
 import re
 import shutil
-from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
-from test_paged_kv_study import synthetic_raw
+from paged_kv_fixture import REPO, synthetic_raw
 
 from tma_study import catalog, rules_of_thumb
 from tma_study import macros as macros_mod
@@ -28,7 +27,6 @@ from tma_study.studies.paged_kv.macros import macros
 from tma_study.studies.paged_kv.rules import rules_of_thumb as paged_kv_rules
 from tma_study.studies.paged_kv.tables import write_tables
 
-REPO = Path(__file__).resolve().parents[2]
 SECTION = REPO / "paper" / "sections" / "studies" / "paged_kv.tex"
 
 
@@ -330,7 +328,7 @@ def test_the_faster_consumer_wins_each_decode_cell(consumer_run):
     assert wins.won == wins.cells == len(decode[(decode.dtype == "bf16") & (decode.seqlen_q == 1)])
     assert wins.over_kq_median == pytest.approx(SPLIT_FASTER_Q1)
     assert facts.consumer_wins(tuning, "e4m3", 4, OTHER).won == 0
-    assert facts.consumer_wins(tuning, "bf16", 1, "kq_split") is None       # not swept
+    assert facts.consumer_wins(tuning, "bf16", 1, "kq_wgmma_rs_lazy") is None       # not swept at bf16
     found = macros(derived, provenance)
     assert found["pagedKvDecodeKqWgmmaBfQoneWon"] == found["pagedKvDecodeKqWgmmaBfQoneCells"] == str(wins.cells)
     assert found["pagedKvDecodeKqWgmmaFpeightQfourWon"] == "0"
