@@ -246,3 +246,11 @@ def expected(inputs: HostInputs) -> Expected:
 def output_tolerance(inputs: HostInputs) -> np.ndarray:
     """Largest |O - reference| allowed per output element (``expected``'s tolerance)."""
     return expected(inputs).tolerance
+
+
+def timed_problem(config) -> Problem:
+    """The timed problem of ``config`` (a grid.SweepConfig): every sequence holds the phase's context."""
+    p, s = config.phase, config.shape
+    return Problem(batch=p.batch, seqlen_q=p.seqlen_q, q_heads=s.q_heads, kv_heads=s.kv_heads,
+                   head_dim=s.head_dim, page_size=config.page_size, seqlens_k=(p.context,) * p.batch,
+                   dtype=config.dtype)
