@@ -80,7 +80,6 @@ def make_attention_kernel(variant: Variant):
     q_tile_bytes = variant.q_tile_bytes
     kv_tile_bytes = variant.kv_tile_bytes
     ring_bytes = stages * kv_tile_bytes
-    producer_threads = variant.producer_threads
     threads = variant.threads
 
     def paged_attention(q_address,  # uint64: Q (batch, seqlen_q, q_heads, head_dim)

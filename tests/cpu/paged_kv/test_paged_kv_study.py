@@ -1,6 +1,8 @@
 """The paged_kv analysis without a GPU: aggregate -> tables -> figure on synthetic raw data
 shaped like measure.py's output (paged_kv_fixture.synthetic_raw); the sweep grid and the config
 checks: test_paged_kv_grid.py."""
+import itertools
+import json
 import runpy
 from types import SimpleNamespace
 
@@ -12,7 +14,6 @@ from paged_kv_fixture import (
     COPY_GBPS,
     FAST_UNTIMED_CELL,
     HALF_TIMED_CELL,
-    NOT_TIMED,
     ONE_WARP_FASTER,
     ONE_WARP_SLOWER,
     REPO,
