@@ -1,8 +1,9 @@
 """Paged-KV attention forward for the ``paged_kv`` study (kernel.py has the layouts).
 
 One kernel per :class:`~.geometry.Variant`; the load path (``tma`` or ``cp_async``) is
-the only difference a ``diff producers.py`` shows between two otherwise equal variants.
+the only difference a ``diff producers.py`` shows between two otherwise equal variants, and the
+consumer (``Variant.score_layout``) one file of the ladder layouts.py lists:
+consumer_qk.py, consumer_kq.py, consumer_kq_wgmma.py, consumer_kq_wgmma_rs_lazy.py and
+consumer_kq_wgmma_rs_lazy_rowsplit.py, each a step up from the one before it. Import the
+names from their modules (layouts.py, the consumer list, compiles nothing).
 """
-from .combine import COMBINE_SIGNATURE, combine_kernel, launch_combine, make_combine  # noqa: F401
-from .geometry import Variant, VariantError  # noqa: F401
-from .kernel import SIGNATURE, make_attention_kernel  # noqa: F401

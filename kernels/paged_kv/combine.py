@@ -6,34 +6,13 @@ dimension; a row no split saw (all ``lse_s = -inf``) gets zeros.
 
 The split count is a compile-time constant (:func:`combine_kernel` builds one kernel per
 count): both loops over the splits unroll, so a thread issues every split's ``lse`` load at
-once and then every split's partial load at once, two memory round trips in all. The first
-version looped over a run-time count, with 64-bit index division and ``2.0 ** x`` through
-``powf``: on the H200 (ncu, 8 splits, 256 rows of head dim 256) it took 7.7 us against its
-attention kernel's 52 us, and 14.7 us at 1024 rows. Counts the unroll cannot hold in
-registers (128: a local-memory array) stay correct, only slower.
+once and then every split's partial load at once, two memory round trips in all. Counts the
+unroll cannot hold in registers (128: a local-memory array) stay correct, only slower.
 
 The combine runs as a programmatic dependent launch of the attention (``launch_combine``,
-``dependent=True``): its first instruction is ``griddepcontrol.wait``. On the H200 (through
-the study's own timing, outside the reference data) that made the split ``mqa_8x256``
-decode configurations up to 4 % faster (median 2 %) than the same combine launched after the
-attention, and left unsplit launches unchanged.
-
-Tried and reverted (eaf4f2b): merging inside the attention kernel, by the last CTA of each work
-tile to finish (an atomic count per work tile behind a GPU-scope fence), with no second launch.
-On the H200 it passed the GPU tests but, in a narrowed run outside the reference data
-(llama3_8b and mqa_8x256 decode, bf16 and e4m3, page 128), took longer in all 37 split
-configurations: from 3 % to 2.7 times as long, 22 % in the median, and about twice as long at
-the 15 to 57 splits of a single sequence (batch 1). That CTA merges its tile's rows alone, each
-thread one element after another with dependent loads, while this kernel spreads the merge
-over the whole GPU with every load of a thread in flight at once.
-
-Tried and not landed: four rows a CTA (a quarter of the CTAs) with each thread's lse and
-partial loads of all four rows issued before any is used (one memory round trip after the
-attention, not two), no early return. Its SASS had every load ahead of the first use; but in a
-same-run A/B on the H200 (three interleaved pairs, e4m3 decode at batch 32 and 8K tokens,
-kq_wgmma_rs_lazy, 4 stages, tma page 128 and cp.async page 256, outside the reference data) the
-split launches took longer: the median 2 and 5 % longer at 4 tokens of mqa_8x256 (4 splits), 2
-to 3 % at one token, 1 to 2 % at one token of llama3_70b (3 splits); the unsplit launches were level.
+``dependent=True``): its first instruction is ``griddepcontrol.wait``, so it is scheduled while
+the attention runs and starts at its end. The merge's earlier forms and what they measured:
+docs/paged_kv_history.md.
 """
 import functools
 import math

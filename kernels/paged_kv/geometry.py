@@ -16,15 +16,16 @@ matrix (rows 256 bytes apart for head_dim 128 bf16) would all hit the same banks
 
 The ``*_lane_*`` device functions return, for a lane, the (row, byte column) of the
 16-byte row it supplies to one ``ldmatrix.x4``; they are plain integer code, so the CPU
-test (tests/cpu/test_paged_kv_fragments.py) calls their ``py_func`` to emulate a warp.
+test (tests/cpu/paged_kv/test_paged_kv_fragments_qk.py) calls their ``py_func`` to emulate a warp.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from numba import cuda
+from tma_kernels.ptx.wgmma import M as WGMMA_M
 
-BF16, E4M3 = "bf16", "e4m3"
+from .layouts import BF16, E4M3, LAYOUTS, SCORE_LAYOUTS, Layout
 ELEMENT_BYTES = {BF16: 2, E4M3: 1}
 LOAD_PATHS = ("tma", "cp_async")
 HEAD_DIMS = (64, 128, 256)
@@ -33,30 +34,12 @@ CONSUMER_WARP_COUNTS = (1, 2, 4)
 MAX_STAGES = 6                     # the deepest K/V ring (kernel.py sizes its mbarrier arrays by it)
 STAGE_COUNTS = tuple(range(2, MAX_STAGES + 1))
 PRODUCER_WARP_COUNTS = (1, 2, 4)
-SCORE_LAYOUTS = ("qk", "kq", "kq_split", "kq_wgmma", "kq_wgmma_dual", "kq_wgmma_pv", "kq_wgmma_rs",
-                 "kq_wgmma_rs_dual", "kq_wgmma_rs_lazy", "kq_wgmma_rs_lazy_rowsplit")
-# consumer.py (S = Q K^T), consumer_kq.py (S^T = K Q^T), consumer_split.py (S^T = K Q^T, warps
-# share each tile; kq_wgmma: S^T by one wgmma a tile; kq_wgmma_dual: two warpgroups doing so,
-# taking alternate tiles; kq_wgmma_pv: O^T = V^T P^T by wgmma too, e4m3, V transposed by the
-# transpose warp of its own: transpose_v.py; kq_wgmma_rs: V^T from registers instead;
-# kq_wgmma_rs_dual: two kq_wgmma_rs warpgroups on alternate tiles; kq_wgmma_rs_lazy: kq_wgmma_rs
-# with P V accumulating in place and O rescaled only when a running max moves far enough;
-# kq_wgmma_rs_lazy_rowsplit: two kq_wgmma_rs_lazy warpgroups on every tile, each with its own half
-# of the CTA's query rows, as FlashAttention-3's consumer warpgroups split its M tile)
-SPLIT_LAYOUTS = SCORE_LAYOUTS[2:]                     # consumer_split.py's
-WGMMA_LAYOUTS = SCORE_LAYOUTS[3:]                     # S^T by wgmma
-PV_WGMMA_LAYOUTS = SCORE_LAYOUTS[5:]                  # P V by wgmma too (consumer_pv.py), e4m3
-TRANSPOSE_V_LAYOUTS = ("kq_wgmma_pv",)                # .. over a V^T ring
-RS_LAYOUTS = SCORE_LAYOUTS[6:]                        # .. with V^T as the wgmma's A from registers
-LAZY_LAYOUTS = SCORE_LAYOUTS[8:]                      # .. accumulating in place, lazy rescale
-DUAL_LAYOUTS = ("kq_wgmma_dual", "kq_wgmma_rs_dual")  # two warpgroups on alternate tiles
-ROWSPLIT_LAYOUTS = ("kq_wgmma_rs_lazy_rowsplit",)     # two warpgroups on every tile, half the rows each
-DUAL_CONSUMER_WARPS = 8            # the dual and rowsplit layouts: two warpgroups
-# kq_wgmma_rs_lazy speculates its softmax (consumer_split.py) from this head dim up; below, on the
-# H200, its few more registers cost a resident CTA an SM (head dim 64: 6 -> 5, 4 -> 3)
+ROW_SPLIT_CONSUMER_WARPS = 8       # the row_split layouts: two warpgroups
+WARPGROUP_WARPS = 4                # the wgmma layouts' group: one warpgroup over a tile of WGMMA_M tokens
+# kq_wgmma_rs_lazy speculates its softmax from this head dim up; below, its few more registers
+# cost a resident CTA an SM (docs/paged_kv_consumers.md)
 SPECULATIVE_MIN_HEAD_DIM = 128
-KQ_ROWS_PER_WARP = (8, 16)         # kq: query rows per warp, one or two mma N blocks of 8
-KQ_SPLIT_ROWS_PER_WARP = (2, 4, 8)  # kq_split: query rows each warp loads; all warps use all rows
+P_ROW_BYTES = 64                   # the register_v layouts' P^T in shared memory: 64 e4m3 tokens a row
 
 ROWS_PER_WARP = 16                 # qk: one mma.sync M extent, a consumer warp owns 16 query rows
 MAX_ROW_BYTES = 128                # chunk width: the SWIZZLE_128B span
@@ -66,8 +49,8 @@ MMA_K_BYTES = 32                   # one mma k-step: 16 bf16 or 32 e4m3 of each 
 SWIZZLE_MASK = {128: 7, 64: 3}     # row_bytes -> bits 7.. XORed into bits 4..
 SWIZZLE_MODE = {128: "128B", 64: "64B"}
 MBARRIER_BYTES = 8
-# kernel.py's static shared memory, at most: full_k and empty (MAX_STAGES each) and full_v (twice
-# MAX_STAGES where kq_wgmma_pv's V^T ring has barriers of its own)
+# static shared memory reserved for kernel.py's mbarriers: full_k, full_v and empty (MAX_STAGES each),
+# and MAX_STAGES more to spare (the sweep's variants are sized under this reserve)
 STATIC_SHARED_BYTES = 4 * MAX_STAGES * MBARRIER_BYTES
 MAX_DYNAMIC_SHARED_BYTES = 232_448 - STATIC_SHARED_BYTES   # sm_90 opt-in limit less the static mbarriers
 
@@ -94,37 +77,17 @@ class Variant:
     load_path: "tma" (one TMA box per chunk per page slice) or "cp_async" (16-byte gather).
     block_n: KV tokens per tile (the ring's unit).
     consumer_warps: ``rows_per_warp`` query rows each; block_m = rows_per_warp * tile_warps
-        (the warps of one group: all consumer warps but for the dual and rowsplit layouts, 8 warps
-        in 2 groups of 4), times 2 for the rowsplit layouts (each group its own rows).
-    stages: tiles in flight in the K and V rings (2 to 6; the sweep runs 2 and 4, a probe 5 and 6:
-        config/probes/paged_kv_deep_ring.yaml).
+        (the warps of one group: all consumer warps, or for the row_split layouts 8 warps in 2
+        groups of 4), times 2 for the row_split layouts (each group its own rows).
+    stages: tiles in flight in the K and V rings (2 to 6; the sweep runs 2 and 4).
     producer_warps: warps issuing loads (TMA: lane 0 of warp 0 issues; cp.async: all lanes).
     causal: mask keys after each query's position (bottom-right aligned, as FlashAttention).
-    score_layout: "qk" (consumer.py: S = Q K^T, query rows as the mma's M, 16 per warp) or
-        "kq" (consumer_kq.py, for decode: S^T = K Q^T, KV tokens as M and the query rows as
-        N, 8 or 16 per warp, so few query rows no longer pad an M of 16) or "kq_split"
-        (consumer_split.py: kq's mmas for all block_m rows in every warp, the warps splitting
-        each K tile by tokens and each V tile by head dims, so each element is read and
-        unpacked once per CTA, not once per warp) or "kq_wgmma" (consumer_split.py with
-        S^T = K Q^T as one warpgroup ``wgmma`` a tile, K and Q read from shared memory as
-        they are, e4m3 with no unpack; P V stays ``mma.sync``; 4 warps, block_n 64) or
-        "kq_wgmma_dual" (two kq_wgmma warpgroups, 8 warps, taking alternate tiles and merging
-        their softmax states at the end: twice the consumer warps on the same ring) or
-        "kq_wgmma_pv" (kq_wgmma with O^T = V^T P^T as a wgmma too, e4m3 only: a warp of its
-        own after the producers transposes each V tile into a V^T ring, transpose_v.py, and
-        P^T goes through shared memory as e4m3; no operand is unpacked to fp16) or
-        "kq_wgmma_rs" (the same product with V^T as the wgmma's A from registers, gathered
-        from the V tile by ldmatrix.trans and byte permutes: no transpose warp, no unpack) or
-        "kq_wgmma_rs_dual" (two kq_wgmma_rs warpgroups, 8 warps, on alternate tiles, merged as
-        kq_wgmma_dual's) or "kq_wgmma_rs_lazy" (kq_wgmma_rs with P V accumulating into O^T's
-        registers in place and O^T rescaled only when a running max moves by more than
-        consumer_split.LAZY_RESCALE_LOG2, as FlashAttention-4 does) or
-        "kq_wgmma_rs_lazy_rowsplit" (two kq_wgmma_rs_lazy warpgroups, 8 warps, on every tile,
-        each over its own group_m of the CTA's rows with its own Q tile: a stage is free once
-        both have read it).
-    rows_per_warp: query rows per consumer warp: 16 for qk; 8 or 16 for kq; 2, 4 or 8 for
-        the split layouts (each warp of a group loads that many of the group_m = rows_per_warp x
-        tile_warps rows, a multiple of 8, and every warp of the group computes with all of them).
+    score_layout: the consumer, one of layouts.LAYOUTS (the ladder: layouts.py; each its own
+        file, consumer_<score_layout>.py).
+    rows_per_warp: query rows per consumer warp (the layout's ``rows_per_warp``): 16 for qk; 8
+        or 16 for kq; 2, 4 or 8 for the shares_tile layouts (each warp of a group loads that many
+        of the group_m = rows_per_warp x tile_warps rows, and every warp of the group computes
+        with all of them).
     min_ctas_per_sm: CTAs that must fit on one SM at once; above 1 the kernel is compiled
         with launch bounds ``(threads, min_ctas_per_sm)`` (CUDA's ``__launch_bounds__``, as
         FA3 does), so ptxas caps registers to fit. Without it, a 5-warp cp.async decode CTA
@@ -149,18 +112,16 @@ class Variant:
         _require("head_dim", self.head_dim, HEAD_DIMS)
         _require("load_path", self.load_path, LOAD_PATHS)
         _require("block_n", self.block_n, BLOCK_NS)
-        if self.score_layout in DUAL_LAYOUTS + ROWSPLIT_LAYOUTS:
-            if self.consumer_warps != DUAL_CONSUMER_WARPS:
+        _require("score_layout", self.score_layout, SCORE_LAYOUTS)
+        if self.layout.row_split:
+            if self.consumer_warps != ROW_SPLIT_CONSUMER_WARPS:
                 raise VariantError(f"consumer_warps={self.consumer_warps!r}: score_layout '{self.score_layout}' runs "
-                                   f"two warpgroups, {DUAL_CONSUMER_WARPS} warps")
+                                   f"two warpgroups, {ROW_SPLIT_CONSUMER_WARPS} warps")
         else:
             _require("consumer_warps", self.consumer_warps, CONSUMER_WARP_COUNTS)
         _require("stages", self.stages, STAGE_COUNTS)
         _require("producer_warps", self.producer_warps, PRODUCER_WARP_COUNTS)
-        _require("score_layout", self.score_layout, SCORE_LAYOUTS)
-        _require("rows_per_warp", self.rows_per_warp,
-                 KQ_SPLIT_ROWS_PER_WARP if self.score_layout in SPLIT_LAYOUTS
-                 else {"kq": KQ_ROWS_PER_WARP}.get(self.score_layout, (ROWS_PER_WARP,)))
+        _require("rows_per_warp", self.rows_per_warp, self.layout.rows_per_warp)
         if not (isinstance(self.min_ctas_per_sm, int) and 1 <= self.min_ctas_per_sm <= SM90_MAX_CTAS_PER_SM):
             raise VariantError(f"min_ctas_per_sm={self.min_ctas_per_sm!r} is not an integer from 1 to "
                                f"{SM90_MAX_CTAS_PER_SM} (CTAs per SM on sm_90)")
@@ -169,15 +130,21 @@ class Variant:
                                "of P.V covers 32 tokens)")
         if self.load_path == "cp_async":
             _require_gather_split(self)
-        if self.score_layout in SPLIT_LAYOUTS:
-            from .consumer_split import check_split
-            check_split(self)
-        if self.score_layout in PV_WGMMA_LAYOUTS and self.dtype != E4M3:
-            raise VariantError(f"dtype={self.dtype!r}: score_layout '{self.score_layout}' is e4m3 only "
-                               "(bf16 V reaches mma.sync with no unpack)")
+        if self.layout.uses_wgmma and (self.tile_warps, self.block_n) != (WARPGROUP_WARPS, WGMMA_M):
+            raise VariantError(f"consumer_warps={self.consumer_warps}, block_n={self.block_n}: score_layout "
+                               f"'{self.score_layout}' runs one warpgroup ({WARPGROUP_WARPS} warps) over a tile "
+                               f"of {WGMMA_M} tokens (the wgmma's M)")
+        if self.dtype not in self.layout.dtypes:
+            raise VariantError(f"dtype={self.dtype!r}: score_layout '{self.score_layout}' is "
+                               f"{' and '.join(self.layout.dtypes)} only (bf16 V reaches mma.sync with no unpack)")
         if self.dynamic_shared_bytes > MAX_DYNAMIC_SHARED_BYTES:
             raise VariantError(f"{self}: needs {self.dynamic_shared_bytes} B of shared memory, more "
                                f"than the {MAX_DYNAMIC_SHARED_BYTES} B a block may have")
+
+    @property
+    def layout(self) -> Layout:
+        """The consumer's record (layouts.py)."""
+        return LAYOUTS[self.score_layout]
 
     @property
     def element_bytes(self) -> int:
@@ -206,41 +173,25 @@ class Variant:
         return SWIZZLE_MODE[self.row_bytes]
 
     @property
-    def transposes_v(self) -> bool:
-        """Whether a transpose warp copies each V tile into a transposed V^T ring (kq_wgmma_pv)."""
-        return self.score_layout in TRANSPOSE_V_LAYOUTS
-
-    @property
-    def consumer_groups(self) -> int:
-        """Groups of consumer warps, each with its own scratch and named barrier: 2 for the dual
-        layouts (alternate KV tiles) and the rowsplit layouts (every tile, half the rows each), else 1."""
-        return 2 if self.score_layout in DUAL_LAYOUTS + ROWSPLIT_LAYOUTS else 1
-
-    @property
     def row_groups(self) -> int:
-        """Groups that split the CTA's query rows between them (the rowsplit layouts: 2), else 1."""
-        return 2 if self.score_layout in ROWSPLIT_LAYOUTS else 1
-
-    @property
-    def alternates_tiles(self) -> bool:
-        """Whether the consumer groups take alternate KV tiles (the dual layouts)."""
-        return self.score_layout in DUAL_LAYOUTS
+        """Groups of consumer warps, each with its own rows, scratch and named barrier: 2 for the
+        row_split layouts (every tile, half the rows each), else 1."""
+        return 2 if self.layout.row_split else 1
 
     @property
     def speculates(self) -> bool:
         """Whether the softmax first assumes no running max moves, and checks that with one
-        barrier a tile (kq_wgmma_rs_lazy at head dim >= SPECULATIVE_MIN_HEAD_DIM; consumer_split.py)."""
-        return self.score_layout in LAZY_LAYOUTS and self.head_dim >= SPECULATIVE_MIN_HEAD_DIM
+        barrier a tile (the lazy_rescale layouts from head dim SPECULATIVE_MIN_HEAD_DIM)."""
+        return self.layout.lazy_rescale and self.head_dim >= SPECULATIVE_MIN_HEAD_DIM
 
     @property
     def tile_warps(self) -> int:
         """Consumer warps of one group: they share a KV tile's work (and its group barrier)."""
-        return self.consumer_warps // self.consumer_groups
+        return self.consumer_warps // self.row_groups
 
     @property
     def release_threads(self) -> int:
-        """Consumer threads that arrive on a stage's ``empty`` barrier: every group's that reads the
-        tile (the rowsplit layouts: both groups; the dual layouts: the tile's group)."""
+        """Consumer threads that arrive on a stage's ``empty`` barrier: every group's."""
         return 32 * self.tile_warps * self.row_groups
 
     @property
@@ -262,18 +213,12 @@ class Variant:
         return 32 * self.producer_warps
 
     @property
-    def transpose_threads(self) -> int:
-        """kq_wgmma_pv: the warp that transposes each V tile (transpose_v.py), after the producers."""
-        from .transpose_v import TRANSPOSE_WARPS
-        return 32 * TRANSPOSE_WARPS if self.transposes_v else 0
-
-    @property
     def threads(self) -> int:
-        return self.consumer_threads + self.producer_threads + self.transpose_threads
+        return self.consumer_threads + self.producer_threads
 
     @property
     def q_tile_bytes(self) -> int:
-        """The Q tile, rounded up so the K ring after it starts on a swizzle period (the rowsplit
+        """The Q tile, rounded up so the K ring after it starts on a swizzle period (the row_split
         layouts: one such tile a row group, each group's rows at a swizzle period of their own)."""
         return self.row_groups * self.group_q_tile_bytes
 
@@ -288,12 +233,30 @@ class Variant:
         return self.block_n * self.head_bytes
 
     @property
+    def red_bytes(self) -> int:
+        """A group's ``red`` (shares_tile layouts): one float per query row and warp."""
+        return 4 * self.group_m * self.tile_warps
+
+    @property
+    def p_tile_bytes(self) -> int:
+        """A group's P^T of one tile in shared memory (shares_tile layouts): fp16 / bf16 B
+        fragments, 2 bytes per token and query row; register_v: e4m3, a P_ROW_BYTES row each."""
+        return self.group_m * (P_ROW_BYTES if self.layout.register_v else 2 * self.block_n)
+
+    @property
+    def p_buffer_bytes(self) -> int:
+        """A group's P^T buffers: one tile's, or where the softmax speculates two, tile k using
+        buffer ``k & 1`` (it writes a tile's P^T with no barrier since the previous tile's P V,
+        whose wgmma may still be reading the other buffer)."""
+        return self.p_tile_bytes * (2 if self.speculates else 1)
+
+    @property
     def scratch_bytes(self) -> int:
-        """Shared memory past the V ring: the split consumers' exchange buffers, else 0."""
-        if self.score_layout not in SPLIT_LAYOUTS:
+        """Shared memory past the V ring: each group's P^T buffers and ``red`` (shares_tile
+        layouts; their consumers lay it out), else 0."""
+        if not self.layout.shares_tile:
             return 0
-        from .consumer_split import split_scratch_bytes
-        return split_scratch_bytes(self)
+        return (self.p_buffer_bytes + self.red_bytes) * self.row_groups
 
     @property
     def dynamic_shared_bytes(self) -> int:
@@ -314,15 +277,7 @@ class Variant:
                 f"_w{self.consumer_warps}_s{self.stages}_p{self.producer_warps}"
                 + ("_causal" if self.causal else "")
                 + (f"_m{self.min_ctas_per_sm}" if self.min_ctas_per_sm > 1 else "")
-                + {"kq": f"_kq{self.rows_per_warp}", "kq_split": f"_kqs{self.rows_per_warp}",
-                   "kq_wgmma": f"_kqw{self.rows_per_warp}",
-                   "kq_wgmma_dual": f"_kqwd{self.rows_per_warp}",
-                   "kq_wgmma_pv": f"_kqwp{self.rows_per_warp}",
-                   "kq_wgmma_rs": f"_kqwr{self.rows_per_warp}",
-                   "kq_wgmma_rs_dual": f"_kqwrd{self.rows_per_warp}",
-                   "kq_wgmma_rs_lazy": f"_kqwrl{self.rows_per_warp}",
-                   "kq_wgmma_rs_lazy_rowsplit": f"_kqwrls{self.rows_per_warp}"}.get(
-                    self.score_layout, ""))
+                + (f"{self.layout.suffix}{self.rows_per_warp}" if self.layout.suffix else ""))
 
 
 def resident_ctas_per_sm(registers: int, threads: int, shared_bytes: int) -> int:

@@ -22,13 +22,11 @@ tokens) fills the rows of an mma with the query heads that share one KV head. Th
 m-block covers packed rows ``[m_block * block_m, ...)``; the split covers an equal share
 of the sequence's KV tiles (split-KV, for decode grids too small to fill the GPU).
 
-    threads [0, 32 * consumer_warps)      consumers: rows_per_warp packed rows each
-                                          (consumer.py: S = Q K^T, 16 rows; consumer_kq.py,
-                                          decode: S^T = K Q^T, 8 or 16 rows; consumer_split.py:
-                                          all warps all rows, each a share of every tile)
+    threads [0, 32 * consumer_warps)      consumers: rows_per_warp packed rows each, the
+                                          consumer of the variant's score_layout (layouts.py:
+                                          consumer_qk.py, S = Q K^T, 16 rows; consumer_kq.py,
+                                          decode: S^T = K Q^T; and the rungs after it)
     threads [.., + 32 * producer_warps)   producer: K and V tiles into the rings (producers.py)
-    threads [.., + 32)                    kq_wgmma_pv only: the transpose warp, each V tile
-                                          into the V^T ring once it lands (transpose_v.py)
 
     K tile k uses stage s = k % stages of the K ring and of the V ring.
     producer: look up tile k + 1's pages -> wait empty[s] (after the first round)
@@ -37,9 +35,11 @@ of the sequence's KV tiles (split-KV, for decode grids too small to fill the GPU
 
 Causal (a compile-time choice): bottom-right aligned, query token t sees keys
 ``< kv_len - seqlen_q + t + 1``; a CTA reads only the KV tiles some of its rows see.
-Shared memory: Q tile, K ring, V ring, the split consumer's scratch (dynamic, 1024-byte
+Shared memory: Q tile, K ring, V ring, the shares_tile consumers' scratch (dynamic, 1024-byte
 aligned) and 3 x MAX_STAGES mbarriers (static).
 """
+import importlib
+
 from numba import cuda, int32, uint8, uint32, uint64
 from tma_kernels.ptx import (
     fence_mbarrier_init_cluster,
@@ -49,12 +49,8 @@ from tma_kernels.ptx import (
     smem_u32,
 )
 
-from .consumer import make_consumer
-from .consumer_kq import make_kq_consumer
-from .consumer_split import make_split_consumer
-from .geometry import MAX_STAGES, MBARRIER_BYTES, SPLIT_LAYOUTS, TILE_ALIGN_BYTES, Variant
+from .geometry import MAX_STAGES, MBARRIER_BYTES, TILE_ALIGN_BYTES, Variant
 from .producers import make_producer
-from .transpose_v import make_transposer
 
 #: (q_address, k_pool_address, v_pool_address, k_tensor_map, v_tensor_map, page_table,
 #:  seqlens_k, out, lse, seqlen_q, q_heads, kv_heads, log2_page_size, num_splits, m_blocks,
@@ -63,11 +59,14 @@ SIGNATURE = ("void(uint64, uint64, uint64, uint64, uint64, int32[:, ::1], int32[
              "float32[::1], float32[::1], int32, int32, int32, int32, int32, int32, float32)")
 
 
+def make_consumer(variant: Variant):
+    """``variant``'s consumer: ``make_consumer`` of its layout's file (``layouts.Layout.module``)."""
+    return importlib.import_module(f".{variant.layout.module}", __package__).make_consumer(variant)
+
+
 def make_attention_kernel(variant: Variant):
     """The Python kernel function of ``variant`` (compile it with :data:`SIGNATURE`)."""
-    make = (make_split_consumer if variant.score_layout in SPLIT_LAYOUTS
-            else {"qk": make_consumer, "kq": make_kq_consumer}[variant.score_layout])
-    consume = make(variant).consume
+    consume = make_consumer(variant).consume
     producer = make_producer(variant)
     produce, look_up, page_entries = producer.produce, producer.look_up, producer.page_entries
     block_m = variant.block_m
@@ -81,28 +80,7 @@ def make_attention_kernel(variant: Variant):
     q_tile_bytes = variant.q_tile_bytes
     kv_tile_bytes = variant.kv_tile_bytes
     ring_bytes = stages * kv_tile_bytes
-    producer_threads = variant.producer_threads
-    worker_threads = consumer_threads + producer_threads      # then kq_wgmma_pv's transpose warp
-    transpose_threads = variant.transpose_threads
-    # kq_wgmma_pv: the transpose warp copies each V tile into the V^T ring (after the V ring)
-    # and arrives on its barriers, full_v[MAX_STAGES ..]; the consumers wait on those
-    transposes = variant.transposes_v
-    v_barriers = MAX_STAGES * (2 if transposes else 1)
-    consumer_v_barriers = MAX_STAGES * MBARRIER_BYTES if transposes else 0
-    if transposes:
-        transpose = make_transposer(variant).transpose
-    else:
-        @cuda.jit(device=True, inline=True)
-        def transpose(vt_tile, v_tile, full_v, phase, vt_full, rank):
-            pass
-
-    @cuda.jit(device=True, inline=True)
-    def transpose_stage(v_smem, full_v_smem, k, rank):
-        """Tile k's V (its stage of the V ring) into its stage of the V^T ring."""
-        offset = uint32((k % stages) * kv_tile_bytes)
-        barrier = uint32((k % stages) * MBARRIER_BYTES)
-        transpose(v_smem + uint32(ring_bytes) + offset, v_smem + offset, full_v_smem + barrier,
-                  (k // stages) & 1, full_v_smem + uint32(MAX_STAGES * MBARRIER_BYTES) + barrier, rank)
+    threads = variant.threads
 
     def paged_attention(q_address,  # uint64: Q (batch, seqlen_q, q_heads, head_dim)
                         k_pool,  # uint64: K pages (num_pages, page_size, kv_heads, head_dim)
@@ -122,7 +100,7 @@ def make_attention_kernel(variant: Variant):
                         scale_log2):  # float32: softmax_scale * log2(e)
         dynamic = cuda.shared.array(0, uint8)
         full_k = cuda.shared.array(MAX_STAGES, uint64)
-        full_v = cuda.shared.array(v_barriers, uint64)
+        full_v = cuda.shared.array(MAX_STAGES, uint64)
         empty = cuda.shared.array(MAX_STAGES, uint64)
         tid = cuda.threadIdx.x
         base = (smem_u32(dynamic) + uint32(TILE_ALIGN_BYTES - 1)) & ~uint32(TILE_ALIGN_BYTES - 1)
@@ -165,16 +143,14 @@ def make_attention_kernel(variant: Variant):
                 mbarrier_init(full_k_smem + uint32(s * MBARRIER_BYTES), fill_arrivals)
                 mbarrier_init(full_v_smem + uint32(s * MBARRIER_BYTES), fill_arrivals)
                 mbarrier_init(empty_smem + uint32(s * MBARRIER_BYTES), release_threads)
-                if transposes:
-                    mbarrier_init(full_v_smem + uint32((MAX_STAGES + s) * MBARRIER_BYTES), transpose_threads)
             fence_mbarrier_init_cluster()
         cuda.syncthreads()
 
-        # Step 3: producer and consumers run the ring.
-        if tid >= worker_threads:               # kq_wgmma_pv's transpose warp
-            for k in range(tiles):
-                transpose_stage(v_smem, full_v_smem, k, tid - worker_threads)
-        elif tid >= consumer_threads:
+        # Step 3: producer and consumers run the ring (a thread past them, in a block launched
+        # wider than the variant's threads, has no part).
+        if tid >= threads:
+            return
+        if tid >= consumer_threads:
             rank = tid - consumer_threads
             # Page-table entries (both paths; producers.py): tile k's in `pages`; tile k + 1's
             # loaded into `next_pages` before the wait on `empty`, and first read after tile
@@ -201,9 +177,9 @@ def make_attention_kernel(variant: Variant):
                     pages[entry] = next_pages[entry]
         else:
             out_row_base = (split * page_table.shape[0] + batch) * seqlen_q * q_heads
-            consume(q_smem, k_smem, v_smem, full_k_smem, full_v_smem + uint32(consumer_v_barriers),
-                    empty_smem, q_address, out, lse, tid >> 5, tid & 31, m_start, rows_valid, group,
-                    batch, kv_head, seqlen_q, q_heads, kv_len, n_begin, tiles, scale_log2, out_row_base)
+            consume(q_smem, k_smem, v_smem, full_k_smem, full_v_smem, empty_smem, q_address, out, lse,
+                    tid >> 5, tid & 31, m_start, rows_valid, group, batch, kv_head, seqlen_q, q_heads, kv_len,
+                    n_begin, tiles, scale_log2, out_row_base)
 
     paged_attention.__name__ = paged_attention.__qualname__ = variant.name
     paged_attention.launch_bounds = variant.launch_bounds   # read by compile_for_sm90a

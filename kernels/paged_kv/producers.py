@@ -29,10 +29,7 @@ Each path is ``look_up`` + ``produce`` (``make_producer``). The kernel's produce
   being the entry of the slot where the box starts. With ``page_size >= block_n`` (FA3's
   condition ``page_size % kBlockN == 0``) that is one box per chunk per tile; with
   smaller pages, one per page. Slots inside a box are looked up too (one entry each,
-  the same page): a fixed count keeps the entries in registers. Before this, lane 0
-  loaded each box's entry after the wait on ``empty``, right before the box, so every
-  tile's boxes waited on a page-table load from HBM (L2 is flushed before each timed
-  sample) while the cp.async path had its entries a tile ahead.
+  the same page): a fixed count keeps the entries in registers.
 - ``cp_async``: every producer thread copies ``rows_per_thread`` 16-byte pieces of a
   tile with ``cp.async.cg`` (``LDGSTS``), one per row, always the same piece column
   (:class:`GatherPlan`), then ``cp.async.mbarrier.arrive.noinc`` (the barrier expects
@@ -53,8 +50,8 @@ Each path is ``look_up`` + ``produce`` (``make_producer``). The kernel's produce
   entries' arithmetic above the wait (it touches no memory) and would stall there on
   a load issued just before it. The data written to shared memory is the same as a
   per-piece lookup writes: piece ``rank + i * producer_threads`` of the tile at its
-  swizzled offset (tests/cpu/test_paged_kv_producer.py; the SASS ordering:
-  tests/cpu/test_paged_kv_producer_sass.py).
+  swizzled offset (tests/cpu/paged_kv/test_paged_kv_producer.py; the SASS ordering:
+  tests/cpu/paged_kv/test_paged_kv_producer_sass.py).
 """
 from __future__ import annotations
 

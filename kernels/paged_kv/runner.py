@@ -19,10 +19,8 @@ from .geometry import TILE_ALIGN_BYTES, Variant, VariantError
 LOG2_E = math.log2(math.e)
 # The K/V tensor maps' L2 promotion, as CUTLASS's make_tma_copy sets it, which FA3's K/V maps
 # use (NVIDIA/cutlass@7107b05535f8977f5ecb9d01ee203205b1fd9bc4
-# include/cute/atom/copy_traits_sm90_tma.hpp line 1040: CU_TENSOR_MAP_L2_PROMOTION_L2_128B).
-# Measured on the H200 through the study's own measure (llama3_8b, llama3_70b and mqa_8x256
-# decode, b32 ctx8192, pages 64 and 256, outside results/): 256 B ran TMA decode up to 8 %
-# slower (median 2 %) than 128 B; 0 B ran as 128 B.
+# include/cute/atom/copy_traits_sm90_tma.hpp line 1040: CU_TENSOR_MAP_L2_PROMOTION_L2_128B);
+# the other promotions measured: docs/paged_kv_history.md.
 TMA_L2_PROMOTION_BYTES = 128
 _RAW_DTYPE = {"bf16": np.uint16, "e4m3": np.uint8}
 

@@ -21,7 +21,7 @@ REFERENCE = CONFIG["reference_gpu"]
 
 
 def _paged_kv(folder: Path) -> Path:
-    from test_paged_kv_study import synthetic_raw
+    from paged_kv_fixture import synthetic_raw
     return synthetic_raw(folder, CONFIG["studies"]["paged_kv"])
 
 

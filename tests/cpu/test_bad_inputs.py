@@ -93,9 +93,10 @@ def test_check_config_validates_an_override_over_the_defaults(tmp_path, capsys):
 
 
 def test_a_bf16_consumer_list_holding_an_e4m3_only_consumer_is_refused():
-    problems = paged_kv_problems(lambda s: s.update(decode_consumers={"bf16": ["kq", "kq_wgmma_rs"],
+    problems = paged_kv_problems(lambda s: s.update(decode_consumers={"bf16": ["kq", "kq_wgmma_rs_lazy"],
                                                                       "e4m3": ["kq"]}))
-    assert "studies.paged_kv.decode_consumers.bf16" in problems and "['kq_wgmma_rs'] run only at ['e4m3']" in problems
+    assert ("studies.paged_kv.decode_consumers.bf16" in problems
+            and "['kq_wgmma_rs_lazy'] run only at ['e4m3']" in problems)
 
 
 def test_a_consumer_list_that_leaves_a_dtype_no_consumer_is_refused():

@@ -38,7 +38,7 @@ PRODUCER_PTX = {
 }
 
 
-#: tests/gpu/test_paged_kv_gpu.py kernels: paged_attention_<path>_<dtype>_d<dim>_...
+#: tests/gpu/paged_kv/test_paged_kv_gpu.py kernels: paged_attention_<path>_<dtype>_d<dim>_...
 PAGED_ATTENTION_NAMES = [
     f"paged_attention_{path}_{dtype}_d{d}_n64_w{w}_s2"
     f"_p{1 if path == 'tma' else 4}{causal}"
@@ -59,39 +59,19 @@ PAGED_ATTENTION_NAMES = [
     for dtype, d, w, n in (("bf16", 128, 1, 64), ("bf16", 128, 4, 64), ("bf16", 256, 4, 32), ("bf16", 64, 1, 64),
                            ("e4m3", 128, 1, 64), ("e4m3", 128, 4, 64), ("e4m3", 256, 4, 32), ("e4m3", 64, 1, 128))
 ] + [f"paged_attention_cp_async_{dtype}_d128_n64_w1_s2_p4_causal_kq16" for dtype in ("bf16", "e4m3")] + [
-    f"paged_attention_{path}_{dtype}_d{d}_n64_w{w}_s2_p{1 if path == 'tma' else 4}_causal_kqs{r}"
-    for path in ("tma", "cp_async")    # decode, the warps sharing each tile (consumer_split.py)
-    for dtype in ("bf16", "e4m3")
-    for d, w, r in ((128, 4, 8), (128, 2, 8), (256, 4, 8), (128, 4, 4), (128, 4, 2), (256, 4, 2))
-] + [
     f"paged_attention_{path}_{dtype}_d{d}_n64_w4_s2_p{1 if path == 'tma' else 4}_causal_kqw{r}"
-    for path in ("tma", "cp_async")    # decode, S^T as one warpgroup wgmma (consumer_split.py)
+    for path in ("tma", "cp_async")    # decode, S^T as one warpgroup wgmma (consumer_kq_wgmma.py)
     for dtype in ("bf16", "e4m3")
     for d, r in ((128, 8), (256, 8), (128, 4), (128, 2), (256, 2), (64, 2), (64, 8))
-] + [
-    f"paged_attention_{path}_{dtype}_d{d}_n64_w8_s{s}_p{1 if path == 'tma' else 4}_causal_kqwd{r}"
-    for path in ("tma", "cp_async")    # decode, two wgmma warpgroups on alternate tiles
-    for dtype in ("bf16", "e4m3")
-    for d, r, s in ((128, 8, 2), (128, 2, 4), (256, 2, 2), (256, 8, 2), (64, 8, 2))
-] + [
-    f"paged_attention_{path}_e4m3_d{d}_n64_w4_s{s}_p{p if path == 'tma' else 4}_causal_kqwp{r}"
-    for path in ("tma", "cp_async")    # decode, P V by wgmma too (consumer_pv.py, transpose_v.py)
-    for d, r, s, p in ((128, 8, 2, 1), (256, 8, 2, 1), (128, 4, 2, 2), (128, 2, 4, 1), (256, 2, 2, 1),
-                       (64, 2, 2, 1), (64, 8, 2, 1))
 ]
 PAGED_ATTENTION_NAMES += [
-    f"paged_attention_{path}_e4m3_d{d}_n64_w4_s2_p{1 if path == 'tma' else 4}_causal_{suffix}{r}"
-    for path in ("tma", "cp_async")    # decode, P V by wgmma with V^T from registers (consumer_pv.py)
-    for suffix in ("kqwr", "kqwrl")    # .. and accumulating in place, with the lazy rescale
-    for d, r in ((128, 8), (256, 8), (128, 4), (128, 2), (256, 2), (64, 2), (64, 8))
+    f"paged_attention_{path}_e4m3_d{d}_n64_w4_s2_p{1 if path == 'tma' else 4}_causal_kqwrl{r}"
+    for path in ("tma", "cp_async")    # decode, P V by wgmma with V^T from registers, in place, with the
+    for d, r in ((128, 8), (256, 8), (128, 4), (128, 2), (256, 2), (64, 2), (64, 8))   # lazy rescale
 ] + [
     f"paged_attention_{path}_e4m3_d{d}_n64_w4_s2_p{1 if path == 'tma' else 4}_causal_m2_kqwrl{r}"
     for path in ("tma", "cp_async")    # .. the lazy one under two CTAs' launch bounds
     for d, r in ((128, 8), (256, 8), (128, 4), (128, 2), (256, 2), (64, 2), (64, 8))
-] + [
-    f"paged_attention_{path}_e4m3_d{d}_n64_w8_s{s}_p{1 if path == 'tma' else 4}_causal_kqwrd{r}"
-    for path in ("tma", "cp_async")    # decode, two such warpgroups on alternate tiles
-    for d, r, s in ((128, 8, 2), (256, 8, 4), (256, 2, 2), (128, 2, 4), (64, 8, 2))
 ] + [
     f"paged_attention_{path}_e4m3_d{d}_n64_w8_s{s}_p{1 if path == 'tma' else 4}_causal_kqwrls{r}"
     for path in ("tma", "cp_async")    # decode, two lazy warpgroups on every tile, half the rows each
@@ -120,15 +100,14 @@ def paged_attention_ptx(name):
     """PTX a paged attention variant must hold: its load path's and its dtype's instructions."""
     path = "tma" if name.startswith("paged_attention_tma_") else "cp"
     dtype = "e4m3" if "_e4m3_" in name else "bf16"
-    if "_kqwp" in name or "_kqwr" in name:   # both products by wgmma: no mma.sync, no unpack; P^T as e4m3
-        gather = (["ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16"] if "_kqwr" in name   # V^T into registers
-                  else ["st.shared::cta.u32"])                                            # the transpose warp
+    if "_kqwr" in name:   # both products by wgmma: no mma.sync, no unpack; P^T as e4m3
+        gather = ["ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16"]                     # V^T into registers
         return ([f for f in PAGED_ATTENTION_COMMON if not f.startswith("ldmatrix")] + PAGED_ATTENTION_PTX[path]
                 + ["cvt.rn.satfinite.e4m3x2.f32", "st.shared.u16", "prmt.b32", "bar.sync", WGMMA_PTX,
                    WGMMA_TYPES[dtype], "wgmma.commit_group.sync.aligned", "fence.proxy.async.shared::cta"]
                 + gather)
     kq = ["movmatrix.sync.aligned.m8n8.trans.b16"] if "_kq" in name else []
-    split = ["bar.sync"] if "_kqs" in name or "_kqw" in name else []    # the consumer warps' named barriers
+    split = ["bar.sync"] if "_kqw" in name else []    # the consumer warps' named barriers
     wgmma = ([WGMMA_PTX, WGMMA_TYPES[dtype], "wgmma.commit_group.sync.aligned", "fence.proxy.async.shared::cta"]
              if "_kqw" in name else [])
     common = [f for f in PAGED_ATTENTION_COMMON if not (wgmma and f == LDMATRIX)]    # K: read by the wgmma
@@ -263,13 +242,14 @@ EXPECTED_PTX = {
 
 def load_gpu_test_module(name):
     """Import tests/gpu/<name>.py under a private name (no package needed)."""
-    spec = importlib.util.spec_from_file_location(f"gpu_tests_{name}", GPU_TESTS / f"{name}.py")
+    path = next(GPU_TESTS.rglob(f"{name}.py"))      # tests/gpu/ or a study's folder in it
+    spec = importlib.util.spec_from_file_location(f"gpu_tests_{name}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
-#: tests/gpu/test_paged_kv_gpu.py's attention variants compiled here by default: one of each consumer
+#: tests/gpu/paged_kv/test_paged_kv_gpu.py's attention variants compiled here by default: one of each consumer
 #: the sweep runs (they share every device function, so a typing error shows in one); the GPU test run
 #: compiles its own representative set, -m exhaustive all of them here
 PAGED_ATTENTION_DEFAULT = {

@@ -64,7 +64,7 @@ def _compile_listed(path: str, name: str) -> str:
 def _listed_kernels(exhaustive: bool):
     """(module path, kernel name) for every GPU test module's KERNELS (without its
     EXHAUSTIVE_KERNELS, which only ``-m exhaustive`` runs, unless ``exhaustive``)."""
-    for path in sorted(GPU_TESTS.glob("test_*_gpu.py")):
+    for path in sorted(GPU_TESTS.rglob("test_*_gpu.py")):     # tests/gpu/ and its study folders
         module = _module(str(path))
         skipped = set() if exhaustive else getattr(module, "EXHAUSTIVE_KERNELS", set())
         for name in getattr(module, "KERNELS", {}):

@@ -3,7 +3,7 @@
 attention.csv holds one row per (point, page size, load path, K/V ring stages, producer
 warps, decode consumer): each load path has two tuning knobs, the ring depth and (cp.async
 only; TMA's producer is one warp) the number of warps gathering K/V, and decode a third, the
-consumer (``score_layout`` "kq" or "kq_split", grid.py). Every comparison below uses each
+consumer (``score_layout``, one of tma_kernels.paged_kv.layouts.DECODE_CONSUMERS; grid.py). Every comparison below uses each
 path at its own best combination of them (the lowest median time among the combinations
 measured for that cell), as measurement.md asks ("each mechanism gets its best
 configuration from a sweep of its own knobs"). A cell with no timed row (every sample

@@ -5,18 +5,14 @@ phase (decode with 1 or 4 query tokens, or causal prefill), a page size and a lo
 The TMA path runs only at page sizes its boxes can take (``runner.check_page_size``); the
 cp.async path also at 1 and 8. Each configuration's kernel variant follows from it:
 block_n 64 (decode: 128 for e4m3 at head dim 64, 32 at head dim 256, see ``SweepConfig.block_n``), the consumer of
-``SweepConfig.score_layout`` (prefill: S = Q K^T, 16 packed query rows per warp, 4 warps;
-decode: each of config ``decode_consumers``: "kq", S^T = K Q^T, 8 rows per warp, as many
-warps as its query heads x tokens need, "kq_split", 4 warps sharing each tile, or
-"kq_wgmma", kq_split with S^T as one warpgroup wgmma a tile of 64 tokens, or "kq_wgmma_dual",
-two kq_wgmma warpgroups taking alternate tiles, or "kq_wgmma_pv", e4m3 only: kq_wgmma with P V as a
-wgmma too, over V tiles a warp of its own transposes, or "kq_wgmma_rs", e4m3 only: that product
-with V^T from registers, gathered from the V tile as it landed, or "kq_wgmma_rs_dual", e4m3 only:
-two kq_wgmma_rs warpgroups taking alternate tiles, or "kq_wgmma_rs_lazy", e4m3 only: kq_wgmma_rs
-with P V accumulating in place and O rescaled only when a running max moves far enough, or
-"kq_wgmma_rs_lazy_rowsplit", e4m3 only: two kq_wgmma_rs_lazy warpgroups on every tile, half the
-CTA's query rows each, run only where a KV head has at least ROWSPLIT_MIN_ROWS packed query rows),
-each of the phase kind's ``stages`` counts that fits in shared memory, one producer warp for
+``SweepConfig.score_layout`` (prefill: "qk", S = Q K^T, 16 packed query rows per warp, 4 warps;
+decode: each of config ``decode_consumers``, a consumer of the ladder in
+tma_kernels.paged_kv.layouts (the one list of them): "kq", S^T = K Q^T, 8 rows per warp, as many
+warps as its query heads x tokens need; the shares_tile consumers, 4 warps sharing each tile of
+64 tokens ("kq_wgmma", and for e4m3 "kq_wgmma_rs_lazy"), and the row_split one, two such
+warpgroups on every tile, half the CTA's query rows each ("kq_wgmma_rs_lazy_rowsplit", e4m3, run
+only where a KV head has at least ROWSPLIT_MIN_ROWS packed query rows); a consumer runs only at
+the dtypes its layout is built for), each of the phase kind's ``stages`` counts that fits in shared memory, one producer warp for
 TMA and each of the phase kind's ``cp_async_producer_warps`` counts for cp.async (the tuning
 knobs: a path is compared at its best combination; the analysis keeps the fastest per path)
 (FA3 uses a warpgroup there). Decode splits the KV sequence per compiled kernel, by FA3's
@@ -34,6 +30,8 @@ import itertools
 import math
 from dataclasses import dataclass
 
+from tma_kernels.paged_kv.layouts import DECODE_CONSUMERS, LAYOUTS
+
 from .fa3_rule import fa3_choice
 from .splits import RULE_DECODE, RULE_PREFILL, SplitChoice, wave_efficiency_splits
 
@@ -44,21 +42,13 @@ PREFILL_WARPS = 4
 BLOCK_N = 64                # KV rows per tile (FA3 uses 80-224 with wgmma); decode: SweepConfig.block_n
 DECODE_BLOCK_N_MAX = 128
 DECODE_BLOCK_N_D256 = 32
-DECODE_SPLIT_WARPS = 4      # split consumers: warps sharing each tile
-DECODE_SPLIT_MAX_ROWS = 32  # split consumers: query rows of a CTA at most (4 warps x 8)
+DECODE_SPLIT_WARPS = 4      # shares_tile consumers: warps sharing each tile (one warpgroup)
+DECODE_SPLIT_MAX_ROWS = 32  # shares_tile consumers: query rows of a CTA at most (4 warps x 8)
 DECODE_WGMMA_BLOCK_N = 64   # wgmma consumers: the tile is the wgmma's M (tma_kernels.ptx.wgmma.M)
-DECODE_DUAL_WARPS = 8       # the dual and rowsplit consumers: two warpgroups
-DUAL_CONSUMERS = ("kq_wgmma_dual", "kq_wgmma_rs_dual")
-ROWSPLIT_CONSUMERS = ("kq_wgmma_rs_lazy_rowsplit",)
-ROWSPLIT_MIN_ROWS = 16      # the rowsplit consumers: two groups of at least one mma N block of 8 rows
-DECODE_CONSUMERS = ("kq", "kq_split", "kq_wgmma", "kq_wgmma_dual", "kq_wgmma_pv", "kq_wgmma_rs",
-                    "kq_wgmma_rs_dual", "kq_wgmma_rs_lazy", "kq_wgmma_rs_lazy_rowsplit")   # config decode_consumers may list
-SPLIT_CONSUMERS = DECODE_CONSUMERS[1:]                                   # consumer_split.py's
-WGMMA_CONSUMERS = DECODE_CONSUMERS[2:]                                   # S^T by wgmma
-# consumers built for some dtypes only: the P V wgmma consumers exist to take e4m3 V to the tensor
-# cores as it is (bf16 reaches mma.sync with no unpack); the sweep runs the others at every dtype
-CONSUMER_DTYPES = {c: ("e4m3",) for c in ("kq_wgmma_pv", "kq_wgmma_rs", "kq_wgmma_rs_dual", "kq_wgmma_rs_lazy",
-                                          "kq_wgmma_rs_lazy_rowsplit")}
+DECODE_ROWSPLIT_WARPS = 8   # the row_split consumers: two warpgroups
+ROWSPLIT_MIN_ROWS = 16      # the row_split consumers: two groups of at least one mma N block of 8 rows
+# DECODE_CONSUMERS (config decode_consumers may list them): tma_kernels.paged_kv.layouts'
+WGMMA_CONSUMERS = tuple(c for c in DECODE_CONSUMERS if LAYOUTS[c].uses_wgmma)   # S^T by wgmma
 
 
 class GridError(ValueError):
@@ -98,26 +88,25 @@ class SweepConfig:
     decode_consumer: str = "kq"       # one of config studies.paged_kv.decode_consumers
 
     @property
+    def layout(self):
+        """The consumer's record (tma_kernels.paged_kv.layouts.Layout)."""
+        return LAYOUTS[self.score_layout]
+
+    @property
     def block_n(self) -> int:
         """KV rows per tile: 64; in decode, more where a tile of 64 rows holds less than
         config ``decode_min_kv_tile_bytes`` of one head's K (up to 128: e4m3 at head dim 64),
         and 32 at head dim 256, where 64 rows (2 stages x 2 x 32 KiB of bf16) let one CTA
-        reside per SM. Chosen from two full H200 runs of the decode consumer (results/ at
-        cdfdb40: 64 rows, 32 at head dim 256; at 844aae7: 16 KiB of K in every tile). The
-        larger e4m3 tiles gained at head dim 64 (mha_16x64 b32 8K: 67 -> 74 % of the copy
-        rate) and lost at 128 (llama3_8b b32 8K: 82 -> 76 %); bf16 at head dim 64 moved by
-        1 %, and 16 KiB tiles at head dim 256 (e4m3) by less than 1 % at one token."""
+        reside per SM; the wgmma consumers' tile is the wgmma's M, 64 tokens. How these were
+        chosen: docs/paged_kv_consumers.md."""
         if self.phase.name == "prefill":
             return BLOCK_N
         if self.shape.head_dim == 256:
             rows = DECODE_BLOCK_N_D256
         else:
             rows = min(DECODE_BLOCK_N_MAX, max(BLOCK_N, self.decode_min_kv_tile_bytes // self.head_bytes))
-        if self.score_layout in WGMMA_CONSUMERS:
+        if self.layout.uses_wgmma:
             return DECODE_WGMMA_BLOCK_N
-        if self.score_layout == "kq_split":      # each warp takes whole mma M blocks of tokens
-            from tma_kernels.paged_kv.consumer_kq import ROW_BLOCK
-            rows = max(rows, ROW_BLOCK * self.consumer_warps)
         return rows
 
     @property
@@ -127,36 +116,28 @@ class SweepConfig:
 
     @property
     def score_layout(self) -> str:
-        """The consumer (tma_kernels.paged_kv.Variant.score_layout): prefill "qk" (S = Q K^T,
-        query rows as the mma's M, as FA3); decode "kq" (S^T = K Q^T, KV tokens as M): at 1
-        to 8 query rows per KV head, rows as M left most of every mma padding and the
-        consumer, not the loads, limited decode on the H200 (paged_kv/profile.py); or
-        "kq_split" (``decode_consumer``, a tuning knob swept per cell like the stages): the
-        CTA's DECODE_SPLIT_WARPS warps share each K/V tile, so each element is read (e4m3:
-        unpacked to fp16) once per CTA instead of once per warp, and a KV head's few query
-        rows still spread over 4 warps; or "kq_wgmma": kq_split with S^T = K Q^T as one
-        warpgroup ``wgmma`` a tile (Hopper's own tensor-core instruction, which takes e4m3 as it
-        is, where ``mma.sync`` needs each element unpacked to fp16); or "kq_wgmma_dual": two
-        kq_wgmma warpgroups in the CTA taking alternate tiles of the same ring; or
-        "kq_wgmma_pv" (e4m3): kq_wgmma with O^T = V^T P^T as a wgmma too, so no e4m3 operand is
-        unpacked (a warp of its own transposes each V tile in shared memory, as FA3 does)."""
+        """The consumer (tma_kernels.paged_kv.geometry.Variant.score_layout; the ladder of them:
+        tma_kernels.paged_kv.layouts): prefill "qk" (S = Q K^T, query rows as the mma's M, as
+        FA3); decode ``decode_consumer``, a tuning knob swept per cell like the stages: "kq" (S^T =
+        K Q^T, KV tokens as M: at 1 to 8 query rows per KV head, rows as M leave most of every
+        mma padding) or a consumer whose warps share each K/V tile."""
         if self.phase.name == "prefill":
             return "qk"
         return self.decode_consumer
 
     @property
     def rows_per_warp(self) -> int:
-        """Query rows a consumer warp loads: prefill 16, decode 8; kq_split: the CTA's rows
-        (the packed rows of a KV head, as a power of two from 8 to 32) over its warps (the
-        rowsplit consumers: over both groups' warps, from 16 rows)."""
+        """Query rows a consumer warp loads: prefill 16, decode 8; the shares_tile consumers: the
+        CTA's rows (the packed rows of a KV head, as a power of two from 8 to 32) over its warps
+        (the row_split consumers: over both groups' warps, from 16 rows)."""
         if self.phase.name == "prefill":
             return PREFILL_ROWS_PER_WARP
-        if self.score_layout in SPLIT_CONSUMERS:   # whole mma N blocks of query rows
-            from tma_kernels.paged_kv.consumer_kq import Q_ROWS_PER_BLOCK
+        if self.layout.shares_tile:   # whole mma N blocks of query rows
+            from tma_kernels.paged_kv.kq_steps import Q_ROWS_PER_BLOCK
             rows = self.phase.seqlen_q * self.shape.group
             block_m = min(DECODE_SPLIT_MAX_ROWS, max(Q_ROWS_PER_BLOCK, 1 << math.ceil(math.log2(rows))))
-            if self.score_layout in ROWSPLIT_CONSUMERS:
-                return block_m // DECODE_DUAL_WARPS     # sweep_configs: block_m >= ROWSPLIT_MIN_ROWS here
+            if self.layout.row_split:
+                return block_m // DECODE_ROWSPLIT_WARPS     # sweep_configs: block_m >= ROWSPLIT_MIN_ROWS here
             return block_m // DECODE_SPLIT_WARPS
         return DECODE_ROWS_PER_WARP
 
@@ -164,15 +145,15 @@ class SweepConfig:
     def consumer_warps(self) -> int:
         if self.phase.name == "prefill":
             return PREFILL_WARPS
-        if self.score_layout in DUAL_CONSUMERS + ROWSPLIT_CONSUMERS:
-            return DECODE_DUAL_WARPS
-        if self.score_layout in SPLIT_CONSUMERS:
+        if self.layout.row_split:
+            return DECODE_ROWSPLIT_WARPS
+        if self.layout.shares_tile:
             return DECODE_SPLIT_WARPS
         rows = self.phase.seqlen_q * self.shape.group
         return min(PREFILL_WARPS, 1 << max(0, math.ceil(math.log2(math.ceil(rows / self.rows_per_warp)))))
 
     def variant(self):
-        from tma_kernels.paged_kv import Variant
+        from tma_kernels.paged_kv.geometry import Variant
         return Variant(dtype=self.dtype, head_dim=self.shape.head_dim, load_path=self.load_path,
                        block_n=self.block_n, consumer_warps=self.consumer_warps, stages=self.stages,
                        producer_warps=1 if self.load_path == "tma" else self.producer_warps, causal=True,
@@ -181,8 +162,8 @@ class SweepConfig:
     @property
     def ctas_per_split(self) -> int:
         """CTAs of one KV split: one per (sequence, KV head, block of packed query rows)."""
-        tile_warps = DECODE_SPLIT_WARPS if self.score_layout in SPLIT_CONSUMERS else self.consumer_warps
-        block_m = self.rows_per_warp * tile_warps * (2 if self.score_layout in ROWSPLIT_CONSUMERS else 1)
+        tile_warps = DECODE_SPLIT_WARPS if self.layout.shares_tile else self.consumer_warps
+        block_m = self.rows_per_warp * tile_warps * (2 if self.layout.row_split else 1)
         m_blocks = math.ceil(self.phase.seqlen_q * self.shape.group / block_m)
         return self.phase.batch * self.shape.kv_heads * m_blocks
 
@@ -299,15 +280,15 @@ def decode_consumers(study: dict) -> dict[str, list[str]]:
         if not consumers or stray or len(set(consumers)) != len(consumers):
             raise GridError(f"config key '{name}': {consumers} must list distinct consumers among "
                             f"{list(DECODE_CONSUMERS)}, at least one")
-        runs = [c for c in consumers if dtype in CONSUMER_DTYPES.get(c, (dtype,))]
+        runs = [c for c in consumers if dtype in LAYOUTS[c].dtypes]
         other_dtype = [c for c in consumers if c not in runs]
         if isinstance(given, dict) and other_dtype:
             raise GridError(f"config key '{name}': {other_dtype} run only at "
-                            f"{sorted({d for c in other_dtype for d in CONSUMER_DTYPES[c]})}, not {dtype}")
+                            f"{sorted({d for c in other_dtype for d in LAYOUTS[c].dtypes})}, not {dtype}")
         if not runs:
             raise GridError(f"config key '{name}': no consumer of {consumers} runs at {dtype}, so every {dtype} "
                             f"decode cell would be left out; add one of "
-                            f"{[c for c in DECODE_CONSUMERS if dtype in CONSUMER_DTYPES.get(c, (dtype,))]}")
+                            f"{[c for c in DECODE_CONSUMERS if dtype in LAYOUTS[c].dtypes]}")
     return {d: list(consumers) for d, (_, consumers) in lists.items()}
 
 
@@ -328,7 +309,7 @@ def check_config(study: dict, expand: bool = False) -> list[str]:
 
 def sweep_configs(study: dict) -> list[SweepConfig]:
     """Expand the study config, shape-major; keep only page sizes a path can load."""
-    from tma_kernels.paged_kv import VariantError
+    from tma_kernels.paged_kv.geometry import VariantError
     from tma_kernels.paged_kv.runner import check_page_size
     configs = []
     plans = _phase_plans(study)
@@ -339,8 +320,8 @@ def sweep_configs(study: dict) -> list[SweepConfig]:
             continue
         producer_warps = study["cp_async_producer_warps"][phase.name] if path == "cp_async" else [1]
         phase_consumers = consumers[dtype] if phase.name == "decode" else ["kq"]   # prefill: "qk" regardless
-        phase_consumers = [c for c in phase_consumers if dtype in CONSUMER_DTYPES.get(c, (dtype,))
-                           and (c not in ROWSPLIT_CONSUMERS or phase.seqlen_q * shape.group >= ROWSPLIT_MIN_ROWS)]
+        phase_consumers = [c for c in phase_consumers if dtype in LAYOUTS[c].dtypes
+                           and (not LAYOUTS[c].row_split or phase.seqlen_q * shape.group >= ROWSPLIT_MIN_ROWS)]
         for page, stages, warps, consumer in itertools.product(pages[path], study["stages"][phase.name],
                                                                producer_warps, phase_consumers):
             config = SweepConfig(shape, dtype, phase, page, path, stages, warps, study["decode_min_kv_tile_bytes"],

@@ -2,22 +2,18 @@
 every attention variant the configured sweep runs (the study's config section), the
 launch-bounded builds of its decode variants that the measure step chooses among
 (``residency_targets``; ptxas may refuse a cap too low), and the split combine at a few split
-counts (the sweep picks its counts at run time; tests/cpu/test_paged_kv_kernels.py checks
+counts (the sweep picks its counts at run time; tests/cpu/paged_kv/test_kernels.py checks
 that each count's loads unroll)."""
 from __future__ import annotations
 
 import dataclasses
 
-from tma_kernels.paged_kv.geometry import (
-    PV_WGMMA_LAYOUTS,
-    WGMMA_LAYOUTS,
-    resident_ctas_per_sm,
-)
+from tma_kernels.paged_kv.geometry import resident_ctas_per_sm
 
 from tma_study.harness.kernel_builds import KernelBuild
 
 #: P V (and, but in the wgmma consumers, S): mma.sync, e4m3 unpacked to fp16 first; the consumers
-#: with P V on wgmma too (e4m3 only: kq_wgmma_rs_lazy, ...) take e4m3 as it is, by QGMMA
+#: with P V on wgmma too (register_v, e4m3 only: kq_wgmma_rs_lazy, ...) take e4m3 as it is, by QGMMA
 MMA_SASS = {"bf16": ("HMMA.16816.F32.BF16",), "e4m3": ("F2FP.F16.E4M3.UNPACK_B", "HMMA.16816.F32"),
             "e4m3_pv_wgmma": ("QGMMA.64",)}
 PATH_SASS = {"tma": ("UTMALDG.4D",), "cp_async": ("LDGSTS.E.BYPASS.128",)}
@@ -50,11 +46,11 @@ def bounded_variants(variant, min_ctas_per_sm: int) -> list:
 
 
 def _mma_sass(variant) -> tuple[str, ...]:
-    return MMA_SASS[f"{variant.dtype}_pv_wgmma" if variant.score_layout in PV_WGMMA_LAYOUTS else variant.dtype]
+    return MMA_SASS[f"{variant.dtype}_pv_wgmma" if variant.layout.register_v else variant.dtype]
 
 
 def _score_sass(variant) -> tuple[str, ...]:
-    return SCORE_SASS[f"{variant.dtype}_wgmma" if variant.score_layout in WGMMA_LAYOUTS else "mma_sync"]
+    return SCORE_SASS[f"{variant.dtype}_wgmma" if variant.layout.uses_wgmma else "mma_sync"]
 
 
 def expected_sass(variant) -> tuple[str, ...]:
@@ -73,14 +69,14 @@ def sweep_builds(study_config: dict) -> tuple[list, list]:
 
 
 def attention_build(variant, may_be_refused: bool = False) -> KernelBuild:
-    from tma_kernels.paged_kv import SIGNATURE, make_attention_kernel
+    from tma_kernels.paged_kv.kernel import SIGNATURE, make_attention_kernel
     return KernelBuild(variant.name, make_attention_kernel(variant), SIGNATURE, expected_sass(variant),
                        may_be_refused)
 
 
 def compile_list(study_config: dict) -> list[KernelBuild]:
     """Every attention build the sweep of ``study_config`` may time, and the combines."""
-    from tma_kernels.paged_kv import COMBINE_SIGNATURE, make_combine
+    from tma_kernels.paged_kv.combine import COMBINE_SIGNATURE, make_combine
     variants, bounded = sweep_builds(study_config)
     kernels = [attention_build(v) for v in variants] + [attention_build(b, True) for b in bounded]
     kernels += [KernelBuild(f"combine_splits_{n}", make_combine(n), COMBINE_SIGNATURE, COMBINE_SASS)

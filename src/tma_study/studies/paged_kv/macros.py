@@ -14,7 +14,7 @@ import pandas as pd
 
 from tma_study.macros import MacroError, camel, number, percent, ratio
 
-from . import fa3_rule, facts
+from . import fa3_rule, facts, tuning_facts
 from .grid import DECODE_CONSUMERS
 
 DTYPE_NAMES = {"bf16": "bf", "e4m3": "fpeight"}
@@ -60,10 +60,10 @@ def _sweep(speedup: pd.DataFrame, tuning: pd.DataFrame) -> dict[str, str]:
         out[_name("decode cells")] = number(len(decode))
         for consumer in DECODE_CONSUMERS:   # e.g. pagedKvDecodeKqWgmmaCells: cells it won
             out[_name("decode", consumer, "cells")] = number((decode.score_layout == consumer).sum())
-        for consumer in facts.compared_consumers(tuning):
+        for consumer in tuning_facts.compared_consumers(tuning):
             for dtype, short in DTYPE_NAMES.items():
                 for tokens in sorted(int(q) for q in decode.seqlen_q.unique()):
-                    wins = facts.consumer_wins(tuning, dtype, tokens, consumer)
+                    wins = tuning_facts.consumer_wins(tuning, dtype, tokens, consumer)
                     if wins is not None:    # a run that swept kq and this consumer there
                         prefix = ("decode", consumer, short, f"q{tokens}")
                         out |= {_name(*prefix, "won"): number(wins.won), _name(*prefix, "cells"): number(wins.cells),
@@ -75,8 +75,8 @@ def _sweep(speedup: pd.DataFrame, tuning: pd.DataFrame) -> dict[str, str]:
         out |= {_name("sweep", phase, "query tokens"): facts.listing(rows.seqlen_q),
                 _name("sweep", phase, "batch"): facts.listing(rows.batch),
                 _name("sweep", phase, "context"): facts.listing(rows.context_tokens),
-                _name(phase, "stages swept"): facts.listing(facts.swept_stages(tuning, phase)),
-                _name(phase, "producer warps swept"): facts.listing(facts.swept_producer_warps(tuning, phase))}
+                _name(phase, "stages swept"): facts.listing(tuning_facts.swept_stages(tuning, phase)),
+                _name(phase, "producer warps swept"): facts.listing(tuning_facts.swept_producer_warps(tuning, phase))}
     return out
 
 
@@ -222,7 +222,7 @@ def _missed(decode: pd.DataFrame) -> dict[str, str]:
         for r in below.itertuples())}
 
 
-def _knob(prefix: tuple[str, ...], choice: facts.KnobChoice) -> dict[str, str]:
+def _knob(prefix: tuple[str, ...], choice: tuning_facts.KnobChoice) -> dict[str, str]:
     return {_name(*prefix): number(choice.chosen_most), _name(*prefix, "won"): number(choice.chosen_most_cells),
             _name(*prefix, "cells"): number(choice.cells), _name(*prefix, "largest won"): number(choice.largest_cells)}
 
@@ -235,17 +235,17 @@ def _tuning(tuning: pd.DataFrame) -> dict[str, str]:
     for path, path_name in PATH_NAMES.items():
         for dtype, short in DTYPE_NAMES.items():
             for phase in facts.PHASES:
-                chosen = {knob: facts.knob_choice(tuning, knob, phase, path, dtype) for knob in facts.KNOB_NAMES}
+                chosen = {knob: tuning_facts.knob_choice(tuning, knob, phase, path, dtype) for knob in tuning_facts.KNOB_NAMES}
                 chosen = {knob: c for knob, c in chosen.items() if c is not None and len(c.swept) > 1}
                 for knob, choice in chosen.items():     # a knob run at one value has nothing to choose
                     out |= _knob((phase, knob.replace("_", " "), path_name, short), choice)
-                combo = facts.combination(tuning, phase, path, dtype)
+                combo = tuning_facts.combination(tuning, phase, path, dtype)
                 if chosen and combo is not None:
                     prefix = (phase, "combo", path_name, short)
                     out |= {_name(*prefix, "stages"): number(combo.stages),
                             _name(*prefix, "producer warps"): number(combo.producer_warps),
                             _name(*prefix, "won"): number(combo.cells_won), _name(*prefix, "cells"): number(combo.cells)}
-    bounds = facts.launch_bounds(tuning)
+    bounds = tuning_facts.launch_bounds(tuning)
     out |= {_name("decode kernels"): number(bounds.kernels), _name("launch bounded kernels"): number(bounds.bounded_kernels),
             _name("launch bounded cells"): number(bounds.bounded_cells)}
     if bounds.bounded_kernels:

@@ -33,7 +33,6 @@ import dataclasses
 import functools
 import json
 import math
-import os
 from pathlib import Path
 
 import numpy as np
@@ -44,21 +43,19 @@ from tma_study.config import REPO_ROOT
 from tma_study.harness import atomic, provenance, timing
 from tma_study.harness.kernel_builds import StudyKernels, kernel_cache
 
-from .aggregate import SAME_BYTES_COPY, SAME_BYTES_COPY_DIRTY_L2
+from .ceilings import copy_case, same_bytes_copy_cases, sdpa_cases
+from .device_data import FILL_THREADS, fill_kernel, fresh_seed
 from .grid import SweepConfig, sweep_configs
 from .kernels import residency_targets, sweep_builds
-from .problem import LSE_TOLERANCE, Problem, expected, make_inputs
+from .problem import LSE_TOLERANCE, Problem, expected, make_inputs, timed_problem
 from .splits import RULE_TEXT, SplitChoice
 
-SDPA_TOLERANCE = 1e-2               # torch's bf16 SDPA against float64, absolute
 CHECK_MAX_BATCH = 3
 CHECK_DECODE_CONTEXT = 700          # reduced problem: ragged lengths up to this
 CHECK_PREFILL_QUERY = 160
 CHECK_MAX_SPLITS = 3
 CHECK_CELLS_CACHED = 8              # >= page sizes of one (shape, dtype, phase) group (_check_case)
 FINITE_MASK = {"bf16": 0xBFFFBFFF, "e4m3": 0xBFBFBFBF}   # clear each exponent's top bit: |x| < 2
-COPY_BYTES = 1 << 30
-FILL_THREADS = 256
 
 
 def resident_ctas(runner) -> int:
@@ -76,7 +73,7 @@ def fit_residency(runners: dict, variant, min_ctas_per_sm: int):
     as FA3 compiles its kernels with launch bounds (the split count is then chosen for the
     residency of the kept build, splits.py). A bounded build is the same code capped in
     registers: the compile step checks the SASS of the unbounded build,
-    tests/cpu/test_paged_kv_occupancy.py that of bounded ones. Measured first on the H200:
+    tests/cpu/paged_kv/test_paged_kv_occupancy.py that of bounded ones. Measured first on the H200:
     e4m3 cp.async decode at 176 registers fitted one 5-warp CTA per SM."""
     kept = runners[variant]
     for target, allowance in residency_targets(variant, min_ctas_per_sm):
@@ -97,26 +94,6 @@ def kernel_columns(runner) -> dict:
             "local_bytes_per_thread": runner.kernel.get_local_mem_per_thread(),
             "resident_ctas_per_sm": resident_ctas(runner),
             "launch_min_ctas_per_sm": runner.variant.min_ctas_per_sm}
-
-
-def _fresh_seed() -> int:
-    return int.from_bytes(os.urandom(8), "little")
-
-
-@functools.cache
-def _fill_kernel():
-    from numba import cuda, uint32, uint64
-
-    @cuda.jit("void(uint32[::1], uint64, uint32)")
-    def fill(words, seed, mask):
-        i = cuda.grid(1)
-        if i < words.size:
-            x = uint64(i) * uint64(0x9E3779B97F4A7C15) + seed
-            x ^= x >> uint64(31)
-            x *= uint64(0xBF58476D1CE4E5B9)
-            x ^= x >> uint64(29)
-            words[i] = uint32(x & uint64(0xFFFFFFFF)) & mask
-    return fill
 
 
 def _check_problem(phase, shape, page_size: int, dtype: str, rng) -> Problem:
@@ -142,7 +119,7 @@ def _check_case(phase, shape, page_size: int, dtype: str):
     group's TMA pages before its cp.async pages, so a cell comes back after at most the group's
     other pages: CHECK_CELLS_CACHED covers them (each entry some 10-200 MB of host memory).
     Each cell still gets fresh random inputs."""
-    seed = _fresh_seed()
+    seed = fresh_seed()
     rng = np.random.default_rng(seed)
     inputs = make_inputs(_check_problem(phase, shape, page_size, dtype, rng), rng)
     return seed, inputs, expected(inputs)
@@ -180,7 +157,7 @@ class TimedPools:
 
     def __init__(self):
         self.group = None
-        self.fill = _fill_kernel()
+        self.fill = fill_kernel()
         self.outputs = {}           # (group, page_size, splits, consumer) -> first kernel's output
         self.devices = {}
 
@@ -198,7 +175,7 @@ class TimedPools:
         q_bytes = p.batch * p.seqlen_q * s.q_heads * s.head_dim * element_bytes
         self.words = cuda.device_array((2 * self.kv_bytes + q_bytes) // 4, np.uint32)
         self.fill[-(-self.words.size // FILL_THREADS), FILL_THREADS](
-            self.words, np.uint64(_fresh_seed() & (2**63 - 1)), np.uint32(FINITE_MASK[config.dtype]))
+            self.words, np.uint64(fresh_seed() & (2**63 - 1)), np.uint32(FINITE_MASK[config.dtype]))
         self.raw = self.words.view(np.uint8)
         self.group = group
 
@@ -214,8 +191,8 @@ class TimedPools:
         s, p = config.shape, config.phase
         pages_per_sequence = p.context // config.page_size
         num_pages = p.batch * pages_per_sequence
-        order = np.random.default_rng(_fresh_seed()).permutation(num_pages).astype(np.int32)
-        problem = _problem(config)
+        order = np.random.default_rng(fresh_seed()).permutation(num_pages).astype(np.int32)
+        problem = timed_problem(config)
         device = DeviceProblem.__new__(DeviceProblem)
         pool_shape = (num_pages, config.page_size, s.kv_heads, s.head_dim * problem.element_bytes)
         device.problem = problem
@@ -257,7 +234,7 @@ def _attention_case(config: SweepConfig, runner, pools: TimedPools,
         if not np.isfinite(out).all():
             raise timing.CorrectnessError(f"{config.key}: full-size output has "
                                           f"{int((~np.isfinite(out)).sum())} non-finite values")
-        # kernels of one consumer sum in one order; kq and kq_split differ in tile rows and order
+        # kernels of one consumer sum in one order; two consumers may differ in tile rows and order
         twin = pools.outputs.setdefault((pools.group, config.page_size, splits, config.score_layout), out)
         if twin is not out and not np.array_equal(twin, out):
             raise timing.CorrectnessError(f"{config.key}: output differs from another {config.score_layout} "
@@ -265,117 +242,8 @@ def _attention_case(config: SweepConfig, runner, pools: TimedPools,
 
     p, s = config.phase, config.shape
     out_bytes = 4 * p.batch * p.seqlen_q * s.q_heads * s.head_dim
-    return split, timing.TimedCase(config.key, launch, check, bytes_read=_problem(config).kv_bytes_read(),
+    return split, timing.TimedCase(config.key, launch, check, bytes_read=timed_problem(config).kv_bytes_read(),
                                    bytes_written=out_bytes, label=config.key)
-
-
-def _problem(config: SweepConfig) -> Problem:
-    """The timed problem of ``config``: every sequence holds the phase's context."""
-    p, s = config.phase, config.shape
-    return Problem(batch=p.batch, seqlen_q=p.seqlen_q, q_heads=s.q_heads, kv_heads=s.kv_heads,
-                   head_dim=s.head_dim, page_size=config.page_size, seqlens_k=(p.context,) * p.batch,
-                   dtype=config.dtype)
-
-
-def _copy_case(copy_bytes: int = COPY_BYTES, ceiling: str = "d2d_copy", l2_after_flush: str | None = None,
-               buffers: dict | None = None):
-    """(columns, case): a device-to-device copy of ``copy_bytes`` (it moves twice that: read +
-    write). Its buffers are allocated in the first check of the cases sharing ``buffers`` and
-    filled afresh in each, right before it is timed; ``l2_after_flush`` overrides the run's L2
-    state (harness.l2_state)."""
-    from numba import cuda
-    state = {} if buffers is None else buffers
-
-    def copy(stream):
-        state["destination"].copy_to_device(state["source"], stream=stream)
-
-    def check():
-        if not state:
-            state["source"] = cuda.device_array(copy_bytes // 4, np.uint32)
-            state["destination"] = cuda.device_array_like(state["source"])
-        source = state["source"]
-        fill = _fill_kernel()
-        fill[-(-source.size // FILL_THREADS), FILL_THREADS](source, np.uint64(_fresh_seed() >> 1),
-                                                           np.uint32(0xFFFFFFFF))
-        state["destination"].copy_to_device(np.zeros(source.size, np.uint32))
-        copy(0)
-        cuda.synchronize()
-        if not np.array_equal(state["destination"].copy_to_host(), source.copy_to_host()):
-            raise timing.CorrectnessError(f"{ceiling} of {copy_bytes} B: destination differs from source")
-
-    return ({"ceiling": ceiling, "bytes_moved": 2 * copy_bytes},
-            timing.TimedCase(f"ceiling/{ceiling}/{2 * copy_bytes}", copy, check, bytes_read=copy_bytes,
-                             bytes_written=copy_bytes, l2_after_flush=l2_after_flush))
-
-
-def _same_bytes_copy_cases(configs: list[SweepConfig]):
-    """A copy moving as many bytes (read + write) as each decode point reads of K/V, one per
-    distinct byte count: what a memory-bound kernel of that size reaches when timed the same
-    way (launch and the ramp of a short transfer included). Context only: the bar is against
-    the large copy (``d2d_copy``). Each is timed twice: in the run's L2 state, and as
-    ``SAME_BYTES_COPY_DIRTY_L2`` after nvbench's flush alone (harness.l2_state: what the
-    flush's dirty lines cost a transfer of that size); the two share one pair of buffers."""
-    kv_bytes = sorted({_problem(c).kv_bytes_read() for c in configs if c.phase.name == "decode"})
-    cases = []
-    for b in kv_bytes:
-        buffers = {}
-        cases += [_copy_case(b // 2, name, state, buffers)
-                  for name, state in ((SAME_BYTES_COPY, None), (SAME_BYTES_COPY_DIRTY_L2, "dirty"))]
-    return cases
-
-
-def _sdpa_cases(configs: list[SweepConfig]):
-    """torch SDPA on a contiguous bf16 KV cache for every decode (shape, phase): [(columns, case)].
-    Non-causal (torch's causal mask is top-left aligned; decode masks at most 3 of the
-    context's keys). Empty when torch is missing."""
-    try:
-        import torch
-        import torch.nn.functional as F
-    except ImportError:
-        return []
-    seen, cases = set(), []
-    for c in configs:
-        if c.phase.name != "decode" or (c.shape, c.phase) in seen:
-            continue
-        seen.add((c.shape, c.phase))
-        s, p = c.shape, c.phase
-        state = {}
-
-        def make(s=s, p=p, state=state):
-            generator = torch.Generator(device="cuda").manual_seed(_fresh_seed() >> 1)
-            state["q"] = torch.randn(p.batch, s.q_heads, p.seqlen_q, s.head_dim, device="cuda",
-                                     dtype=torch.bfloat16, generator=generator)
-            state["k"] = torch.randn(p.batch, s.kv_heads, p.context, s.head_dim, device="cuda",
-                                     dtype=torch.bfloat16, generator=generator)
-            state["v"] = torch.randn_like(state["k"])
-
-        def launch(stream, s=s, state=state):
-            with torch.cuda.stream(torch.cuda.ExternalStream(int(stream))):
-                state["out"] = F.scaled_dot_product_attention(
-                    state["q"], state["k"], state["v"], enable_gqa=s.q_heads != s.kv_heads)
-
-        def check(s=s, p=p, state=state, make=make, launch=launch):
-            make()
-            launch(0)
-            torch.cuda.synchronize()
-            b, h = p.batch - 1, s.q_heads - 1
-            q = state["q"][b, h].double()
-            k = state["k"][b, h // (s.q_heads // s.kv_heads)].double()
-            v = state["v"][b, h // (s.q_heads // s.kv_heads)].double()
-            expected = torch.softmax(q @ k.T / math.sqrt(s.head_dim), dim=-1) @ v
-            error = float((state["out"][b, h].double() - expected).abs().max())
-            if error > SDPA_TOLERANCE:
-                raise timing.CorrectnessError(f"torch sdpa {s.name} decode q{p.seqlen_q}: error {error:.3g}")
-
-        element_bytes = 2
-        kv_bytes = 2 * p.batch * p.context * s.kv_heads * s.head_dim * element_bytes
-        columns = {"ceiling": "torch_sdpa_contiguous", "shape": s.name, "q_heads": s.q_heads,
-                   "kv_heads": s.kv_heads, "head_dim": s.head_dim, "dtype": "bf16", "phase": "decode",
-                   "batch": p.batch, "seqlen_q": p.seqlen_q, "context_tokens": p.context,
-                   "bytes_moved": kv_bytes, "torch_version": torch.__version__}
-        cases.append((columns, timing.TimedCase(f"ceiling/sdpa/{s.name}/q{p.seqlen_q}/b{p.batch}"
-                                                f"/ctx{p.context}", launch, check, bytes_read=kv_bytes)))
-    return cases
 
 
 def _load_builds(study: dict, builds: list) -> tuple[dict, StudyKernels]:
@@ -417,7 +285,7 @@ def measure(study: dict, gpu_probe: dict, out_dir: Path) -> None:
     pools = TimedPools()
     split_cases = [_attention_case(c, runners[c.variant()], pools, gpu.sm_count) for c in configs]
     attention_cases = [case for _, case in split_cases]
-    ceiling_cases = [_copy_case(), *_same_bytes_copy_cases(configs), *_sdpa_cases(configs)]
+    ceiling_cases = [copy_case(), *same_bytes_copy_cases(configs), *sdpa_cases(configs)]
     timing_started = provenance.utc_now()       # the kernels' CPU compile and loading end here
     timings = timing.run([case for _, case in ceiling_cases] + attention_cases, study="paged_kv",
                          **study["timing"])
@@ -428,7 +296,7 @@ def measure(study: dict, gpu_probe: dict, out_dir: Path) -> None:
 
     rows = []
     for config, (split, case) in zip(configs, split_cases):
-        flops = _problem(config).flops()
+        flops = timed_problem(config).flops()
         row = {**config.columns(), **split.columns(), **kernel_columns(runners[config.variant()]),
                **timed_columns(case, case.bytes_read), "flops": flops}
         row["tflops"] = flops / (row["time_us_median"] * 1e6)

@@ -63,7 +63,7 @@ def float_to_e4m3_bits(values) -> np.ndarray:
     2**-6 (subnormals) multiples of 2**-9; ``rint`` of the magnitude over that quantum rounds to
     the nearest multiple, ties to the even one, whose parity is the mantissa's last bit (a
     carry to 16 quanta is the next binade's 1.0, mantissa 0). Division by a power of two is
-    exact in float64. tests/cpu/test_paged_kv_numerics.py checks it against a nearest-value
+    exact in float64. tests/cpu/paged_kv/test_paged_kv_numerics.py checks it against a nearest-value
     search over the 253 finite codes."""
     x = np.asarray(values, dtype=np.float64)
     nan = np.isnan(x)

@@ -153,8 +153,7 @@ LSE_TOLERANCE = 1e-2                # log2 units; l adds unrounded fp32 weights
 # modelled as moving by up to SCORE_ACCUMULATION_ROUNDOFF * sum_i |q_i k_i| at each of its
 # head_dim / FP8_K_STEP k-steps (a bound: the H200's errors stayed within a quarter of it). On
 # unit-variance inputs that is under 1e-2 (log2 units); on keys grown 9-fold along a sequence
-# (scores up to some 50 log2 units) the H200's lse strayed by up to 2.3e-2, where LSE_TOLERANCE
-# alone failed kq_wgmma_rs and kq_wgmma_rs_lazy alike.
+# (scores up to some 50 log2 units) the H200's lse strayed by up to 2.3e-2, past LSE_TOLERANCE alone.
 SCORE_ACCUMULATION_ROUNDOFF = {"bf16": 0.0, "e4m3": 2.0 ** -13}
 FP8_K_STEP = 32                     # elements of one fp8 wgmma k-step (32 bytes of K and of Q)
 
@@ -247,3 +246,11 @@ def expected(inputs: HostInputs) -> Expected:
 def output_tolerance(inputs: HostInputs) -> np.ndarray:
     """Largest |O - reference| allowed per output element (``expected``'s tolerance)."""
     return expected(inputs).tolerance
+
+
+def timed_problem(config) -> Problem:
+    """The timed problem of ``config`` (a grid.SweepConfig): every sequence holds the phase's context."""
+    p, s = config.phase, config.shape
+    return Problem(batch=p.batch, seqlen_q=p.seqlen_q, q_heads=s.q_heads, kv_heads=s.kv_heads,
+                   head_dim=s.head_dim, page_size=config.page_size, seqlens_k=(p.context,) * p.batch,
+                   dtype=config.dtype)

@@ -28,13 +28,8 @@ over every launch of the child, the attention and, with splits, the split combin
 ``<out>/<key>.durations.csv``; the summary gives the last launch's kernels (and the SM clock each
 ran at) and their sum next to the median (and mean SM clock) the reference data
 (``--reference``) timed for the key: the difference is what the timed launch spends outside the
-two kernels (launch, the gap before the combine) and what a different clock moved. Its ncu command
-was first run by hand on the H200 (the session of d2da772, numbers in its closing note: at the
-one-token e4m3 ``mqa_8x256`` point the combine took about a tenth of the attention kernel's
-time); this pass itself has not yet run as this module there.
-First run as this module on the H200 at 88baa05, on four decode points of
-results/ at aa4ce47 (its numbers are in that session's notes, not in results/); the pipe pass
-first at 3a9bc0d, on seven decode points (numbers in that session's closing note).
+two kernels (launch, the gap before the combine) and what a different clock moved. When each
+pass first ran, and where its numbers are: docs/paged_kv_history.md.
 """
 from __future__ import annotations
 

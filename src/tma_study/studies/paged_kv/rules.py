@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import facts
+from . import facts, tuning_facts
 from .facts import PATH_LABELS, PageRule
 
 MAJORITY = 0.5          # a rule that holds in more than half of the comparisons is worth stating
@@ -146,12 +146,12 @@ def _knob_advice(found: dict, swept: tuple[int, ...], what: str) -> str:
 def _tuning_row(tuning: pd.DataFrame) -> dict | None:
     """The decode tuning rule: which ring depth, and for the cp.async gather which producer-warp
     count, won most cells per path and dtype (each cell's fastest timed combination)."""
-    swept = facts.swept_stages(tuning, "decode")
-    warps = facts.swept_producer_warps(tuning, "decode")
+    swept = tuning_facts.swept_stages(tuning, "decode")
+    warps = tuning_facts.swept_producer_warps(tuning, "decode")
     keys = [(path, dtype) for path in facts.LOAD_PATHS for dtype in facts.DTYPES]
-    depth = {key: facts.stages(tuning, "decode", *key) for key in keys}
+    depth = {key: tuning_facts.stages(tuning, "decode", *key) for key in keys}
     depth = {key: c for key, c in depth.items() if c is not None}
-    producers = {key: facts.producer_warps(tuning, "decode", *key) for key in keys if key[0] == "cp_async"}
+    producers = {key: tuning_facts.producer_warps(tuning, "decode", *key) for key in keys if key[0] == "cp_async"}
     producers = {key: c for key, c in producers.items() if c is not None}
     parts, evidence = [], []
     if len(swept) > 1 and depth:
@@ -165,11 +165,11 @@ def _tuning_row(tuning: pd.DataFrame) -> dict | None:
             f"{dtype} {c.chosen_most} ({c.chosen_most_cells} of {c.cells})" for (_, dtype), c in producers.items()))
     if not parts:
         return None
-    combos = [(key, facts.combination(tuning, "decode", *key)) for key in depth]
+    combos = [(key, tuning_facts.combination(tuning, "decode", *key)) for key in depth]
     evidence.append("combination that won the most: " + "; ".join(
         f"{PATH_LABELS[path]} {dtype} {c.stages} stages x {_warps(c.producer_warps)} ({c.cells_won} of {c.cells})"
         for (path, dtype), c in combos if c is not None))
-    bounds = facts.launch_bounds(tuning)
+    bounds = tuning_facts.launch_bounds(tuning)
     evidence.append(f"{bounds.bounded_kernels} of {bounds.kernels} chosen decode kernels compiled with launch bounds")
     knobs = [f"{' or '.join(map(str, swept))} stages"] if len(swept) > 1 else []
     knobs += [f"{' or '.join(map(str, warps))} cp.async producer warps"] if len(warps) > 1 else []
@@ -177,15 +177,9 @@ def _tuning_row(tuning: pd.DataFrame) -> dict | None:
             "rule": "; ".join(parts), "evidence": "; ".join(evidence), "figure": "paged_kv_tuning"}
 
 
+#: the rule's words for each decode consumer (tma_kernels.paged_kv.layouts.DECODE_CONSUMERS, each)
 CONSUMER_TEXT = {"kq": "give each warp its own query rows over whole tiles (kq)",
-                 "kq_split": "share each K/V tile among 4 warps (kq_split)",
                  "kq_wgmma": "share each K/V tile among 4 warps, S^T as one warpgroup wgmma (kq_wgmma)",
-                 "kq_wgmma_dual": "run two kq_wgmma warpgroups on alternate K/V tiles (kq_wgmma_dual)",
-                 "kq_wgmma_pv": ("share each K/V tile among 4 warps, S^T and P V as warpgroup wgmmas, V "
-                                 "transposed in shared memory by a warp of its own (kq_wgmma_pv)"),
-                 "kq_wgmma_rs": ("share each K/V tile among 4 warps, S^T and P V as warpgroup wgmmas, V^T "
-                                 "gathered into registers (kq_wgmma_rs)"),
-                 "kq_wgmma_rs_dual": "run two kq_wgmma_rs warpgroups on alternate K/V tiles (kq_wgmma_rs_dual)",
                  "kq_wgmma_rs_lazy": ("accumulate P V in place and rescale O only when a running max moves far "
                                       "(kq_wgmma_rs_lazy)"),
                  "kq_wgmma_rs_lazy_rowsplit": ("run two kq_wgmma_rs_lazy warpgroups on every K/V tile, half the "
@@ -195,7 +189,7 @@ CONSUMER_TEXT = {"kq": "give each warp its own query rows over whole tiles (kq)"
 def _consumer_row(tuning: pd.DataFrame) -> dict | None:
     """The decode consumer rule, per query-token count: the consumer that won more than half
     of the timed cells in every dtype, from a run that swept several; None otherwise."""
-    others = facts.compared_consumers(tuning)
+    others = tuning_facts.compared_consumers(tuning)
     if not others:
         return None
     decode = tuning[(tuning.phase == "decode") & (tuning.status == facts.MEASURED)]
@@ -214,11 +208,11 @@ def _consumer_row(tuning: pd.DataFrame) -> dict | None:
         parts.append(f"{tokens}: {verdict} (cells won, {tallies})")
         for dtype in won:
             for consumer in others:
-                w = facts.consumer_wins(tuning, dtype, q, consumer)
+                w = tuning_facts.consumer_wins(tuning, dtype, q, consumer)
                 if w is not None:
                     evidence.append(f"{dtype} {tokens}: {consumer} time / kq time median {w.over_kq_median:.2f} "
                                     f"over {w.cells} cells")
-    swept = ", ".join(CONSUMER_TEXT.get(c, c) for c in [facts.BASE_CONSUMER, *others])
+    swept = ", ".join(CONSUMER_TEXT.get(c, c) for c in [tuning_facts.BASE_CONSUMER, *others])
     return {"situation": f"consumer of a paged decode kernel: {swept}",
             "rule": "; ".join(parts), "evidence": "each consumer at its best other knobs; " + "; ".join(evidence),
             "figure": "paged_kv_tuning"}

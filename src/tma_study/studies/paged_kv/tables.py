@@ -10,7 +10,7 @@ import pandas as pd
 from tma_study.harness import l2_state as l2_state_mod
 from tma_study.report.tables import source_line, write_table
 
-from . import facts
+from . import facts, tuning_facts
 
 NA = "n/a"
 NOT_MEASURED = "not measured"
@@ -142,7 +142,7 @@ def tuning_display(tuning: pd.DataFrame) -> pd.DataFrame:
     combos = sorted((int(label[1:].split("_p")[0]), int(label.split("_p")[1])) for label in labels)
     stage_counts = sorted({s for s, _ in combos})
     warp_counts = sorted({w for _, w in combos})
-    others = facts.compared_consumers(tuning)      # decode consumers swept beside kq (grid.py)
+    others = tuning_facts.compared_consumers(tuning)      # decode consumers swept beside kq (grid.py)
     rows = []
     keys = ["phase", "seqlen_q", "shape", "dtype", "load_path"]
     for key, group in tuning.groupby(keys, sort=True):
@@ -167,7 +167,7 @@ def tuning_display(tuning: pd.DataFrame) -> pd.DataFrame:
                                                         measured.score_layout.value_counts().sort_index().items())
                                               if row["phase"] == "decode" else NA) or NA
             for consumer in others:
-                tally = facts.consumer_tally(group, consumer)
+                tally = tuning_facts.consumer_tally(group, consumer)
                 out[f"median time {consumer}/kq"] = _number(tally.over_kq_median, 2) if tally else NA
         for s, w in combos:
             out[f"CTAs/SM at {s} st., {w} pw"] = (_values(measured, f"resident_ctas_per_sm_s{s}_p{w}")

@@ -1,33 +1,35 @@
-"""The consumer warps of the paged attention kernel: S = Q K^T, online softmax, O += P V,
-all with ``mma.sync`` on fragments loaded by ``ldmatrix`` (layouts: :mod:`tma_kernels.ptx.mma`).
+"""Rung 1 of the consumer ladder (layouts.py), ``score_layout="qk"``: one consumer warp's rows
+over the CTA's KV tiles, all with ``mma.sync`` on fragments ``ldmatrix`` loads (the prefill consumer):
 
-A consumer warp owns 16 query rows; lane ``l`` holds rows ``group = l >> 2`` and
-``group + 8`` and, of each 8-wide block of S or O columns, columns ``2*(l & 3)`` and
-``+1``. Registers (``cuda.local.array``, fully unrolled so they stay in registers):
-``scores[block_n / 2]`` (S, then P, of the current tile: 4 per 8-token block) and
+    S = Q K^T                     Q: (16, head_dim) rows of the warp, K: (block_n, head_dim) tile
+    P = exp2(S scale_log2 - m)    m: each row's running max, over the tiles so far
+    O = O * exp2(m_old - m) + P V  O: (16, head_dim), V: (block_n, head_dim) tile
+
+Query rows are the mma's M (16 a warp); K's tokens are N. Fragment layouts: tma_kernels.ptx.mma.
+Lane ``l`` holds rows ``g = l >> 2`` and ``g + 8`` and, of each 8-wide block of S or O columns,
+columns ``2 (l & 3)`` and ``+ 1``. Registers (``cuda.local.array``, unrolled so they stay in
+registers): ``scores[block_n / 2]`` (S, then P, of the tile: 4 per 8-token block) and
 ``acc[head_dim / 2]`` (O: 4 per 8-dim block).
 
-Softmax runs in the log2 domain: ``scale_log2 = softmax_scale * log2(e)``; the running
-max ``m`` is kept already scaled, ``p = 2**(s * scale_log2 - m)`` with ``ex2.approx``;
-a row whose keys are all masked so far keeps ``m = -inf`` and uses 0 in place of it, so
-no ``inf - inf`` appears. Row sums ``l`` stay per-thread partial sums until the end.
+Softmax in the log2 domain: ``scale_log2 = softmax_scale * log2(e)``; the running max ``m`` is
+kept scaled, ``p = 2**(s * scale_log2 - m)`` by ``ex2.approx``; a row with every key masked so far
+keeps ``m = -inf`` and uses SCORE_FLOOR in its place, so no ``inf - inf`` appears. Row sums stay
+per-thread partial sums until the end.
 
-P V, bf16: the S accumulator of two 8-token blocks *is* the A fragment of one k=16
-mma once packed to bf16x2 (FlashAttention-2's register reuse); V's B fragments come
-from ``ldmatrix.trans``.
+P V, bf16: the S accumulator of two 8-token blocks *is* the A fragment of one k = 16 mma once
+packed to bf16x2 (FlashAttention-2's register reuse); V's B fragments come from ``ldmatrix.trans``.
 
-P V, e4m3 (the V transpose): ``mma.m16n8k32`` wants 4 consecutive-k bytes per
-register, but a lane holds P at tokens ``2q, 2q+1, 8+2q, 9+2q, ..`` (q = l & 3). As K
-is contracted, any permutation of it applied to both operands gives the same sum: the
-kernel packs P's bytes in the order the lane holds them (mma k = 4q+e <-> token
-``2q + (e & 1) + 8 (e >> 1)``, +16 for a2/a3) and builds V's fragment for the same
-tokens from ``ldmatrix.x4.trans`` on *byte pairs*: matrix i gives a lane tokens
-``8i + 2q, 8i + 2q + 1`` of dims ``2g, 2g + 1`` (g = l >> 2), and two ``prmt`` pick the
-even dim (selector 0x6420) and the odd dim (0x7531) of tokens 2q, 2q+1, 8+2q, 9+2q.
-So each ldmatrix feeds two mmas, one for the even and one for the odd dims of a
-16-dim block, and a lane's output columns of that block are ``16c + 4q + 0..3``
-(even, odd, even, odd) instead of ``8j + 2q + 0..1``. No extra shared-memory pass;
-the simplest correct transpose we found that keeps V loads at one ldmatrix per two mmas.
+P V, e4m3: ``mma.m16n8k32`` wants 4 consecutive-k bytes a register, but a lane holds P at tokens
+``2q, 2q+1, 8+2q, 9+2q, ..`` (q = l & 3). As K is contracted, any permutation of it applied to
+both operands gives the same sum: P's bytes are packed in the order the lane holds them (mma k =
+4q + e <-> token ``2q + (e & 1) + 8 (e >> 1)``, + 16 for a2, a3) and V's fragment is built for the
+same tokens from ``ldmatrix.x4.trans`` on *byte pairs*: matrix i gives a lane tokens ``8i + 2q,
+8i + 2q + 1`` of dims ``2g, 2g + 1``, and two ``prmt`` pick the even dim (0x6420) and the odd dim
+(0x7531) of tokens 2q, 2q+1, 8+2q, 9+2q. Each ldmatrix feeds two mmas (the even and the odd dims of
+a 16-dim block), so a lane's output columns of that block are ``16c + 4q + 0..3`` (even, odd, even,
+odd), and V takes no pass through shared memory of its own.
+
+make_q_loader, make_row_limit and the constants are every rung's.
 """
 import math
 import types
@@ -117,27 +119,18 @@ def make_q_loader(variant):
     return load_q
 
 
-def make_consumer(variant):
-    """The consumer's device functions for ``variant``: ``.consume(...)`` runs one consumer
-    warp's whole work tile (see ``kernel.py`` for the call); the others are its steps,
-    exposed for the CPU warp emulation in tests/cpu/test_paged_kv_fragments.py."""
-    head_dim = variant.head_dim
+def make_qk_scores(variant):
+    """``scores_tile``, ``mask_tile`` and ``softmax_row`` of a consumer warp: S = Q K^T of its 16
+    rows over a K tile, the causal / sequence-end mask, and the online softmax of one row."""
     head_bytes = variant.head_bytes
     block_n = variant.block_n
     block_m = variant.block_m
-    stages = variant.stages
     row_bytes = variant.row_bytes
     mask = variant.swizzle_mask
-    kv_tile_bytes = variant.kv_tile_bytes
-    causal = variant.causal
     fp8 = variant.dtype == E4M3
     k_steps = head_bytes // MMA_K_BYTES
     score_regs = block_n // 2
-    acc_regs = head_dim // 2
     token_pairs = block_n // 16            # 16-token groups: one K ldmatrix.x4 each
-    dim_pairs = head_dim // 16             # 16-dim groups: one V ldmatrix.x4 each (bf16)
-    load_q = make_q_loader(variant)
-    row_limit = make_row_limit(causal)
 
     @cuda.jit(device=True, inline=True)
     def scores_tile(scores, q_smem, k_tile, warp, lane):
@@ -198,6 +191,18 @@ def make_consumer(variant):
                 row_sum += p
         return m_new, l_old * correction + row_sum, correction
 
+    return types.SimpleNamespace(scores_tile=scores_tile, mask_tile=mask_tile, softmax_row=softmax_row)
+
+
+def make_qk_pv(variant):
+    """``pv_tile_bf16`` and ``pv_tile_e4m3``: O += P V of a consumer warp's rows over a V tile."""
+    head_dim = variant.head_dim
+    head_bytes = variant.head_bytes
+    block_n = variant.block_n
+    row_bytes = variant.row_bytes
+    mask = variant.swizzle_mask
+    dim_pairs = head_dim // 16             # 16-dim groups: one V ldmatrix.x4 each (bf16)
+
     @cuda.jit(device=True, inline=True)
     def pv_tile_bf16(acc, scores, v_tile, lane):
         v_row, v_col = v_bf16_lane_row_col(lane)
@@ -242,6 +247,14 @@ def make_consumer(variant):
                 acc[i], acc[i + 1], acc[i + 2], acc[i + 3] = d[0], d[1], d[2], d[3]
                 acc[i + 4], acc[i + 5], acc[i + 6], acc[i + 7] = e[0], e[1], e[2], e[3]
 
+    return types.SimpleNamespace(pv_tile_bf16=pv_tile_bf16, pv_tile_e4m3=pv_tile_e4m3)
+
+
+def make_qk_store(variant):
+    """``store_row``: one of a lane's rows normalised and written, with its log2-sum-exp."""
+    head_dim = variant.head_dim
+    fp8 = variant.dtype == E4M3
+
     @cuda.jit(device=True, inline=True)
     def store_acc_row(out, out_base, acc, half, inverse, quad):
         """out[out_base + column] = acc * inverse for the lane's columns of one of its rows
@@ -277,6 +290,27 @@ def make_consumer(variant):
         if quad == 0:
             lse[out_row] = (
                 m_run + float32(math.log2(l_sum)) if l_sum > ZERO else NEG_INF)
+
+    return types.SimpleNamespace(store_acc_row=store_acc_row, store_row=store_row)
+
+
+def make_consumer(variant):
+    """The consumer's device functions for ``variant``: ``.consume(...)`` runs one consumer
+    warp's whole work tile (see ``kernel.py`` for the call); the others are its steps,
+    exposed for the CPU warp emulation in tests/cpu/paged_kv/test_paged_kv_fragments_qk.py."""
+    head_dim = variant.head_dim
+    block_n = variant.block_n
+    stages = variant.stages
+    kv_tile_bytes = variant.kv_tile_bytes
+    fp8 = variant.dtype == E4M3
+    score_regs = block_n // 2
+    acc_regs = head_dim // 2
+    load_q = make_q_loader(variant)
+    row_limit = make_row_limit(variant.causal)
+    scores, pv, store = make_qk_scores(variant), make_qk_pv(variant), make_qk_store(variant)
+    scores_tile, mask_tile, softmax_row = scores.scores_tile, scores.mask_tile, scores.softmax_row
+    pv_tile_bf16, pv_tile_e4m3 = pv.pv_tile_bf16, pv.pv_tile_e4m3
+    store_acc_row, store_row = store.store_acc_row, store.store_row
 
     @cuda.jit(device=True, inline=True)
     def consume(q_smem, k_smem, v_smem, full_k, full_v, empty, q_address, out, lse, warp, lane,

@@ -35,13 +35,9 @@ import os
 
 import numpy as np
 import pytest
-from tma_kernels.paged_kv import (
-    COMBINE_SIGNATURE,
-    SIGNATURE,
-    Variant,
-    make_attention_kernel,
-    make_combine,
-)
+from tma_kernels.paged_kv.combine import COMBINE_SIGNATURE, make_combine
+from tma_kernels.paged_kv.geometry import Variant
+from tma_kernels.paged_kv.kernel import SIGNATURE, make_attention_kernel
 
 from tma_study.studies.paged_kv.grid import BLOCK_N
 from tma_study.studies.paged_kv.numerics import round_to
@@ -103,17 +99,9 @@ for _dtype in ("bf16", "e4m3"):
         dtype=_dtype, head_dim=128, load_path="cp_async", block_n=64, consumer_warps=1, stages=2,
         producer_warps=4, score_layout="kq", rows_per_warp=16)
 
-# Decode's split consumer (consumer_split.py): 2 or 4 warps share each tile, block_n 64; 8
-# query rows a warp loads (32 or 16 a CTA), or 2 and 4 (8 and 16 a CTA, as grid.py builds it).
-for _dtype in ("bf16", "e4m3"):
-    for _path in ("tma", "cp_async"):
-        for _d, _w, _r in ((128, 4, 8), (128, 2, 8), (256, 4, 8), (128, 4, 4), (128, 4, 2), (256, 4, 2)):
-            VARIANTS[f"{_dtype}_d{_d}_{_path}_kqs{_r}_w{_w}"] = Variant(
-                dtype=_dtype, head_dim=_d, load_path=_path, block_n=64, consumer_warps=_w, stages=2,
-                producer_warps=1 if _path == "tma" else 4, score_layout="kq_split", rows_per_warp=_r)
-
-# The split consumer with S^T as one warpgroup wgmma a tile (score_layout "kq_wgmma"): 4 warps,
-# block_n 64; head dim 64 e4m3 takes the 64-byte swizzle (its own wgmma descriptor layout).
+# Decode's warps sharing each tile, S^T as one warpgroup wgmma a tile (score_layout "kq_wgmma",
+# consumer_kq_wgmma.py): 4 warps, block_n 64; head dim 64 e4m3 takes the 64-byte swizzle (its own
+# wgmma descriptor layout).
 KQW_SHAPES = ((128, 8), (256, 8), (128, 4), (128, 2), (256, 2), (64, 2), (64, 8))
 for _dtype in ("bf16", "e4m3"):
     for _path in ("tma", "cp_async"):
@@ -122,50 +110,18 @@ for _dtype in ("bf16", "e4m3"):
                 dtype=_dtype, head_dim=_d, load_path=_path, block_n=64, consumer_warps=4, stages=2,
                 producer_warps=1 if _path == "tma" else 4, score_layout="kq_wgmma", rows_per_warp=_r)
 
-# Two such warpgroups taking alternate tiles (score_layout "kq_wgmma_dual"): 8 warps; 2 stages
-# (both groups' tiles in flight, no more) and 4.
-KQWD_SHAPES = ((128, 8, 2), (128, 2, 4), (256, 2, 2), (256, 8, 2), (64, 8, 2))
-for _dtype in ("bf16", "e4m3"):
-    for _path in ("tma", "cp_async"):
-        for _d, _r, _s in KQWD_SHAPES:
-            VARIANTS[f"{_dtype}_d{_d}_{_path}_kqwd{_r}"] = Variant(
-                dtype=_dtype, head_dim=_d, load_path=_path, block_n=64, consumer_warps=8, stages=_s,
-                producer_warps=1 if _path == "tma" else 4, score_layout="kq_wgmma_dual", rows_per_warp=_r)
-
-# kq_wgmma with P V as a wgmma too (score_layout "kq_wgmma_pv", e4m3 only): a warp of its own
-# transposes every V tile (transpose_v.py), beside 1, 2 or 4 producer warps, and 4
-# stages run the rings round more often than 2.
-KQWP_SHAPES = ((128, 8, 2, 1), (256, 8, 2, 1), (128, 4, 2, 2), (128, 2, 4, 1), (256, 2, 2, 1), (64, 2, 2, 1),
-               (64, 8, 2, 1))
-for _path in ("tma", "cp_async"):
-    for _d, _r, _s, _p in KQWP_SHAPES:
-        VARIANTS[f"e4m3_d{_d}_{_path}_kqwp{_r}"] = Variant(
-            dtype="e4m3", head_dim=_d, load_path=_path, block_n=64, consumer_warps=4, stages=_s,
-            producer_warps=_p if _path == "tma" else 4, score_layout="kq_wgmma_pv", rows_per_warp=_r)
-
-# The same product with V^T as the wgmma's A from registers (score_layout "kq_wgmma_rs", e4m3
-# only): no transpose warp, V read from its ring by ldmatrix.trans (consumer_pv.make_pv_rs).
-# "kq_wgmma_rs_lazy": the same, accumulating in place, O^T rescaled only when a running max moves
-# by more than consumer_split.LAZY_RESCALE_LOG2; built for one CTA an SM (kqwrl: every M block of
-# P V in one wgmma call) and under two CTAs' launch bounds as the sweep builds it where two fit
-# (kqwrlm2: at most consumer_pv.RS_MAX_BLOCKS blocks a call, 168 registers).
+# P V as a wgmma too, V^T as its A from registers, accumulating in place, O^T rescaled only when a
+# running max moves by more than consumer_kq_wgmma_rs_lazy.LAZY_RESCALE_LOG2 (score_layout
+# "kq_wgmma_rs_lazy", e4m3 only); built for one CTA an SM (kqwrl: every M block of P V in one wgmma
+# call) and under two CTAs' launch bounds as the sweep builds it where two fit (kqwrlm2: at most
+# pv_wgmma.RS_MAX_BLOCKS blocks a call, 168 registers).
 for _path in ("tma", "cp_async"):
     for _d, _r in KQW_SHAPES:
-        for _suffix, _layout, _ctas in (("kqwr", "kq_wgmma_rs", 1), ("kqwrl", "kq_wgmma_rs_lazy", 1),
-                                        ("kqwrlm2", "kq_wgmma_rs_lazy", 2)):
+        for _suffix, _ctas in (("kqwrl", 1), ("kqwrlm2", 2)):
             VARIANTS[f"e4m3_d{_d}_{_path}_{_suffix}{_r}"] = Variant(
                 dtype="e4m3", head_dim=_d, load_path=_path, block_n=64, consumer_warps=4, stages=2,
-                producer_warps=1 if _path == "tma" else 4, score_layout=_layout, rows_per_warp=_r,
+                producer_warps=1 if _path == "tma" else 4, score_layout="kq_wgmma_rs_lazy", rows_per_warp=_r,
                 min_ctas_per_sm=_ctas)
-
-# Two such warpgroups on alternate tiles (score_layout "kq_wgmma_rs_dual", e4m3 only): 8 warps,
-# 2 or 4 stages, merged at the end as kq_wgmma_dual's.
-KQWRD_SHAPES = ((128, 8, 2), (256, 8, 4), (256, 2, 2), (128, 2, 4), (64, 8, 2))
-for _path in ("tma", "cp_async"):
-    for _d, _r, _s in KQWRD_SHAPES:
-        VARIANTS[f"e4m3_d{_d}_{_path}_kqwrd{_r}"] = Variant(
-            dtype="e4m3", head_dim=_d, load_path=_path, block_n=64, consumer_warps=8, stages=_s,
-            producer_warps=1 if _path == "tma" else 4, score_layout="kq_wgmma_rs_dual", rows_per_warp=_r)
 
 # Two kq_wgmma_rs_lazy warpgroups on every tile, half the CTA's query rows each (score_layout
 # "kq_wgmma_rs_lazy_rowsplit", e4m3 only): 8 warps, each group its own Q tile, both releasing a stage.
@@ -186,8 +142,7 @@ KERNELS.update({f"combine_splits_{n}": (make_combine(n), COMBINE_SIGNATURE) for 
 # The default run checks one build of each consumer the sweep runs (S = Q K^T; decode's kq,
 # kq_wgmma, kq_wgmma_rs_lazy with and without two CTAs' launch bounds, and its rowsplit form), on
 # both load paths and both dtypes where it exists, and the special builds (non-causal, one
-# producer warp, launch bounds, decode at head dim 256). `pytest -m exhaustive` runs every case,
-# the consumers the sweep leaves out included.
+# producer warp, launch bounds, decode at head dim 256). `pytest -m exhaustive` runs every case.
 _BOTH = [(dtype, path) for dtype in ("bf16", "e4m3") for path in ("tma", "cp_async")]
 REPRESENTATIVE = {
     *(f"{dtype}_d128_{path}_{suffix}" for dtype, path in _BOTH for suffix in ("w4", "kq_w4", "kqw8")),
@@ -260,26 +215,6 @@ def _cases():
         cases.append((f"{dtype}_d128_cp_async_kq16_w1", _problem(dtype, 128, (32, 8), 4, (700, 129), 64), 1))
     for dtype in ("bf16", "e4m3"):
         for path in ("tma", "cp_async"):
-            w4, w2, d256 = (f"{dtype}_d128_{path}_kqs8_w4", f"{dtype}_d128_{path}_kqs8_w2",
-                            f"{dtype}_d256_{path}_kqs8_w4")
-            rows16, rows8, d256_rows8 = (f"{dtype}_d128_{path}_kqs4_w4", f"{dtype}_d128_{path}_kqs2_w4",
-                                         f"{dtype}_d256_{path}_kqs2_w4")
-            cases.append((rows16, _problem(dtype, 128, (32, 8), 4, (700, 129), 64), 1))
-            cases.append((rows16, _problem(dtype, 128, (16, 8), 1, (1000, 37, 515), 16), 3))
-            cases.append((rows8, _problem(dtype, 128, (32, 8), 1, (1000, 37, 515), 64), 2))
-            cases.append((rows8, _problem(dtype, 128, (32, 32), 4, (257, 64, 1100), 32), 1))
-            cases.append((d256_rows8, _problem(dtype, 256, (8, 1), 1, (77, 300, 1000), 16), 3))
-            cases.append((d256_rows8, _problem(dtype, 256, (8, 1), 1, (600, 1025), 128), 1))
-            cases.append((w4, _problem(dtype, 128, (64, 8), 4, (700, 129), 128), 1))
-            cases.append((w4, _problem(dtype, 128, (64, 8), 4, (1000, 37, 515), 64), 3))
-            cases.append((w4, _problem(dtype, 128, (32, 8), 4, (96, 4000), 16), 2))
-            cases.append((w4, _problem(dtype, 128, (32, 8), 1, (1000, 37, 515), 64), 1))
-            cases.append((w2, _problem(dtype, 128, (32, 8), 4, (700, 129), 64), 1))
-            cases.append((w2, _problem(dtype, 128, (16, 8), 1, (700, 129, 64), 16), 2))
-            cases.append((d256, _problem(dtype, 256, (8, 1), 4, (600, 1025), 128), 1))
-            cases.append((d256, _problem(dtype, 256, (8, 1), 4, (77, 300, 1000), 16), 3))
-    for dtype in ("bf16", "e4m3"):
-        for path in ("tma", "cp_async"):
             kqw = {(d, r): f"{dtype}_d{d}_{path}_kqw{r}" for d, r in KQW_SHAPES}
             cases.append((kqw[128, 4], _problem(dtype, 128, (32, 8), 4, (700, 129), 64), 1))
             cases.append((kqw[128, 4], _problem(dtype, 128, (16, 8), 1, (1000, 37, 515), 16), 3))
@@ -292,16 +227,7 @@ def _cases():
             cases.append((kqw[128, 8], _problem(dtype, 128, (32, 8), 4, (96, 4000), 16), 2))
             cases.append((kqw[64, 2], _problem(dtype, 64, (16, 16), 1, (190, 131, 2000), 64), 2))
             cases.append((kqw[64, 8], _problem(dtype, 64, (16, 16), 4, (190, 131), 32), 1))
-            kqwd = {(d, r): f"{dtype}_d{d}_{path}_kqwd{r}" for d, r, _ in KQWD_SHAPES}
-            cases.append((kqwd[128, 8], _problem(dtype, 128, (64, 8), 4, (1000, 37, 515), 64), 3))
-            cases.append((kqwd[128, 8], _problem(dtype, 128, (32, 8), 4, (96, 4000), 16), 2))
-            cases.append((kqwd[128, 8], _problem(dtype, 128, (64, 8), 4, (700, 129), 128), 1))
-            cases.append((kqwd[128, 2], _problem(dtype, 128, (32, 8), 1, (1000, 37, 515), 64), 2))
-            cases.append((kqwd[128, 2], _problem(dtype, 128, (16, 8), 1, (64, 65, 129), 16), 1))
-            cases.append((kqwd[256, 2], _problem(dtype, 256, (8, 1), 1, (77, 300, 1000), 16), 3))
-            cases.append((kqwd[256, 8], _problem(dtype, 256, (8, 1), 4, (600, 1025), 128), 1))
-            cases.append((kqwd[64, 8], _problem(dtype, 64, (16, 16), 4, (190, 131), 32), 1))
-    # the P V wgmma consumers' cases, by (head dim, rows a warp); the dual kqwrd runs those of its shapes
+    # the P V wgmma consumer's cases, by (head dim, rows a warp)
     pv_problems = [
         ((128, 4), _problem("e4m3", 128, (32, 8), 4, (700, 129), 64), 1),
         ((128, 4), _problem("e4m3", 128, (16, 8), 1, (1000, 37, 515), 16), 3),
@@ -315,13 +241,10 @@ def _cases():
         ((64, 2), _problem("e4m3", 64, (16, 16), 1, (190, 131, 2000), 64), 2),
         ((64, 8), _problem("e4m3", 64, (16, 16), 4, (190, 131), 32), 1),
     ]
-    dual_shapes = {(d, r) for d, r, _ in KQWRD_SHAPES}
     for path in ("tma", "cp_async"):
-        # P V by wgmma: over a V^T ring, V^T in registers, that in place; two rs groups (their merge)
-        for suffix in ("kqwp", "kqwr", "kqwrl", "kqwrlm2", "kqwrd"):
+        for suffix in ("kqwrl", "kqwrlm2"):        # one CTA an SM, two CTAs' launch bounds
             for (d, r), problem, splits in pv_problems:
-                if suffix != "kqwrd" or (d, r) in dual_shapes:
-                    cases.append((f"e4m3_d{d}_{path}_{suffix}{r}", problem, splits))
+                cases.append((f"e4m3_d{d}_{path}_{suffix}{r}", problem, splits))
     # the rowsplit consumer: 32 rows a CTA (16 a group), 16 (8 a group), group 1 with no valid row
     # (16 packed rows under kqwrls4), two m-blocks (32 rows under kqwrls2), the 64-byte swizzle
     rowsplit_problems = [
@@ -375,7 +298,7 @@ def _grow_keys(inputs, growth):
     """Scale key t of each sequence by 1 + growth * t / (its length) and round again: the scores'
     spread, and so each column's running max, rises tile after tile (with growth 3, by some 10
     log2 units over a sequence of 600 to 1025 keys: in most rows a move past
-    consumer_split.LAZY_RESCALE_LOG2 after the first tile, which inputs of one spread rarely make)."""
+    consumer_kq_wgmma_rs_lazy.LAZY_RESCALE_LOG2 after the first tile, which inputs of one spread rarely make)."""
     p = inputs.problem
     for b, n in enumerate(inputs.seqlens_k):
         tokens = np.arange(int(n))
@@ -443,10 +366,9 @@ def test_matches_float64_reference(case):
 
 
 # Scores whose running max keeps rising (_grow_keys): kq_wgmma_rs_lazy rescales O^T only on a move
-# past its threshold, so these take that branch mid-sequence, split and unsplit; kq_wgmma_rs,
-# which rescales every tile, alongside.
+# past its threshold, so these take that branch mid-sequence, split and unsplit.
 RISING = [(f"e4m3_d{d}_{path}_{suffix}{r}", _problem("e4m3", d, shape, q, lens, page), splits)
-          for path in ("tma", "cp_async") for suffix in ("kqwr", "kqwrl", "kqwrlm2")
+          for path in ("tma", "cp_async") for suffix in ("kqwrl", "kqwrlm2")
           for d, r, shape, q, lens, page, splits in ((128, 8, (32, 8), 4, (1000, 37, 515), 64, 1),
                                                      (128, 2, (32, 8), 1, (1000, 37, 515), 64, 2),
                                                      (256, 8, (8, 1), 4, (600, 1025), 128, 3))]

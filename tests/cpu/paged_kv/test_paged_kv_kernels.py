@@ -4,8 +4,9 @@
   ``F2FP.F16.E4M3.UNPACK_B`` + ``HMMA.16816.F32``), ``LDSM.16.M88.4`` (Q, K) and
   ``LDSM.16.MT88.4`` (V), ``MUFU.EX2`` (softmax), mbarrier waits, ``PREEXIT`` (the
   trigger of the split combine's programmatic dependent launch); the decode consumer
-  (S^T = K Q^T) also ``MOVM.16.MT88`` (P^T), and its split form (consumer_split.py) the
-  named barriers between its warps (every other variant only ``__syncthreads``);
+  (S^T = K Q^T) also ``MOVM.16.MT88`` (P^T), and the consumers whose warps share each tile
+  (consumer_kq_wgmma.py and up) the named barriers between its warps (every other variant only
+  ``__syncthreads``);
 - TMA path: ``UTMALDG.4D`` and no ``LDGSTS``; cp.async path: ``LDGSTS.E.BYPASS.128`` and no
   ``UTMALDG``;
 - no local memory: the S and O register arrays stay in registers (stack frame 0, no spills;
@@ -22,15 +23,9 @@ import functools
 import re
 
 import pytest
-from tma_kernels.paged_kv import (
-    COMBINE_SIGNATURE,
-    SIGNATURE,
-    Variant,
-    VariantError,
-    make_attention_kernel,
-    make_combine,
-)
-from tma_kernels.paged_kv.geometry import STATIC_SHARED_BYTES, WGMMA_LAYOUTS
+from tma_kernels.paged_kv.combine import COMBINE_SIGNATURE, make_combine
+from tma_kernels.paged_kv.geometry import STATIC_SHARED_BYTES, Variant, VariantError
+from tma_kernels.paged_kv.kernel import SIGNATURE, make_attention_kernel
 from tma_kernels.paged_kv.runner import check_page_size
 
 from tma_study.harness.kernel_builds import kernel_cache
@@ -55,29 +50,17 @@ VARIANTS = [
                            ("e4m3", 256, 1, 32), ("e4m3", 64, 1, 128))
     for path in ("tma", "cp_async")
 ] + [
-    # decode's split consumer (consumer_split.py): the warps share each tile
-    Variant(dtype=dtype, head_dim=128, load_path=path, consumer_warps=4, block_n=64,
-            producer_warps=1 if path == "tma" else 4, score_layout="kq_split", rows_per_warp=8)
-    for dtype in ("bf16", "e4m3") for path in ("tma", "cp_async")
-] + [Variant(dtype="e4m3", head_dim=256, load_path="tma", consumer_warps=4, block_n=64,
-             score_layout="kq_split", rows_per_warp=2)     # 8 rows a CTA (mqa_8x256, 1 token)
-] + [
-    # the split consumer with S^T as one warpgroup wgmma: head dim 64 e4m3 takes the 64-byte swizzle
+    # decode's warps sharing each tile, S^T as one warpgroup wgmma (consumer_kq_wgmma.py): head dim
+    # 64 e4m3 takes the 64-byte swizzle
     Variant(dtype=dtype, head_dim=d, load_path=path, consumer_warps=4, block_n=64,
             producer_warps=1 if path == "tma" else 4, score_layout="kq_wgmma", rows_per_warp=r)
     for dtype, d, r in (("bf16", 128, 8), ("e4m3", 128, 8), ("e4m3", 64, 2), ("e4m3", 256, 2))
     for path in ("tma", "cp_async")
-] + [
-    # two such warpgroups on alternate tiles (8 consumer warps: launch bounds cap the registers)
-    Variant(dtype=dtype, head_dim=128, load_path=path, consumer_warps=8, block_n=64, stages=4,
-            producer_warps=1 if path == "tma" else 4, score_layout="kq_wgmma_dual", rows_per_warp=r)
-    for dtype, path, r in (("e4m3", "cp_async", 8), ("bf16", "tma", 2))
 ]
 KQ_SASS = ("MOVM.16.MT88",)
-#: __syncthreads, plus the split consumer's named barriers: after Q, after Q's fragments (not
-#: kq_wgmma: its wgmma reads Q from shared memory), two per tile (maxima, P^T), one before the output;
-#: kq_wgmma_dual: also two around the groups' merge
-SPLIT_BARRIERS = {"kq_split": 5, "kq_wgmma": 4, "kq_wgmma_dual": 6}
+#: __syncthreads, plus kq_wgmma's named barriers: after Q, two per tile (maxima, P^T), one before
+#: the output
+SPLIT_BARRIERS = {"kq_wgmma": 4}
 #: kq_wgmma: S^T on the tensor cores' own instruction (e4m3: QGMMA, bf16: HGMMA), K never
 #: through ldmatrix (LDSM.16.M88.4; V still is, transposed)
 WGMMA_SASS = {"bf16": "HGMMA.64", "e4m3": "QGMMA.64"}
@@ -90,7 +73,7 @@ def compiled(variant):
 
 #: checked by default: one build of each consumer the sweep runs on each load path (S = Q K^T at
 #: head dims 128 and 256, kq at 64-, 128- and 256-wide heads, kq_wgmma with both swizzles); every
-#: other variant, and the consumers the sweep leaves out (kq_split, kq_wgmma_dual), under -m exhaustive
+#: other variant under -m exhaustive
 DEFAULT_SASS_CHECKED = {
     "paged_attention_tma_bf16_d128_n64_w4_s2_p1_causal", "paged_attention_cp_async_e4m3_d128_n64_w4_s2_p4_causal",
     "paged_attention_tma_e4m3_d256_n64_w1_s2_p1_causal",
@@ -111,7 +94,7 @@ def _sass_params(variants):
 def test_variant_sass(variant):
     kernel = compiled(variant)
     counts = kernel.opcode_counts()
-    wgmma = variant.score_layout in WGMMA_LAYOUTS
+    wgmma = variant.layout.uses_wgmma
     expected = MMA_SASS[variant.dtype] + PATH_SASS[variant.load_path] + COMMON_SASS
     expected += KQ_SASS if variant.score_layout != "qk" else ()
     if wgmma:
@@ -163,17 +146,13 @@ def test_kq_token_blocks_step_by_an_immediate(variant):
     ({"head_dim": 256, "block_n": 128, "stages": 4}, "more than the"),
     ({"min_ctas_per_sm": 33}, "min_ctas_per_sm=33 is not an integer from 1 to 32"),
     ({"min_ctas_per_sm": 0}, "min_ctas_per_sm=0 is not an integer from 1 to 32"),
-    ({"score_layout": "kq_wgmma_dual", "rows_per_warp": 8}, "consumer_warps=4: score_layout 'kq_wgmma_dual' runs two warpgroups, 8 warps"),
-    ({"score_layout": "kq_wgmma_dual", "consumer_warps": 8, "rows_per_warp": 8, "block_n": 128},
-     "runs one warpgroup"),
-    ({"score_layout": "kq_wgmma_rs_dual", "dtype": "e4m3", "rows_per_warp": 8},
-     "consumer_warps=4: score_layout 'kq_wgmma_rs_dual' runs two warpgroups, 8 warps"),
-    ({"score_layout": "kq_wgmma_rs_dual", "dtype": "e4m3", "consumer_warps": 8, "rows_per_warp": 8,
-      "stages": 3}, r"stages=3: score_layout 'kq_wgmma_rs_dual' gives each of its 2 groups stages of its own"),
-    ({"score_layout": "kq_wgmma_dual", "consumer_warps": 8, "rows_per_warp": 8, "stages": 3},
-     "stages=3: score_layout 'kq_wgmma_dual'"),
-    ({"score_layout": "kq_wgmma_rs_dual", "consumer_warps": 8, "rows_per_warp": 8},
-     "dtype='bf16': score_layout 'kq_wgmma_rs_dual' is e4m3 only"),
+    ({"score_layout": "kq_wgmma_rs_lazy_rowsplit", "dtype": "e4m3", "rows_per_warp": 4},
+     "consumer_warps=4: score_layout 'kq_wgmma_rs_lazy_rowsplit' runs two warpgroups, 8 warps"),
+    ({"score_layout": "kq_wgmma_rs_lazy_rowsplit", "dtype": "e4m3", "consumer_warps": 8, "rows_per_warp": 4,
+      "block_n": 128}, "runs one warpgroup"),
+    ({"score_layout": "kq_wgmma_rs_lazy", "rows_per_warp": 8},
+     "dtype='bf16': score_layout 'kq_wgmma_rs_lazy' is e4m3 only"),
+    ({"score_layout": "kq_split", "rows_per_warp": 8}, "score_layout='kq_split' is not one of"),
 ])
 def test_variant_rejects(fields, message):
     with pytest.raises(VariantError, match=message):
@@ -223,13 +202,14 @@ def test_combine_refuses_one_split():
 
 @pytest.mark.parametrize("path", ["tma", "cp_async"])
 def test_wgmma_consumer_unpacks_only_v(path):
-    """e4m3 kq_wgmma converts V alone to fp16 (K reaches the tensor cores as e4m3): fewer than
-    half the unpacks of kq_split on the same tile, and a quarter fewer HMMAs (P V only)."""
-    split, wgmma = (Variant(dtype="e4m3", head_dim=128, load_path=path, consumer_warps=4, block_n=64,
-                            producer_warps=1 if path == "tma" else 4, score_layout=layout, rows_per_warp=8)
-                    for layout in ("kq_split", "kq_wgmma"))
-    unpacks = {v.score_layout: compiled(v).opcode_counts()["F2FP.F16.E4M3.UNPACK_B"] for v in (split, wgmma)}
-    assert 2 * unpacks["kq_wgmma"] < unpacks["kq_split"], unpacks
+    """e4m3 kq_wgmma converts V alone to fp16 (K reaches the tensor cores as e4m3, by one wgmma a
+    k-step), over its warp's quarter of the head dims: fewer unpacks than kq's warp, which
+    unpacks all of K and V."""
+    kq, wgmma = (Variant(dtype="e4m3", head_dim=128, load_path=path, consumer_warps=w, block_n=64,
+                         producer_warps=1 if path == "tma" else 4, score_layout=layout, rows_per_warp=8)
+                 for layout, w in (("kq", 1), ("kq_wgmma", 4)))
+    unpacks = {v.score_layout: compiled(v).opcode_counts()["F2FP.F16.E4M3.UNPACK_B"] for v in (kq, wgmma)}
+    assert 2 * unpacks["kq_wgmma"] < unpacks["kq"], unpacks
     qgmma = sum(n for op, n in compiled(wgmma).opcode_counts().items() if op.startswith("QGMMA"))
     assert qgmma == 128 // 32        # one wgmma per 32-byte k-step of a 128-byte e4m3 row
 
@@ -237,7 +217,7 @@ def test_wgmma_consumer_unpacks_only_v(path):
 @pytest.mark.parametrize("threads, ctas, registers", [
     (160, 1, 255),      # one CTA of 5 warps: 2 warps on one sub-partition
     (160, 2, 168),      # two: 3 warps on some sub-partitions
-    (288, 1, 168),      # one of 9 warps (the dual consumers with a producer warp)
+    (288, 1, 168),      # one of 9 warps (the row_split consumer with a producer warp)
     (128, 4, 128),
 ])
 def test_register_budget(threads, ctas, registers):
@@ -260,7 +240,7 @@ def test_rowsplit_geometry():
                      score_layout="kq_wgmma_rs_lazy", rows_per_warp=8)
     assert (ROWSPLIT.block_m, ROWSPLIT.group_m, ROWSPLIT.tile_warps) == (32, 16, 4)
     assert (single.block_m, single.group_m, single.release_threads) == (32, 32, 128)
-    assert ROWSPLIT.release_threads == 256 and ROWSPLIT.consumer_groups == 2 and not ROWSPLIT.alternates_tiles
+    assert ROWSPLIT.release_threads == 256 and ROWSPLIT.row_groups == 2 and single.row_groups == 1
     assert ROWSPLIT.q_tile_bytes == 2 * ROWSPLIT.group_q_tile_bytes == 2 * 16 * 256
     assert ROWSPLIT.launch_bounds == (288, 1) and ROWSPLIT.speculates
     assert ROWSPLIT.name.endswith("_w8_s4_p1_causal_kqwrls4")
@@ -293,17 +273,12 @@ def test_rowsplit_sass():
 
 
 def test_rs_takes_wide_pv_calls_only_where_registers_allow():
-    """kq_wgmma_rs: 32 results a P V wgmma call at one CTA of 5 warps an SM, 16 under two CTAs'
-    launch bounds or at the dual layout's 9 warps."""
-    from tma_kernels.paged_kv.consumer_pv import (
-        RS_MAX_RESULTS,
-        RS_WIDE_RESULTS,
-        rs_max_results,
-    )
+    """kq_wgmma_rs_lazy: 32 results a P V wgmma call at one CTA of 5 warps an SM, 16 under two
+    CTAs' launch bounds."""
+    from tma_kernels.paged_kv.pv_wgmma import RS_MAX_RESULTS, RS_WIDE_RESULTS, rs_max_results
     common = dict(dtype="e4m3", head_dim=256, block_n=64, rows_per_warp=8, stages=4)
-    assert rs_max_results(Variant(**common, consumer_warps=4, score_layout="kq_wgmma_rs")) == RS_WIDE_RESULTS
-    assert rs_max_results(Variant(**common, consumer_warps=4, score_layout="kq_wgmma_rs",
+    assert rs_max_results(Variant(**common, consumer_warps=4, score_layout="kq_wgmma_rs_lazy")) == RS_WIDE_RESULTS
+    assert rs_max_results(Variant(**common, consumer_warps=4, score_layout="kq_wgmma_rs_lazy",
                                   min_ctas_per_sm=2)) == RS_MAX_RESULTS
-    assert rs_max_results(Variant(**common, consumer_warps=8, score_layout="kq_wgmma_rs_dual")) == RS_MAX_RESULTS
     # the rowsplit groups of 16 rows fit the wide calls in the 168 registers of 9 warps
     assert rs_max_results(ROWSPLIT) == RS_WIDE_RESULTS

@@ -6,7 +6,8 @@ from types import SimpleNamespace
 
 import pytest
 from tma_kernels import tensor_map
-from tma_kernels.paged_kv import Variant, runner
+from tma_kernels.paged_kv import runner
+from tma_kernels.paged_kv.geometry import Variant
 
 from tma_study.studies.paged_kv.problem import Problem
 

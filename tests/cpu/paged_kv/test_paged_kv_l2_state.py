@@ -1,6 +1,6 @@
 """The paged_kv L2-state ablation without a GPU: the same-bytes copy timed in the run's (clean)
 L2 state and after nvbench's flush alone (dirty), aggregate.l2_state_table -> l2_state.csv ->
-paper table paged_kv_l2_state, on a small ceilings frame and on test_paged_kv_study's
+paper table paged_kv_l2_state, on a small ceilings frame and on paged_kv_fixture's
 synthetic raw data with dirty rows added the way a run since harness.l2_state writes them."""
 import copy
 import json
@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 import yaml
 from raw_fixture import timed
-from test_paged_kv_study import synthetic_raw
+from paged_kv_fixture import REPO, synthetic_raw
 
 from tma_study.harness import l2_state
 from tma_study.studies.paged_kv import STUDY
@@ -25,7 +25,6 @@ from tma_study.studies.paged_kv.aggregate import (
 )
 from tma_study.studies.paged_kv.tables import L2_STATE_NOT_MEASURED, write_tables
 
-REPO = Path(__file__).resolve().parents[2]
 MiB = 1 << 20
 DIRTY_EXTRA_US = 4.0        # the synthetic write-back of the flush's dirty lines, per sample
 

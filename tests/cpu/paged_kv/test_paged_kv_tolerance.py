@@ -49,7 +49,7 @@ def test_bound_covers_rounding_p(dtype):
 
 
 def test_the_h200_case_that_a_flat_6e_2_failed():
-    """tests/gpu/test_paged_kv_gpu.py once failed on the H200 with the flat e4m3 tolerance 6e-2
+    """tests/gpu/paged_kv/test_paged_kv_gpu.py once failed on the H200 with the flat e4m3 tolerance 6e-2
     this study used before: e4m3_d128_tma_w4, seed 4278056784, O[1, 4, 23, 60] = 1.3858 against
     1.4558 (a causal row of 5 keys). Rounding P alone gives the H200's value, and the per-element
     bound allows it."""

@@ -27,7 +27,8 @@ import functools
 import re
 
 import pytest
-from tma_kernels.paged_kv import SIGNATURE, Variant, make_attention_kernel
+from tma_kernels.paged_kv.geometry import Variant
+from tma_kernels.paged_kv.kernel import SIGNATURE, make_attention_kernel
 from tma_kernels.paged_kv.producers import GatherPlan, make_producer
 
 from tma_study.harness.kernel_builds import kernel_cache

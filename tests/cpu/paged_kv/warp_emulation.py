@@ -1,5 +1,6 @@
 """Emulations of the PTX a paged-attention consumer warp runs, for the CPU tests
-(test_paged_kv_fragments.py: consumer.py; test_paged_kv_fragments_kq.py: consumer_kq.py).
+(test_paged_kv_fragments_qk.py: consumer_qk.py; test_paged_kv_fragments_kq.py: consumer_kq.py;
+test_paged_kv_shared_tile.py: consumer_kq_wgmma.py).
 
 Every per-lane value is a numpy array over the 32 lanes; each intrinsic is written from
 the PTX ISA's definition (``ldmatrix`` row distribution and ``.trans``, ``movmatrix``,
@@ -12,7 +13,7 @@ import types
 
 import numpy as np
 from numba import cuda
-from tma_kernels.paged_kv import consumer, geometry
+from tma_kernels.paged_kv import consumer_qk, geometry
 
 from tma_study.studies.paged_kv.numerics import (
     float_to_bf16_bits,
@@ -25,7 +26,7 @@ GROUP, QUAD = LANES >> 2, LANES & 3
 TILES = 2
 # dtype -> largest |kernel - float64 reference| allowed for a warp's O (unit-variance inputs): P
 # is rounded to the operand type before P V (bf16: 8 bits of mantissa; e4m3: 4). Seen with
-# consumer.py: about 1e-3 (bf16) and 1.5e-2 (e4m3).
+# consumer_qk.py: about 1e-3 (bf16) and 1.5e-2 (e4m3).
 TOLERANCE = {"bf16": 1e-2, "e4m3": 6e-2}
 LOG2_E = math.log2(math.e)
 
@@ -201,7 +202,7 @@ def patch_consumer(monkeypatch, module):
         "cvt_f16x2_e4m3x2_low": cvt_f16x2_e4m3x2_low, "cvt_f16x2_e4m3x2_high": cvt_f16x2_e4m3x2_high,
         "ex2_approx": lambda x: np.exp2(np.asarray(x, np.float64)).astype(np.float32),
         "uint32": lambda x: np.asarray(x, dtype=np.int64), "max": np.maximum, "cuda": fake_cuda,
-        "pack_e4m3": consumer.pack_e4m3.py_func,
+        "pack_e4m3": consumer_qk.pack_e4m3.py_func,
         "tile_offset": geometry.tile_offset.py_func,
         "a_lane_row_col": geometry.a_lane_row_col.py_func,
         "k_lane_row_col": geometry.k_lane_row_col.py_func,

@@ -19,7 +19,8 @@ import functools
 import types
 
 import pytest
-from tma_kernels.paged_kv import SIGNATURE, Variant, make_attention_kernel
+from tma_kernels.paged_kv.geometry import Variant
+from tma_kernels.paged_kv.kernel import SIGNATURE, make_attention_kernel
 from tma_kernels.paged_kv.geometry import resident_ctas_per_sm
 
 from tma_study.harness.kernel_builds import kernel_cache

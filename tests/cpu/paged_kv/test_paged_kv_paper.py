@@ -1,4 +1,4 @@
-"""The paged_kv paper tier on synthetic raw data (test_paged_kv_study.synthetic_raw): rules of
+"""The paged_kv paper tier on synthetic raw data (paged_kv_fixture.synthetic_raw): rules of
 thumb whose wording follows the data, macros that are complete, finite and equal to the
 derived numbers, a section whose macros are all generated, and the comparison between runs.
 
@@ -12,23 +12,21 @@ import copy
 import json
 import re
 import shutil
-from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
-from test_paged_kv_study import synthetic_raw
+from paged_kv_fixture import REPO, synthetic_raw
 
 from tma_study import catalog, rules_of_thumb
 from tma_study import macros as macros_mod
-from tma_study.studies.paged_kv import STUDY, fa3_rule, facts
+from tma_study.studies.paged_kv import STUDY, fa3_rule, facts, tuning_facts
 from tma_study.studies.paged_kv.aggregate import aggregate
 from tma_study.studies.paged_kv.compare import compare_runs
 from tma_study.studies.paged_kv.macros import macros
 from tma_study.studies.paged_kv.rules import rules_of_thumb as paged_kv_rules
 from tma_study.studies.paged_kv.tables import write_tables
 
-REPO = Path(__file__).resolve().parents[2]
 SECTION = REPO / "paper" / "sections" / "studies" / "paged_kv.tex"
 
 
@@ -325,12 +323,12 @@ def test_the_faster_consumer_wins_each_decode_cell(consumer_run):
     measured = bar[bar.best_load_path.isin(facts.LOAD_PATHS)]
     assert set(measured[measured.seqlen_q == 1].best_score_layout) == {OTHER}
     assert set(measured[measured.seqlen_q == 4].best_score_layout) == {"kq"}
-    assert facts.compared_consumers(tuning) == [OTHER]
-    wins = facts.consumer_wins(tuning, "bf16", 1, OTHER)
+    assert tuning_facts.compared_consumers(tuning) == [OTHER]
+    wins = tuning_facts.consumer_wins(tuning, "bf16", 1, OTHER)
     assert wins.won == wins.cells == len(decode[(decode.dtype == "bf16") & (decode.seqlen_q == 1)])
     assert wins.over_kq_median == pytest.approx(SPLIT_FASTER_Q1)
-    assert facts.consumer_wins(tuning, "e4m3", 4, OTHER).won == 0
-    assert facts.consumer_wins(tuning, "bf16", 1, "kq_split") is None       # not swept
+    assert tuning_facts.consumer_wins(tuning, "e4m3", 4, OTHER).won == 0
+    assert tuning_facts.consumer_wins(tuning, "bf16", 1, "kq_wgmma_rs_lazy") is None       # not swept at bf16
     found = macros(derived, provenance)
     assert found["pagedKvDecodeKqWgmmaBfQoneWon"] == found["pagedKvDecodeKqWgmmaBfQoneCells"] == str(wins.cells)
     assert found["pagedKvDecodeKqWgmmaFpeightQfourWon"] == "0"
@@ -362,7 +360,7 @@ def test_a_run_of_one_consumer_has_no_consumer_macros(run, tmp_path):
     tuning = pd.read_csv(one / "tuning.csv")
     tuning = tuning.drop(columns=[c for c in tuning.columns if c.startswith("time_us_kq_")])   # all but kq's
     tuning.to_csv(one / "tuning.csv", index=False)
-    assert facts.consumer_wins(tuning, "bf16", 1, OTHER) is None and facts.compared_consumers(tuning) == []
+    assert tuning_facts.consumer_wins(tuning, "bf16", 1, OTHER) is None and tuning_facts.compared_consumers(tuning) == []
     found = macros(one, provenance)
     # a consumer's count of cells won is defined for every consumer the sweep can list; nothing else
     assert not [name for name in found if name.startswith("pagedKvDecodeKqWgmma") and not name.endswith("Cells")]

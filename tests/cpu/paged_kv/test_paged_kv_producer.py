@@ -23,7 +23,8 @@ tests run the kernel).
 import numpy as np
 import pytest
 from numba import cuda
-from tma_kernels.paged_kv import Variant, VariantError, geometry, producers
+from tma_kernels.paged_kv import geometry, producers
+from tma_kernels.paged_kv.geometry import Variant, VariantError
 
 KV_HEADS = 3
 KV_HEAD = 2

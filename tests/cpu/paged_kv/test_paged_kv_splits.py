@@ -154,10 +154,10 @@ class CountingPools(FakePools):
 
 
 def test_full_size_outputs_are_compared_within_one_consumer(configs, monkeypatch):
-    """kq and kq_split sum in different orders: their outputs are not held to bit identity;
+    """kq and kq_wgmma sum in different orders: their outputs are not held to bit identity;
     two kernels of one consumer at the same page size and split count are."""
     kq = bf16_llama_decode(configs, "tma", 1)
-    split = dataclasses.replace(kq, decode_consumer="kq_split")
+    split = dataclasses.replace(kq, decode_consumer="kq_wgmma")
     assert (kq.ctas_per_split, kq.kv_tiles) == (split.ctas_per_split, split.kv_tiles)   # same split count
     monkeypatch.setattr(measure, "check_against_reference", lambda r, c, s: None)
     monkeypatch.setattr(measure, "resident_ctas", lambda runner: 3)

@@ -106,13 +106,13 @@ def test_measure_times_a_copy_of_every_decode_points_bytes():
     import yaml
 
     from tma_study.config import REPO_ROOT
-    from tma_study.studies.paged_kv import measure
+    from tma_study.studies.paged_kv import ceilings
     from tma_study.studies.paged_kv.grid import sweep_configs
 
     configs = sweep_configs(yaml.safe_load((REPO_ROOT / "config" / "config.yaml").read_text())["studies"]["paged_kv"])
     wanted = {2 * c.phase.batch * c.phase.context * c.shape.kv_heads * c.shape.head_dim
               * (2 if c.dtype == "bf16" else 1) for c in configs if c.phase.name == "decode"}
-    cases = measure._same_bytes_copy_cases(configs)
+    cases = ceilings.same_bytes_copy_cases(configs)
     by_ceiling = {}
     for columns, case in cases:
         by_ceiling.setdefault(columns["ceiling"], []).append((columns["bytes_moved"], case.l2_after_flush))

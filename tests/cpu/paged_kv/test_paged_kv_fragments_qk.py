@@ -17,7 +17,9 @@ barriers, and whether ptxas honours the asm.
 """
 import numpy as np
 import pytest
-from tma_kernels.paged_kv import Variant, consumer
+from tma_kernels.paged_kv import consumer_qk
+from tma_kernels.paged_kv.geometry import Variant
+
 from warp_emulation import (
     GROUP,
     LANES,
@@ -34,13 +36,13 @@ from warp_emulation import (
 
 @pytest.fixture
 def emulated(monkeypatch):
-    """consumer.py's intrinsics emulated (warp_emulation.patch_consumer)."""
-    return patch_consumer(monkeypatch, consumer)
+    """consumer_qk.py's intrinsics emulated (warp_emulation.patch_consumer)."""
+    return patch_consumer(monkeypatch, consumer_qk)
 
 
 def run_warp(state, variant, q_bits, k_bits, v_bits, scale):
     """Emulate consumer warp 0 over TILES K/V tiles; returns its (16, head_dim) output."""
-    parts = consumer.make_consumer(variant)
+    parts = consumer_qk.make_consumer(variant)
     k_tiles, v_tiles = shared_image(state, variant, q_bits, k_bits, v_bits)
     n = variant.block_n
     acc = np.zeros((variant.head_dim // 2, 32), np.float32)
@@ -79,7 +81,7 @@ def test_emulated_warp_matches_float64_attention(emulated, dtype, head_dim, bloc
 
 def test_a_wrong_fp8_permutation_is_caught(emulated, monkeypatch):
     """The check above can fail: swapping the even/odd byte selectors breaks e4m3 P V."""
-    monkeypatch.setattr(consumer, "EVEN_BYTES", consumer.ODD_BYTES)
+    monkeypatch.setattr(consumer_qk, "EVEN_BYTES", consumer_qk.ODD_BYTES)
     with pytest.raises(AssertionError, match="max .error"):
         test_emulated_warp_matches_float64_attention(emulated, "e4m3", 64, 32)
 

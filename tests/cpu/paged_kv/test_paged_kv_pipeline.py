@@ -1,6 +1,6 @@
 """The main pipeline builds the paged_kv paper tier as soon as results/<reference>/paged_kv/
 exists, with no further code: in a copy of the checkout (given the synthetic raw folder of
-test_paged_kv_study where no reference data are committed yet), ``snakemake -c2`` makes the
+paged_kv_fixture where no reference data are committed yet), ``snakemake -c2`` makes the
 rules of thumb with paged_kv rows, its macros and comparison table and lists its section.
 Building the PDF with every study section is test_pipeline_no_gpu's (in the copy whose main
 job has already compiled the kernels that the paper's kernel tables need).
@@ -10,7 +10,7 @@ import re
 import pytest
 import yaml
 from paper_fixture import expanded_macros
-from test_paged_kv_study import synthetic_raw
+from paged_kv_fixture import synthetic_raw
 from test_pipeline_no_gpu import (
     REFERENCE_GPU,
     REPO,

@@ -1,16 +1,19 @@
-"""The decode consumer's (consumer_kq.py: S^T = K Q^T) fragment bookkeeping, checked on the
-CPU by emulating one warp (warp_emulation.py), as test_paged_kv_fragments.py does for
-consumer.py: its 8 or 16 query columns over two KV tiles must equal a float64
+"""The decode consumer's (consumer_kq.py and its steps, kq_steps.py: S^T = K Q^T) fragment
+bookkeeping, checked on the CPU by emulating one warp (warp_emulation.py), as
+test_paged_kv_fragments_qk.py does for
+consumer_qk.py: its 8 or 16 query columns over two KV tiles must equal a float64
 softmax(Q K^T) V. A wrong ldmatrix lane address, Q fragment index, movmatrix transpose,
 fp8 byte gather or output dim gives O(1) errors; the bf16 / e4m3 rounding of P the small
-ones bounded by the same tolerance as consumer.py's.
+ones bounded by the same tolerance as consumer_qk.py's.
 
 What this cannot see: causal masking (a per-lane branch; the GPU tests cover it), timing,
 barriers, and whether ptxas honours the asm.
 """
 import numpy as np
 import pytest
-from tma_kernels.paged_kv import Variant, consumer_kq
+from tma_kernels.paged_kv import consumer_kq, kq_steps
+from tma_kernels.paged_kv.geometry import Variant
+
 from warp_emulation import (
     LANES,
     LOG2_E,
@@ -23,12 +26,12 @@ from warp_emulation import (
 
 @pytest.fixture
 def emulated(monkeypatch):
-    return patch_consumer(monkeypatch, consumer_kq)
+    return patch_consumer(monkeypatch, kq_steps)
 
 
 def run_warp(state, variant, q_bits, k_bits, v_bits, scale):
     """Emulate kq consumer warp 0 over TILES K/V tiles; returns its (rows, head_dim) output."""
-    parts = consumer_kq.make_kq_consumer(variant)
+    parts = consumer_kq.make_consumer(variant)
     rows = variant.rows_per_warp
     q_blocks = rows // 8
     columns = 2 * q_blocks
@@ -75,12 +78,12 @@ def test_emulated_kq_warp_matches_float64_attention(emulated, dtype, head_dim, b
 
 
 @pytest.mark.parametrize("dtype, name, value", [
-    ("e4m3", "EVEN_BYTES", consumer_kq.ODD_BYTES),          # V's even/odd dims swapped
+    ("e4m3", "EVEN_BYTES", kq_steps.ODD_BYTES),          # V's even/odd dims swapped
     ("bf16", "movmatrix_trans", lambda reg: reg),           # P^T not transposed
 ])
 def test_a_wrong_gather_is_caught(emulated, monkeypatch, dtype, name, value):
     """The check above can fail: a swapped fp8 dim gather or a missing transpose breaks it."""
-    monkeypatch.setattr(consumer_kq, name, value)
+    monkeypatch.setattr(kq_steps, name, value)
     with pytest.raises(AssertionError, match="max .error"):
         test_emulated_kq_warp_matches_float64_attention(emulated, dtype, 64, 32, 8)
 
@@ -90,8 +93,8 @@ def test_the_lazy_rescale_matches_float64_attention(emulated, monkeypatch, dtype
     """kq_wgmma_rs_lazy's softmax (make_kq_tiles ``lazy_rescale_log2``): a running max kept until a
     tile's exceeds it by more than the threshold gives the same attention within the same
     tolerance (P then runs up to 2 ** threshold, rounded to e4m3 as before)."""
-    from tma_kernels.paged_kv.consumer_split import LAZY_RESCALE_LOG2
-    monkeypatch.setattr(consumer_kq, "select", np.where)      # a lane's choice, over the 32 lanes at once
+    from tma_kernels.paged_kv.consumer_kq_wgmma_rs_lazy import LAZY_RESCALE_LOG2
+    monkeypatch.setattr(kq_steps, "select", np.where)      # a lane's choice, over the 32 lanes at once
     exact = consumer_kq.make_kq_tiles
     monkeypatch.setattr(consumer_kq, "make_kq_tiles",
                         lambda *args, **kwargs: exact(*args, **kwargs, lazy_rescale_log2=LAZY_RESCALE_LOG2))
@@ -101,10 +104,10 @@ def test_the_lazy_rescale_matches_float64_attention(emulated, monkeypatch, dtype
 def test_the_lazy_rescale_keeps_a_max_within_the_threshold(emulated, monkeypatch):
     """softmax_finish with the threshold: a tile max within it leaves the running max and gives a
     correction of exactly 1 (the kernel then skips O's rescale); beyond it, the max moves."""
-    monkeypatch.setattr(consumer_kq, "select", np.where)
+    monkeypatch.setattr(kq_steps, "select", np.where)
     variant = Variant(dtype="e4m3", head_dim=128, block_n=64, consumer_warps=1, load_path="cp_async",
                       producer_warps=1, score_layout="kq", rows_per_warp=8)
-    steps = consumer_kq.make_kq_tiles(variant, 1, 4, 8, lazy_rescale_log2=8.0)
+    steps = kq_steps.make_kq_tiles(variant, 1, 4, 8, lazy_rescale_log2=8.0)
     one = np.float32(1.0)
     for tile_max, moves in ((5.0, False), (8.0, False), (9.0, True)):
         scores = np.zeros((16, 32), np.float32)
