@@ -1,5 +1,5 @@
 """Warp-level tensor-core MMA (``mma.sync``): ``D = A * B + C`` over one warp,
-fp32 accumulation. SASS on sm_90a (ptxas 13.0; checked in tests/cpu/test_ptx_mma_sass.py):
+fp32 accumulation. SASS on sm_90a (ptxas 13.0; checked in tests/cpu/kernels/test_ptx_mma_sass.py):
 ``HMMA.16816.F32.BF16`` for bf16. Hopper has no fp8 ``mma.sync`` instruction (its fp8
 tensor-core path is ``wgmma``; ``QMMA`` is sm_89 / sm_120): for
 ``mma.sync...e4m3.e4m3`` ptxas unpacks both operands to fp16 (``F2FP.F16.E4M3.UNPACK_B``),

@@ -11,7 +11,7 @@ import pytest
 import yaml
 from paper_fixture import expanded_macros
 from test_paged_kv_study import synthetic_raw
-from test_pipeline_no_gpu import (
+from pipeline_run import (
     REFERENCE_GPU,
     REPO,
     copy_checkout,

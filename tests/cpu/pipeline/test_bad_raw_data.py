@@ -10,11 +10,12 @@ import shutil
 import pandas as pd
 import pytest
 
-from bad_input_fixture import (REPO, assert_one_line_error, assert_stopped_before_any_job, checkout,  # noqa: F401
-                               pristine_checkout, raw_copy, results_unchanged, run_cli, snakemake)
+from bad_input_fixture import REPO, assert_one_line_error, assert_stopped_before_any_job, raw_copy, run_cli, snakemake
 from tma_study.harness import raw_data, raw_schema
 from tma_study.harness.timing import Timing
 from tma_study.studies import discover
+
+pytestmark = pytest.mark.usefixtures("results_unchanged")  # tests/cpu/conftest.py
 
 STUDIES = discover()
 
@@ -251,5 +252,6 @@ def test_the_main_job_refuses_damaged_data_of_another_run_it_would_overlay(check
     status, output = snakemake(checkout, "figures/crossover_bandwidth.pdf")
     assert_stopped_before_any_job(status, output, "results/h200-wide-grid/crossover/stream.csv", "row 1",
                                   "column mechanism")
+
     assert re.search(r"'magic' is not allowed", output)
     shutil.rmtree(checkout)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from test_pipeline_no_gpu import copy_checkout, output_of, snakemake
+from pipeline_run import copy_checkout, output_of, snakemake
 
 STUDY = "crossover"
 RESOURCES = f"build/compile/{STUDY}/resources.csv"

@@ -2,7 +2,7 @@
 
 The unit tests drive tma_study.harness.gpu_lock with made-up devices. The pipeline tests run
 the real measure rule (``snakemake --config measure=true --resources gpu=N``) in a copy of the
-checkout whose Python processes see N fake GPUs (tests/cpu/fake_gpus/sitecustomize.py: the
+checkout whose Python processes see N fake GPUs (tests/cpu/pipeline/fake_gpus/sitecustomize.py: the
 device listing and detection are faked, and the study's measure step records the device it
 was pinned to instead of timing kernels), then read what each job saw.
 """
@@ -115,7 +115,7 @@ def test_one_gpu_serialises_measurements(tmp_path):
 # ------------------------------------------------------------------ through Snakemake
 @pytest.fixture(scope="module")
 def checkout(tmp_path_factory) -> Path:
-    from test_pipeline_no_gpu import copy_checkout
+    from pipeline_run import copy_checkout
     root = copy_checkout(tmp_path_factory.mktemp("checkout"))
     # the compile step first (no GPU needed), so that only measure jobs remain for the runs below
     env = {**os.environ, "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}"}

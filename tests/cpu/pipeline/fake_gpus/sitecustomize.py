@@ -1,4 +1,4 @@
-"""Fake GPUs for tests/cpu/test_multi_gpu.py, in every Python process of a Snakemake run.
+"""Fake GPUs for tests/cpu/pipeline/test_multi_gpu.py, in every Python process of a Snakemake run.
 
 On PYTHONPATH with $FAKE_GPUS=N set: N visible "NVIDIA H200" devices (CUDA_VISIBLE_DEVICES
 applied as CUDA applies it), and a measure step that records which device it was pinned to

@@ -15,7 +15,7 @@ from tma_study.studies.crossover.aggregate import aggregate
 from crossover_fixture import write_realistic_raw_folder
 
 matplotlib.use("Agg")
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture(scope="module")

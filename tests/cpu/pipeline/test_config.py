@@ -15,7 +15,7 @@ from tma_study import gpu as gpu_mod
 from tma_study.config import ConfigError
 from tma_study.studies import discover
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 SNAKEMAKE = Path(sys.executable).with_name("snakemake")
 KNOWN_STUDIES = discover()
 

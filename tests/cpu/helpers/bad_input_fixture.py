@@ -1,5 +1,7 @@
 """Shared by the bad-input tests: tmp copies of committed raw data and of the checkout, the
-tma-study CLI run in-process, Snakemake run in a copy, and a guard that results/ is untouched."""
+tma-study CLI run in-process, Snakemake run in a copy, and the digest of results/ that the
+``results_unchanged`` fixture (tests/cpu/conftest.py) compares before and after each case.
+The checkout copies are fixtures of tests/cpu/pipeline/conftest.py."""
 from __future__ import annotations
 
 import hashlib
@@ -9,11 +11,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from tma_study import cli
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 VENV_BIN = Path(sys.executable).parent
 
 
@@ -29,14 +29,6 @@ def results_digest() -> str:
         if path.is_file():
             digest.update(path.read_bytes())
     return digest.hexdigest()
-
-
-@pytest.fixture(autouse=True)
-def results_unchanged():
-    """Every bad-input case leaves results/ of the checkout as it was."""
-    before = results_digest()
-    yield
-    assert results_digest() == before, "a bad-input case changed results/"
 
 
 def raw_copy(destination: Path, study: str, label: str = "h200") -> Path:
@@ -87,23 +79,14 @@ SYNTHETIC_KERNELS = ("kernel,registers,shared_bytes_static,stack_frame_bytes,spi
                      "sass_instructions,expected_sass\nsynthetic_kernel,64,128,0,0,0,1000,UTMALDGx1\n")
 
 
-@pytest.fixture(scope="module")
-def pristine_checkout(tmp_path_factory) -> Path:
+def checkout_with_kernel_tables(destination: Path) -> Path:
     """A copy of the checkout; a data set that predates the kernels.csv a measurement now writes
     beside its raw data (the kernel tables read it) gets a synthetic one in the copy."""
-    root = copy_checkout(tmp_path_factory.mktemp("pristine"))
+    root = copy_checkout(destination)
     for folder in (root / "results").glob("*/*"):
         if folder.is_dir() and (folder / "provenance.json").exists() and not (folder / "kernels.csv").exists():
             (folder / "kernels.csv").write_text(SYNTHETIC_KERNELS)
     return root
-
-
-@pytest.fixture
-def checkout(pristine_checkout, tmp_path) -> Path:
-    """A fresh copy of the checkout for one case to damage."""
-    target = tmp_path / "checkout"
-    shutil.copytree(pristine_checkout, target, symlinks=True)
-    return target
 
 
 def snakemake(root: Path, *args: str, cwd: Path | None = None) -> tuple[int, str]:

@@ -18,7 +18,7 @@ from tma_study.studies.crossover.tables import write_tables
 
 from crossover_fixture import ceiling_row, latency_row, provenance_record, stream_row, write_raw_folder
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture

@@ -1,19 +1,26 @@
 """Small synthetic derived data of the multicast and dsm studies for several runs, laid out
 as results/<label>/<study>/{provenance.json, derived/} under a temporary folder, for the
 comparison and overlay tests. Each run is built from a few numbers through the studies' own
-aggregation, so the derived files have exactly the columns the pipeline writes."""
+aggregation, so the derived files have exactly the columns the pipeline writes. Also: a figure
+notebook run as Snakemake would, and what it drew in another run's style."""
 from __future__ import annotations
 
 import json
+import runpy
 from pathlib import Path
+from types import SimpleNamespace
 
+import matplotlib
+import matplotlib.legend
 import pandas as pd
 
 from raw_fixture import valid_provenance
 from tma_study.harness import l2_state
+from tma_study.report import figures
 from tma_study.studies.dsm import aggregate as dsm_aggregate
 from tma_study.studies.multicast import aggregate as mc_aggregate
 
+REPO = Path(__file__).resolve().parents[3]
 TILES = (4096, 65536)
 
 
@@ -88,3 +95,37 @@ def dsm_run(root: Path, label: str, broadcast_us: dict, remote_cycles: float = 2
                                                     ("remote", 4, remote_gbps))])
     bandwidth.to_csv(derived / "bandwidth.csv", index=False)
     return derived
+
+
+# ---------------------------------------------------------------- overlays on the figures
+
+def render(monkeypatch, name: str, derived: Path, others: list[Path]):
+    """Run notebooks/<name>.py as Snakemake would (``others``: other runs' derived folders)."""
+    drawn = []
+    lay_out = figures.finish
+    monkeypatch.setattr(figures, "finish", lambda fig, provenance, pdf: (lay_out(fig, provenance, None),
+                                                                      drawn.append(fig)))
+    snakemake = SimpleNamespace(
+        params=SimpleNamespace(derived=str(derived)),
+        input=SimpleNamespace(provenance=str(derived.parent / "provenance.json"),
+                              others=[str(f) for folder in others for f in sorted(folder.glob("*.csv"))]),
+        output=SimpleNamespace(pdf=str(derived.parent / f"{name}.pdf")))
+    runpy.run_path(str(REPO / "notebooks" / f"{name}.py"), init_globals={"snakemake": snakemake})
+    (fig,) = drawn
+    fig.canvas.draw()
+    return fig
+
+
+def overlaid(fig) -> int:
+    """Artists drawn in another run's style: thin translucent lines or black-edged run markers."""
+    count = 0
+    for ax in fig.axes:
+        for line in ax.get_lines():
+            if line.get_alpha() == figures.OVERLAY["alpha"] or line.get_marker() in figures.RUN_MARKERS:
+                count += 1
+    return count
+
+
+def run_legends(fig) -> list[str]:
+    return [text.get_text() for ax in fig.axes for legend in ax.findobj(matplotlib.legend.Legend)
+            if legend.get_title().get_text() == "runs" for text in legend.get_texts()]

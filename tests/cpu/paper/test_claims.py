@@ -24,7 +24,7 @@ from tma_study.claims import (
 )
 from tma_study.studies import discover
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 PEAKS = pd.DataFrame({
     "working_set": ["hbm", "hbm", "l2", "l2"],
     "mechanism": ["tma_tile", "cp_async", "tma_tile", "cp_async"],

@@ -12,13 +12,15 @@ import stat
 import pytest
 import yaml
 
-from bad_input_fixture import (REPO, assert_one_line_error, assert_stopped_before_any_job, checkout,  # noqa: F401
-                               copy_checkout, pristine_checkout, raw_copy, results_unchanged, run_cli, snakemake)
+from bad_input_fixture import (REPO, assert_one_line_error, assert_stopped_before_any_job, raw_copy, run_cli,
+                               snakemake)
 from tma_study import config as config_mod
 from tma_study.gpu import GpuInfo
 from tma_study.harness.atomic import PublishError, publish_directory
 from tma_study.pipeline import ResultsLabelError, results_label
 from tma_study.studies import discover
+
+pytestmark = pytest.mark.usefixtures("results_unchanged")  # tests/cpu/conftest.py
 
 STUDIES = discover()
 SHIPPED = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
@@ -187,6 +189,7 @@ def test_measuring_into_a_folder_of_committed_data_is_refused():
     h200 = GpuInfo(name="NVIDIA H200", compute_capability=(9, 0), sm_count=132, l2_bytes=1, smem_per_block_optin_bytes=1,
                    smem_per_sm_bytes=1, max_sm_clock_khz=1, memory_clock_khz=1, memory_bus_bits=1,
                    total_memory_bytes=1, driver_version=13000)
+
     config = {"measure": True, "reference_gpu": "h200", "results_label": "h200-rerun", "studies": {}}
     with pytest.raises(ResultsLabelError, match="results/h200-rerun/ holds committed data"):
         results_label(config, detect=lambda: h200, root=REPO)

@@ -14,7 +14,7 @@ import yaml
 from tma_study import catalog as catalog_mod
 from tma_study.cli import main as cli_main
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 CATALOG = REPO / "catalog"
 ALLOWED_MECHANISMS = ("tma", "tma_multicast", "cp_async", "plain_load", "plain_store", "tma_store", "dsm", "other")
 SUBJECTS = ("fa3_forward", "flashinfer_hopper", "cutlass_gemm")

@@ -10,7 +10,7 @@ import pytest
 import tma_kernels.numpy_compat  # noqa: F401  before numba compiles anything
 from numba import cuda
 
-GPU_TESTS = Path(__file__).resolve().parents[1] / "gpu"
+GPU_TESTS = Path(__file__).resolve().parents[2] / "gpu"
 GPU_TEST_MODULES = (
     "test_tensor_map_gpu",
     "test_cluster_launch_gpu",

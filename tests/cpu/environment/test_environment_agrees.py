@@ -10,7 +10,7 @@ import yaml
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 PYPROJECT = REPO / "pyproject.toml"
 ENVIRONMENT = REPO / "environment.yml"
 CONDA_ONLY = {"python", "pip"}          # the interpreter and installer, not project dependencies

@@ -6,9 +6,11 @@ import subprocess
 
 import pytest
 
-from bad_input_fixture import assert_one_line_error, results_unchanged, run_cli  # noqa: F401
-from tma_study.harness import source
+from bad_input_fixture import assert_one_line_error, run_cli
+from tma_study.harness import provenance, source
 from tma_study.harness.source import SOURCE_COMMIT_VARIABLE, SourceMismatchError
+
+pytestmark = pytest.mark.usefixtures("results_unchanged")  # tests/cpu/conftest.py
 
 
 def git(root, *args):
@@ -19,6 +21,7 @@ def project(root):
     """A minimal project: its source files (harness.source.SOURCE_FOLDERS) and a Snakefile."""
     for relative, text in {"Snakefile": "rule all:\n", "src/tma_study/a.py": "A = 1\n",
                            "kernels/k.py": "K = 1\n", "config/config.yaml": "measure: false\n"}.items():
+
         (root / relative).parent.mkdir(parents=True, exist_ok=True)
         (root / relative).write_text(text)
     return root
@@ -101,3 +104,14 @@ def test_check_provenance_of_a_malformed_file_is_one_line(tmp_path, capsys):
     (tmp_path / "provenance.json").write_text('{"study": ')
     status, error = run_cli(capsys, "check-provenance", tmp_path / "provenance.json")
     assert_one_line_error(status, error, "provenance.json", "line 1 column 11", "not valid JSON")
+
+
+def test_a_runner_stated_commit_that_cannot_be_checked_is_kept_apart_from_the_commit(monkeypatch, tmp_path):
+    """A copy without .git cannot check $TMA_STUDY_SOURCE_COMMIT: the source hash alone names the
+    code, and the record says so (the tests above check the other cases)."""
+    monkeypatch.setenv(provenance.SOURCE_COMMIT_VARIABLE, "abc123")
+    state = provenance.git_state(tmp_path)
+    assert state["commit"] is None and state["stated_commit"] == "abc123"
+    assert "source_sha256 alone" in state["commit_source"]
+    monkeypatch.delenv(provenance.SOURCE_COMMIT_VARIABLE)
+    assert provenance.git_state(tmp_path)["commit"] is None     # no .git, nothing stated

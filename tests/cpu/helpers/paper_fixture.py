@@ -15,7 +15,7 @@ import yaml
 
 from tma_study.studies import discover
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 CONFIG = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
 REFERENCE = CONFIG["reference_gpu"]
 

@@ -6,7 +6,7 @@ test_gemm_compile.py's TMA ones the default test run compiles and SASS-checks (g
 both load paths of both architectures; `snakemake kernels` builds every variant."""
 import pytest
 import yaml
-from test_pipeline_no_gpu import copy_checkout, jobs_run, output_of, snakemake
+from pipeline_run import copy_checkout, jobs_run, output_of, snakemake
 
 pytestmark = pytest.mark.slow
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from test_pipeline_no_gpu import copy_checkout
+from pipeline_run import copy_checkout
 from tma_study import cli
 from tma_study import gpu as gpu_mod
 from tma_study.config import ConfigError
@@ -29,7 +29,7 @@ from tma_study.harness import gpu_lock
 from tma_study.pipeline import Layout, MeasureTarget, measure_targets, results_label
 from tma_study.studies import discover
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 PROFILE = REPO / "profiles" / "slurm" / "config.yaml"
 VENV_BIN = Path(sys.executable).parent
 # What the SLURM run builds: one study's slice of the main job (its derived data, figures and

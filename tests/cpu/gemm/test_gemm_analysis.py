@@ -12,7 +12,7 @@ from tma_study.report import figures
 from tma_study.studies.gemm.aggregate import aggregate
 from tma_study.studies.gemm.tables import write_kernel_table, write_tables
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture(scope="module")

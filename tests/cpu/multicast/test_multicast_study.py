@@ -1,4 +1,4 @@
-"""CPU: the multicast and dsm studies' sweep, host references, aggregation and tables."""
+"""CPU: the multicast study's sweep, host references and aggregation."""
 import copy
 
 import numpy as np
@@ -8,10 +8,7 @@ import yaml
 
 from tma_study import config as config_mod
 from tma_study.config import REPO_ROOT
-from tma_study.harness import provenance
 from tma_study.studies import discover
-from tma_study.studies.dsm import aggregate as dsm_aggregate
-from tma_study.studies.dsm.grid import BroadcastConfig, broadcast_configs
 from tma_study.studies.multicast import aggregate as mc_aggregate
 from tma_study.studies.multicast import reference
 from tma_study.studies.multicast.grid import (
@@ -46,23 +43,14 @@ def test_a_64kib_tile_never_runs_four_stages_and_slices_must_be_whole_rows():
     assert not slices_whole(ClusterConfig("2d", "multicast", 16, 1, 2048, 2, 1, 256, "hbm", 2**28, 2**28))
 
 
-def test_dsm_configs_have_two_warps_beside_the_consumers():
-    configs = broadcast_configs(study_config("dsm"), H200_SMEM_PER_SM)
-    pull = next(c for c in configs if c.variant == "dsm_pull")
-    multicast = next(c for c in configs if c.variant == "multicast")
-    assert pull.threads_per_cta == pull.consumer_threads + 64
-    assert multicast.threads_per_cta == multicast.consumer_threads + 32
 
-
-@pytest.mark.parametrize("study,key,value,fragment", [
-    ("multicast", "tile_bytes", [3000], "studies.multicast.tile_bytes[0]"),
-    ("multicast", "variants", ["teleport"], "studies.multicast.variants[0]"),
-    ("dsm", "cluster_sizes", [1], "studies.dsm.cluster_sizes[0]"),
-    ("dsm", "working_sets", {"hbm": {"bytes": 5}}, "studies.dsm.working_sets.hbm"),
+@pytest.mark.parametrize("key,value,fragment", [
+    ("tile_bytes", [3000], "studies.multicast.tile_bytes[0]"),
+    ("variants", ["teleport"], "studies.multicast.variants[0]"),
 ])
-def test_bad_config_names_the_key(study, key, value, fragment):
+def test_bad_config_names_the_key(key, value, fragment):
     config = yaml.safe_load((REPO_ROOT / "config" / "config.yaml").read_text())
-    config["studies"][study][key] = value
+    config["studies"]["multicast"][key] = value
     with pytest.raises(config_mod.ConfigError, match=fragment.replace("[", r"\[").replace("]", r"\]")):
         config_mod.validate(config, discover())
 
@@ -134,37 +122,11 @@ def test_multicast_speedup_break_even_and_scheduling():
     assert row.scheduling_factor == pytest.approx(1.1) and row.multicast_factor == pytest.approx(80 / 110)
 
 
-def test_dsm_winners_and_ties():
-    rows = []
-    for variant, time in (("multicast", 100.0), ("dsm_pull", 100.5), ("dsm_push", 300.0)):
-        rows.append({"working_set": "hbm", "cluster_size": 4, "variant": variant, "tile_bytes": 16384,
-                     "stages": 2, "ctas_per_sm": 1, "consumer_threads": 256, "grid_ctas": 132, "clusters": 33,
-                     "max_active_clusters": 40, "busy_cta_share": 1.0, "steps_total": 10,
-                     "bytes_delivered": 1e9, "time_us_median": time, "time_us_iqr": 0.5, "gbps": 1e9 / (time * 1e3),
-                     "sm_clock_mhz_mean": 1980.0})
-    best = dsm_aggregate.best_configurations(pd.DataFrame(rows))
-    winner = dsm_aggregate.winners(best).iloc[0]
-    assert winner.winner == "multicast" and winner.runner_up == "dsm_pull" and winner.tie
-
-
-def test_a_runner_stated_commit_that_cannot_be_checked_is_kept_apart_from_the_commit(monkeypatch, tmp_path):
-    """A copy without .git cannot check $TMA_STUDY_SOURCE_COMMIT: the source hash alone names the
-    code, and the record says so (tests/cpu/test_provenance_source.py checks the other cases)."""
-    monkeypatch.setenv(provenance.SOURCE_COMMIT_VARIABLE, "abc123")
-    state = provenance.git_state(tmp_path)
-    assert state["commit"] is None and state["stated_commit"] == "abc123"
-    assert "source_sha256 alone" in state["commit_source"]
-    monkeypatch.delenv(provenance.SOURCE_COMMIT_VARIABLE)
-    assert provenance.git_state(tmp_path)["commit"] is None     # no .git, nothing stated
-
 
 def test_host_launch_geometry_matches_the_kernels():
     """grid.py restates the kernels' layout constants (it must not import numba): keep them equal."""
-    from tma_kernels.dsm import broadcast
     from tma_kernels.multicast import ring
     from tma_study.studies.multicast import grid as mc_grid
     assert (mc_grid.ROW_BYTES, mc_grid.RING_ALIGN_BYTES, mc_grid.WARP) == (ring.ROW_BYTES, ring.RING_ALIGN_BYTES,
                                                                             ring.WARP)
     assert mc_grid.STATIC_SHARED_BYTES == 2 * ring.MAX_STAGES * ring.MBARRIER_BYTES
-    pull = BroadcastConfig("dsm_pull", 4, 16384, 2, 1, 256, "hbm", 2**28, 2**28)
-    assert pull.threads_per_cta == broadcast.threads_per_cta(256)
