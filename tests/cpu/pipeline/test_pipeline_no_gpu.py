@@ -1,6 +1,8 @@
 """The whole analyze tier on a machine without a GPU: ``snakemake -c2`` in a copy of the
 checkout turns the crossover raw data into every figure, table and derived file, a second
-run has nothing to do, and deleting one figure rebuilds only that figure.
+run has nothing to do, deleting one figure rebuilds only that figure, and every figure, table,
+claim and paper macro made from the committed data has the bytes tests/cpu/pipeline/outputs.sha256
+names (helpers/outputs_manifest.py; regenerating it: docs/testing.md).
 
 Where the checkout has no committed reference data yet, the copy gets the synthetic raw
 folder of ``crossover_fixture``.
@@ -14,6 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import outputs_manifest
 import pytest
 from pipeline_run import RAW, REAL_DATA, REFERENCE_GPU, copy_checkout, jobs_run, output_of, snakemake
 
@@ -39,6 +42,19 @@ def pipeline(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
 def test_full_run_succeeds(pipeline):
     _, result = pipeline
     assert result.returncode == 0, output_of(result)[-5000:]
+
+
+@pytest.mark.skipif(not REAL_DATA, reason="the manifest holds the outputs of the committed reference data")
+def test_every_output_has_the_bytes_of_the_manifest(pipeline):
+    """A change meant to change no output (a refactoring) changes none; a change of an output on
+    purpose regenerates the manifest (docs/testing.md)."""
+    root, result = pipeline
+    assert result.returncode == 0, output_of(result)[-5000:]
+    problems = outputs_manifest.differences(outputs_manifest.read(), outputs_manifest.digests(root))
+    assert not problems, (
+        f"outputs differ from {outputs_manifest.MANIFEST.relative_to(outputs_manifest.REPO)}; if on purpose, run: "
+        ".venv/bin/snakemake -c2 && .venv/bin/python tests/cpu/helpers/outputs_manifest.py --write\n"
+        + "\n".join(problems))
 
 
 @pytest.mark.parametrize("relative", OUTPUTS)
