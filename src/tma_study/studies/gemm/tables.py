@@ -18,9 +18,9 @@ from tma_study.paper import (
 )
 from tma_study.report.tables import source_line, write_table
 
-from .aggregate import (
+from .aggregate import BAR_FRACTION
+from .rows import (
     ACCUMULATION_COLUMN,
-    BAR_FRACTION,
     FLOOR_TOLERANCE,
     INFERRED,
     MEASURED,
