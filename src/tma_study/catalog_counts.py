@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from tma_study.harness.atomic import atomic_write_text
+from tma_study.atomic import atomic_write_text
 
 FA3_SUBJECT = "fa3_forward"
 # <derived dir>/<file> written by write_derived, read by the catalog's claims (config/claims/catalog.yaml)

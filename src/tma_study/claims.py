@@ -39,7 +39,7 @@ import yaml
 from .claim_checks import (FAIL, NOT_MEASURED, PASS, Verdict, critical_value, format_value, is_number, run_check,
                            threshold_text)
 from .config import REPO_ROOT, SCHEMA_DIR, key_path
-from .harness.atomic import atomic_write_text
+from .atomic import atomic_write_text
 from .harness.provenance import read as read_provenance
 
 CLAIMS_DIR = REPO_ROOT / "config" / "claims"

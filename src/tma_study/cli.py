@@ -145,7 +145,7 @@ def _check_config(files: list[Path]) -> None:
 
 def _publish(staged: Path, out: Path) -> None:
     from .harness import provenance, raw_data
-    from .harness.atomic import publish_directory
+    from .atomic import publish_directory
     record = provenance.read(Path(staged) / "provenance.json")
     raw_data.load(_study(record["study"]), staged)          # bad data never reach results/
     publish_directory(staged, out)

@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 
 from .claims import FAIL, NOT_MEASURED, PASS, read_outcomes
-from .harness.atomic import atomic_write_text
+from .atomic import atomic_write_text
 from .harness.provenance import read as read_provenance
 from .report.tables import human_bytes, latex_escape
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from . import macros as macros_mod
 from .claims import SPREAD_TEXT, notebook_title
 from .config import REPO_ROOT
-from .harness.atomic import atomic_write_text
+from .atomic import atomic_write_text
 from .harness.provenance import read as read_provenance
 from .report.tables import latex_escape, to_markdown, write_table
 

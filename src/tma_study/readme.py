@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from .claims import FAIL, NOT_MEASURED, PASS, read_outcomes
-from .harness.atomic import atomic_write_text
+from .atomic import atomic_write_text
 from .harness.provenance import read as read_provenance
 
 BEGIN, END = "<!-- checklist:begin -->", "<!-- checklist:end -->"

@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 from .claims import FAIL, PASS, load_claims, read_outcomes
-from .harness.atomic import atomic_write_text
+from .atomic import atomic_write_text
 from .harness.provenance import read as read_provenance
 from .report.tables import latex_escape, to_markdown
 

@@ -16,7 +16,7 @@ from bad_input_fixture import (REPO, assert_one_line_error, assert_stopped_befor
                                snakemake)
 from tma_study import config as config_mod
 from tma_study.gpu import GpuInfo
-from tma_study.harness.atomic import PublishError, publish_directory
+from tma_study.atomic import PublishError, publish_directory
 from tma_study.pipeline import ResultsLabelError, results_label
 from tma_study.studies import discover
 

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from tma_study.harness import raw_data
-from tma_study.harness.atomic import atomic_write_text
+from tma_study.atomic import atomic_write_text
 
 from . import STUDY
 from .traffic import traffic_config, traffic_configs

@@ -1,9 +1,11 @@
-"""Writes that never leave half a result behind.
+"""Writes that never leave half a result behind, for every tier: the measure step's raw data,
+the analysis's derived tables and the paper tier's tables, macros and claims.
 
-A study writes its raw data into a staging folder beside the destination; only when every
-file is written does the folder replace the destination (two renames). An interrupted run
-leaves the previous data as it was, plus a stale staging folder that the next run removes
-(and a crash between the two renames is undone by the next run: the old folder comes back).
+One file is written through a temporary file and a rename (``atomic_write_text``). A study
+writes its raw data into a staging folder beside the destination; only when every file is
+written does the folder replace the destination (two renames). An interrupted run leaves the
+previous data as it was, plus a stale staging folder that the next run removes (and a crash
+between the two renames is undone by the next run: the old folder comes back).
 """
 from __future__ import annotations
 
