@@ -19,7 +19,7 @@ from pipeline_run import (
     snakemake,
 )
 
-from tma_study import macros as macros_mod
+from tma_study.paper import macros as macros_mod
 
 pytestmark = pytest.mark.slow
 

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from cluster_compare_fixture import dsm_run, overlaid, render, run_legends
 
-from tma_study.paper import write_comparison
+from tma_study.paper.generated import write_comparison
 from tma_study.pipeline import Layout
 from tma_study.studies import discover
 

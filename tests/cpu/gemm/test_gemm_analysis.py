@@ -233,7 +233,7 @@ def test_the_multicast_rule_is_scored_at_the_gemm_cluster_and_a_tile(throttled, 
 def test_paper_numbers_and_rules_of_thumb_come_from_the_derived_data(throttled):
     import json
 
-    from tma_study.rules_of_thumb import check_rows
+    from tma_study.paper.rules_of_thumb import check_rows
     from tma_study.studies.gemm import STUDY
     from tma_study.studies.gemm.macros import macros
     from tma_study.studies.gemm.rules import rules_of_thumb

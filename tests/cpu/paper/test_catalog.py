@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tma_study import catalog as catalog_mod
+from tma_study.paper import catalog as catalog_mod
 from tma_study.cli import main as cli_main
 
 REPO = Path(__file__).resolve().parents[3]

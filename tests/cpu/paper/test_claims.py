@@ -11,8 +11,8 @@ import yaml
 from raw_fixture import valid_provenance
 from tma_study.config import REPO_ROOT
 from tma_study.harness.provenance import config_hash
-from tma_study import claims as claims_mod
-from tma_study.claims import (
+from tma_study.paper import claims as claims_mod
+from tma_study.paper.claims import (
     FAIL,
     NOT_MEASURED,
     PASS,
@@ -341,7 +341,7 @@ def test_a_bound_clears_the_spread_between_runs_of_the_same_sweep(tmp_path):
 
 
 def test_runs_of_another_sweep_give_no_spread(tmp_path):
-    from tma_study.claims import same_sweep_runs
+    from tma_study.paper.claims import same_sweep_runs
     reference = _run(tmp_path, "h200", 4300)
     _run(tmp_path, "h200-wide", 3000, {"stages": [2, 4, 8]})
     assert same_sweep_runs(reference) == []

@@ -14,12 +14,14 @@ from paper_fixture import (
 )
 from raw_fixture import valid_provenance
 
-from tma_study import catalog as catalog_mod
-from tma_study import claims as claims_mod
-from tma_study import macros as macros_mod
-from tma_study import paper as paper_mod
-from tma_study import readme as readme_mod
+from tma_study.paper import catalog as catalog_mod
+from tma_study.paper import claims as claims_mod
+from tma_study.paper import generated as generated_mod
+from tma_study.paper import macros as macros_mod
+from tma_study.paper import pdf
+from tma_study.paper import readme as readme_mod
 from tma_study.pipeline import Layout
+from tma_study.report import numbers
 from tma_study.studies.base import Study
 
 PAPER = REPO / "paper"
@@ -31,12 +33,11 @@ GENERATED_PREFIXES = ("claims", "gpu", "resultsLabel", "studiesCount", "catalog"
 @pytest.fixture(scope="module")
 def generated(tmp_path_factory):
     """(results dir, paper dir) after claims and paper-generated ran on the reference data."""
-    from tma_study import catalog
     root = tmp_path_factory.mktemp("paper")
     results = aggregated_reference(root / "results")
     studies = configured_studies()
     catalog_derived = root / "catalog" / "derived"
-    catalog.write_derived(catalog.load(), catalog_derived)
+    catalog_mod.write_derived(catalog_mod.load(), catalog_derived)
     outcomes = claims_mod.check_all(claims_mod.load_claims(studies=studies), results,
                                     {"catalog": catalog_derived.parent})
     claims_mod.write_reports(outcomes, results)
@@ -44,7 +45,7 @@ def generated(tmp_path_factory):
     (paper_dir / "sections" / "studies").mkdir(parents=True)
     for section in (PAPER / "sections" / "studies").glob("*.tex"):
         (paper_dir / "sections" / "studies" / section.name).write_text(section.read_text())
-    paper_mod.write_generated(results, studies, paper_dir, results / "claims.tsv", catalog_derived)
+    generated_mod.write_generated(results, studies, paper_dir, results / "claims.tsv", catalog_derived)
     return results, paper_dir
 
 
@@ -145,10 +146,10 @@ def bad_macros(derived_dir, provenance):
 
 
 def test_a_nan_cannot_be_formatted_into_a_macro():
-    with pytest.raises(macros_mod.MacroError):
-        macros_mod.number(float("nan"))
-    assert macros_mod.percent(0.98076) == "98.1" and macros_mod.size(1024) == "1 KiB"
-    assert macros_mod.camel("crossover", "peak", "cp_async", "l2") == "crossoverPeakCpAsyncLtwo"
+    with pytest.raises(numbers.MacroError):
+        numbers.number(float("nan"))
+    assert numbers.percent(0.98076) == "98.1" and numbers.size(1024) == "1 KiB"
+    assert numbers.camel("crossover", "peak", "cp_async", "l2") == "crossoverPeakCpAsyncLtwo"
 
 
 def include_targets(tex: str) -> list[tuple[str, str]]:
@@ -190,7 +191,7 @@ def test_every_figure_of_every_study_is_in_the_paper(generated):
 def test_a_study_without_its_own_section_gets_a_generated_one(tmp_path, generated):
     results, _ = generated
     studies = configured_studies()
-    paper_mod.write_generated(results, studies, tmp_path, results / "claims.tsv")
+    generated_mod.write_generated(results, studies, tmp_path, results / "claims.tsv")
     listed = (tmp_path / "generated" / "studies.tex").read_text()
     for name, study in studies.items():
         assert f"generated/study_{name}" in listed
@@ -199,9 +200,9 @@ def test_a_study_without_its_own_section_gets_a_generated_one(tmp_path, generate
 
 
 def test_building_without_tex_says_what_to_install(monkeypatch, tmp_path):
-    monkeypatch.setattr(paper_mod.shutil, "which", lambda program: None)
-    with pytest.raises(paper_mod.TexMissingError, match="apt-get install texlive-latex-base .*latexmk"):
-        paper_mod.build_pdf(PAPER, tmp_path / "main.pdf", tmp_path / "build")
+    monkeypatch.setattr(pdf.shutil, "which", lambda program: None)
+    with pytest.raises(pdf.TexMissingError, match="apt-get install texlive-latex-base .*latexmk"):
+        pdf.build_pdf(PAPER, tmp_path / "main.pdf", tmp_path / "build")
 
 
 def test_the_default_job_needs_no_tex():
@@ -253,16 +254,16 @@ def test_the_cost_table_splits_compile_from_timing_where_recorded(tmp_path):
 
 
 def test_a_broken_glyph_or_reference_in_the_pdf_text_is_named():
-    assert paper_mod.pdf_text_problems("512 B < x <= 1 KiB\nsee Table 3") == []
-    problems = paper_mod.pdf_text_problems("512 B \u00a1 x \u00a1= 1 KiB\nsee Table ??\nas in [??]")
+    assert pdf.pdf_text_problems("512 B < x <= 1 KiB\nsee Table 3") == []
+    problems = pdf.pdf_text_problems("512 B \u00a1 x \u00a1= 1 KiB\nsee Table ??\nas in [??]")
     assert len(problems) == 2
     assert "inverted exclamation mark" in problems[0] and "2 lines" in problems[1]
 
 
 def test_a_table_shrunk_below_readability_is_named():
     log = "tma-table-scale: table 7 0.998\ntma-table-scale: table 29 0.768\n"
-    assert paper_mod.shrunk_tables(log) == ["table 29 shrunk to 77%"]
-    assert paper_mod.shrunk_tables("no tables were scaled") == []
+    assert pdf.shrunk_tables(log) == ["table 29 shrunk to 77%"]
+    assert pdf.shrunk_tables("no tables were scaled") == []
 
 
 def cited_claims(text: str) -> list[str]:

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 from paper_fixture import aggregated_reference, configured_studies
 
-from tma_study import rules_of_thumb
+from tma_study.paper import rules_of_thumb
 from tma_study.studies.crossover.rules import rules_of_thumb as crossover_rules
 
 
@@ -18,7 +18,7 @@ def results(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def claims_tsv(results):
-    from tma_study import claims as claims_mod
+    from tma_study.paper import claims as claims_mod
     studies = configured_studies()
     outcomes = claims_mod.check_all(claims_mod.load_claims(studies=studies), results)
     return claims_mod.write_reports(outcomes, results)[0]

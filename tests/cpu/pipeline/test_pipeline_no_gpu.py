@@ -165,20 +165,20 @@ def test_the_pdf_reads_cleanly(pipeline):
     """What a reader sees (pdftotext): the catalog, a bibliography of at least 15 entries, no
     inverted exclamation mark where a '<' belongs, no undefined reference or citation ('??'), and
     no table shrunk below readability. Skips, saying what to install, where TeX is absent."""
-    from tma_study import paper as paper_mod
+    from tma_study.paper import pdf as paper_pdf
     missing = [program for program in ("latexmk", "pdflatex", "pdftotext") if shutil.which(program) is None]
     if missing:
-        pytest.skip(f"needs {', '.join(missing)}: apt-get install {' '.join(paper_mod.TEX_PACKAGES)} "
-                    f"{paper_mod.PDF_TEXT_PACKAGE}")
+        pytest.skip(f"needs {', '.join(missing)}: apt-get install {' '.join(paper_pdf.TEX_PACKAGES)} "
+                    f"{paper_pdf.PDF_TEXT_PACKAGE}")
     root, _ = pipeline
     pdf = root / "paper" / "main.pdf"
     if not pdf.is_file():
         result = snakemake(root, "-c1", "paper")
         assert result.returncode == 0, output_of(result)[-5000:]
     text = subprocess.run(["pdftotext", str(pdf), "-"], capture_output=True, text=True, check=True).stdout
-    assert not paper_mod.pdf_text_problems(text), paper_mod.pdf_text_problems(text)
+    assert not paper_pdf.pdf_text_problems(text), paper_pdf.pdf_text_problems(text)
     assert "What FlashAttention-3 does" in text and "FlashAttention-3 forward (SM90)" in text
     bibliography = (root / "build/paper/main.bbl").read_text(errors="replace")
     assert bibliography.count(r"\bibitem") >= 15
     log = (root / "build/paper/main.log").read_text(errors="replace")
-    assert not paper_mod.shrunk_tables(log), paper_mod.shrunk_tables(log)
+    assert not paper_pdf.shrunk_tables(log), paper_pdf.shrunk_tables(log)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from tma_study.macros import camel, number, percent, ratio, size
+from tma_study.report.numbers import camel, number, percent, ratio, size
 
 from .rows import ACCUMULATION_COLUMN, MEASURED, TimingLimits, short_variant
 

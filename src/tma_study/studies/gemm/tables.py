@@ -13,10 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from tma_study.harness import l2_state
-from tma_study.paper import (
-    write_paragraph_table,  # wrapping columns, for rows of sentences
-)
-from tma_study.report.tables import source_line, write_table
+from tma_study.report.tables import source_line, write_paragraph_table, write_table
 
 from .aggregate import BAR_FRACTION
 from .rows import (

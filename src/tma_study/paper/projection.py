@@ -25,8 +25,8 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from .config import REPO_ROOT
-from .report.tables import human_bytes
+from tma_study.config import REPO_ROOT
+from tma_study.report.tables import human_bytes
 
 SPECS = REPO_ROOT / "config" / "gpu_specs.yaml"
 FIELDS = ("sm_count", "hbm_tb_per_s", "bf16_dense_tflops", "fp8_dense_tflops", "shared_memory_per_sm_kib")

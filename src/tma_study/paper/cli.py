@@ -1,5 +1,8 @@
-"""Commands of the paper tier (CPU only), added to ``tma-study`` by ``cli.py``.
+"""Commands of the paper tier (CPU only), added to ``tma-study`` by ``tma_study.cli``.
 
+    tma-study catalog --out DIR [--catalog DIR] [--derived DIR]
+                                                           validate catalog/*.yaml, write its tables
+                                                           (and the counts its claims check)
     tma-study claims --results results/h200 [--study-dir catalog=build/catalog] [--strict]
                                                            results/h200/claims.tsv and claims.md
     tma-study rules-of-thumb --results DIR --study S ... [--claims TSV] --out paper/tables
@@ -10,13 +13,26 @@
 """
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
 
-COMMANDS = ("claims", "rules-of-thumb", "compare", "paper-generated", "build-paper", "readme-tables")
+from tma_study.config import REPO_ROOT
+from tma_study.studies import discover
+
+from . import catalog, claims, rules_of_thumb
+from .generated import write_comparison, write_generated
+from .pdf import TexMissingError, build_pdf
+from .readme import update_readme
+
+COMMANDS = ("catalog", "claims", "rules-of-thumb", "compare", "paper-generated", "build-paper", "readme-tables")
 
 
 def add_commands(sub) -> None:
+    p = sub.add_parser("catalog", help="validate the data-movement catalog and write its tables")
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--catalog", type=Path, default=REPO_ROOT / "catalog")
+    p.add_argument("--derived", type=Path, default=None, help="also write the counts the catalog's claims check")
     p = sub.add_parser("claims", help="check every claim of config/claims/ against results/<label>/")
     p.add_argument("--results", type=Path, required=True, help="results/<label>")
     p.add_argument("--claims-dir", type=Path, default=None)
@@ -58,7 +74,6 @@ def _study_dirs(items: list[str]) -> dict[str, Path]:
 
 
 def _studies(names: list[str]) -> dict:
-    from .studies import discover
     known = discover()
     unknown = [n for n in names if n not in known]
     if unknown:
@@ -67,9 +82,13 @@ def _studies(names: list[str]) -> dict:
 
 
 def run(args) -> int:
+    if args.command == "catalog":
+        entries = catalog.load(args.catalog)
+        catalog.write_tables(entries, args.out)
+        if args.derived is not None:
+            catalog.write_derived(entries, args.derived)
+        return 0
     if args.command == "claims":
-        from . import claims
-        from .studies import discover
         study_dirs = _study_dirs(args.study_dir)
         outcomes = claims.check_all(claims.load_claims(args.claims_dir or claims.CLAIMS_DIR, discover()),
                                     args.results, study_dirs)
@@ -82,24 +101,18 @@ def run(args) -> int:
             return 1
         return 0
     if args.command == "rules-of-thumb":
-        from . import rules_of_thumb
         print(rules_of_thumb.write(args.results, _studies(args.study), args.out, args.claims).to_string())
         return 0
     if args.command == "compare":
-        from .paper import write_comparison
         runs = dict(item.split("=", 1) for item in args.run)
         if args.reference not in runs:
             raise SystemExit(f"--reference {args.reference!r} is not among --run labels {', '.join(runs)}")
         write_comparison(_studies([args.study])[args.study], runs, args.reference, args.out)
         return 0
     if args.command == "paper-generated":
-        from .paper import write_generated
         write_generated(args.results, _studies(args.study), args.paper, args.claims, args.catalog_derived)
         return 0
     if args.command == "build-paper":
-        import subprocess
-
-        from .paper import TexMissingError, build_pdf
         try:
             build_pdf(args.paper, args.paper / "main.pdf", args.build_dir)
         except TexMissingError as error:
@@ -111,7 +124,6 @@ def run(args) -> int:
             return 1
         return 0
     if args.command == "readme-tables":
-        from .readme import update_readme
         changed = update_readme(args.readme, args.claims, check_only=args.check)
         if changed and args.check:
             print(f"{args.readme}: its generated tables are out of date; run: tma-study readme-tables "

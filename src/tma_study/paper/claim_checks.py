@@ -1,5 +1,5 @@
 """One check of a claim against one derived CSV: row selection, ratios to partner rows, the
-reduction, the threshold with its tolerance and its margin. ``tma_study.claims`` combines the
+reduction, the threshold with its tolerance and its margin. ``tma_study.paper.claims`` combines the
 checks of a claim (and the runs it is checked in) into PASS, FAIL or NOT MEASURED.
 
 A check's ``tolerance`` is slack granted to the claim; its ``margin`` is room demanded of the

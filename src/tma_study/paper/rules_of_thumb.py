@@ -17,10 +17,11 @@ from pathlib import Path
 
 import pandas as pd
 
+from tma_study.atomic import atomic_write_text
+from tma_study.harness.provenance import read as read_provenance
+from tma_study.report.tables import latex_escape, to_markdown
+
 from .claims import FAIL, PASS, load_claims, read_outcomes
-from .atomic import atomic_write_text
-from .harness.provenance import read as read_provenance
-from .report.tables import latex_escape, to_markdown
 
 ROW_KEYS = ("situation", "rule", "evidence", "figure")
 COLUMNS = ["study", "situation", "rule of thumb", "evidence (measured)", "claims", "rests on"]

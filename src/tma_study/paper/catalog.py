@@ -18,8 +18,8 @@ import jsonschema
 import pandas as pd
 import yaml
 
-from tma_study.config import REPO_ROOT, SCHEMA_DIR, key_path, leaf_errors
 from tma_study.atomic import atomic_write_text
+from tma_study.config import REPO_ROOT, SCHEMA_DIR, key_path, leaf_errors
 from tma_study.report.tables import latex_escape, to_markdown
 
 from .catalog_counts import (  # noqa: F401  (the catalog's derived counts, re-exported)

@@ -36,11 +36,13 @@ import jsonschema
 import pandas as pd
 import yaml
 
+from tma_study.atomic import atomic_write_text
+from tma_study.config import REPO_ROOT, SCHEMA_DIR, key_path
+from tma_study.harness.provenance import read as read_provenance
+
+from . import catalog
 from .claim_checks import (FAIL, NOT_MEASURED, PASS, Verdict, critical_value, format_value, is_number, run_check,
                            threshold_text)
-from .config import REPO_ROOT, SCHEMA_DIR, key_path
-from .atomic import atomic_write_text
-from .harness.provenance import read as read_provenance
 
 CLAIMS_DIR = REPO_ROOT / "config" / "claims"
 SCHEMA = SCHEMA_DIR / "claims.schema.yaml"
@@ -131,7 +133,6 @@ def _schema_messages(data, source: str) -> list[str]:
 def _non_gpu_study(name: str):
     """(tables, derived files) of a study whose data do not come from a GPU, or None."""
     if name == "catalog":
-        from . import catalog
         return catalog.TABLES, catalog.DERIVED_FILES
     return None
 

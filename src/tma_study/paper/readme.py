@@ -16,9 +16,11 @@ from pathlib import Path
 
 import pandas as pd
 
+from tma_study.atomic import atomic_write_text
+from tma_study.harness.provenance import read as read_provenance
+from tma_study.studies import discover
+
 from .claims import FAIL, NOT_MEASURED, PASS, read_outcomes
-from .atomic import atomic_write_text
-from .harness.provenance import read as read_provenance
 
 BEGIN, END = "<!-- checklist:begin -->", "<!-- checklist:end -->"
 COST_BEGIN, COST_END = "<!-- cost:begin -->", "<!-- cost:end -->"
@@ -43,7 +45,6 @@ def _where(name: str, figures: set[str]) -> str:
 def checklist_table(claims_tsv: Path) -> str:
     """Markdown: per study, its claims' status, the figures and tables they rest on, and the
     command that regenerates everything they need and prints their lines of claims.tsv."""
-    from .studies import discover
     claims_tsv = Path(claims_tsv)
     outcomes = read_outcomes(claims_tsv)
     figures = {f for study in discover().values() for f in study.figures}
@@ -60,7 +61,6 @@ def checklist_table(claims_tsv: Path) -> str:
 
 
 def _architectures(study: str) -> str:
-    from .studies import discover
     known = discover().get(study)
     if known is None:
         return "?"
@@ -121,7 +121,6 @@ def render(readme_text: str, table: str, begin: str = BEGIN, end: str = END) -> 
 def newest_full_run(results_root: Path) -> Path | None:
     """The newest results/<label>/ holding every study's data, each with the compile step
     recorded in its provenance (a full measure run since the kernel cache), or None."""
-    from .studies import discover
     studies = set(discover())
     found = []
     for label in sorted(Path(results_root).iterdir()):

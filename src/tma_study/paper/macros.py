@@ -8,66 +8,24 @@ paper never types a number: a missing or malformed value stops the build here, b
 """
 from __future__ import annotations
 
-import math
 import re
 from pathlib import Path
 
+from tma_study.atomic import atomic_write_text
+from tma_study.harness.provenance import read as read_provenance
+from tma_study.report.numbers import MacroError, camel, size
+from tma_study.report.tables import latex_escape
+
+from . import catalog, projection
+from .catalog import TABLES as CATALOG_TABLES
 from .claims import FAIL, NOT_MEASURED, PASS, read_outcomes
-from .atomic import atomic_write_text
-from .harness.provenance import read as read_provenance
-from .report.tables import human_bytes, latex_escape
 
 MACRO_NAME = re.compile(r"^[A-Za-z]+$")          # LaTeX command names: letters only
 FORBIDDEN_VALUES = ("nan", "none", "inf", "??", "todo", "xxx")
 
 
-class MacroError(ValueError):
-    """A macro name or value is unusable; the message names it and its source."""
-
-
 class RawTex(str):
     """A macro value that is LaTeX already (written as is, not escaped): claim references."""
-
-
-# ---------------------------------------------------------------- formatting helpers for studies
-
-def number(value: float, digits: int = 0) -> str:
-    """4087.02 -> '4087' (digits=0); rejects NaN so no 'nan' reaches the paper."""
-    value = float(value)
-    if not math.isfinite(value):
-        raise MacroError(f"not a finite number: {value}")
-    return f"{value:.{digits}f}"
-
-
-def percent(fraction: float, digits: int = 1) -> str:
-    """0.9808 -> '98.1' (the text writes the % sign)."""
-    return number(100 * float(fraction), digits)
-
-
-def ratio(value: float, digits: int = 2) -> str:
-    return number(value, digits)
-
-
-def size(n_bytes) -> str:
-    """1024 -> '1 KiB' (a non-breaking space in LaTeX)."""
-    value = float(n_bytes)
-    if not math.isfinite(value):
-        raise MacroError(f"not a finite size: {n_bytes}")
-    return human_bytes(int(value))
-
-
-def camel(*words: str) -> str:
-    """camel('crossover', 'peak', 'cp_async', 'l2') -> 'crossoverPeakCpAsyncLtwo' (no digits)."""
-    digits = {"0": "zero", "1": "one", "2": "two", "3": "three", "4": "four", "5": "five", "6": "six",
-              "7": "seven", "8": "eight", "9": "nine"}
-    parts = []
-    for word in words:
-        for piece in re.split(r"[^A-Za-z0-9]+", str(word)):
-            piece = re.sub(r"\d", lambda m: digits[m.group()], piece)
-            if piece:
-                parts.append(piece[0].upper() + piece[1:])
-    name = "".join(parts)
-    return name[0].lower() + name[1:] if name else name
 
 
 # ---------------------------------------------------------------- collecting and checking
@@ -104,7 +62,6 @@ def claims_macros(claims_tsv: Path | None, studies: dict) -> dict[str, str]:
     claims table (``\\claimsOfCrossoverBandwidth`` -> "C4, C5"), for captions that cannot go stale."""
     if claims_tsv is None:
         return {}
-    from .catalog import TABLES as CATALOG_TABLES
     outcomes = read_outcomes(claims_tsv)
     statuses = list(outcomes["status"])
     macros = {"claimsTotal": str(len(statuses)), "claimsPassed": str(statuses.count(PASS)),
@@ -120,7 +77,6 @@ def claims_macros(claims_tsv: Path | None, studies: dict) -> dict[str, str]:
 def source_macros(results_dir: Path, catalog_derived: Path | None) -> dict[str, str]:
     """The catalog's counts (from its derived tables) and the labelled B200 projection (published
     specifications applied to the measured crossover), where their inputs are present."""
-    from . import catalog, projection
     macros = {}
     if catalog_derived is not None and (Path(catalog_derived) / "mechanisms.csv").is_file():
         macros.update(catalog.macros(catalog_derived))
@@ -135,7 +91,7 @@ def collect(results_dir: Path, studies: dict, claims_tsv: Path | None = None,
     """Every macro: the run's GPU, the claims' tally, the catalog, the projection and each study's own."""
     macros = {**run_macros(results_dir, studies), **claims_macros(claims_tsv, studies),
               **source_macros(results_dir, catalog_derived)}
-    check_macros(macros, "tma_study.macros")
+    check_macros(macros, "tma_study.paper.macros")
     for name, study in studies.items():
         if study.macros is None:
             continue
