@@ -51,14 +51,13 @@ CUBLAS = protocol.CUBLAS
 # be promoted to a higher precision"), the arithmetic of every fp8 variant built here (CUTLASS's
 # FP8FastAccum and cp.async mainloops: variants.ACCUMULATION). With False, cuBLAS would add the
 # promotion's extra registers and additions, and the fp8 fraction of cuBLAS would compare two
-# kinds of accumulation. Data measured before this constant existed used False.
+# kinds of accumulation (docs/history.md: data measured before this constant used False).
 CUBLAS_FP8_FAST_ACCUM = True
 CUBLAS_ACCUMULATION = {"bf16": "fp32", "fp8_e4m3": "fp8_no_promotion" if CUBLAS_FP8_FAST_ACCUM else "fp8_promoted"}
 # Budget estimate: nvbench's per-configuration cost in the crossover study (1440 configurations
 # in 140 s, checks included) plus the samples themselves at a conservative throughput.
 # host and nvbench time per configuration beyond its samples (correctness check, L2 flushes,
-# warm-up): 0.25 s matches the H200 run at bcabb37 (1440 configurations in 366 s, where 0.1
-# had estimated 161 s)
+# warm-up), fitted to a full run (docs/history.md)
 SECONDS_PER_CASE = 0.25
 ESTIMATE_TFLOPS = {"bf16": 500.0, "fp8_e4m3": 900.0}
 

@@ -21,11 +21,8 @@ FLOOR_TOLERANCE = 0.01
 BYTES_PER_ELEMENT = {"bf16": 2, "fp8_e4m3": 1}
 ACCUMULATION_COLUMN = "accumulation"
 # Whether a row's accumulation was written by the measure step or inferred (column
-# ``accumulation_source``): data written before gemm.csv and kernels.csv had the column (the
-# reference measured at git 1e6499b) came from code whose fp8 variants on SM90 TMA schedules took
-# CUTLASS's promoting fp8 mainloop (plain KernelTmaWarpSpecialized{Cooperative,Pingpong}) and whose
-# cuBLAS anchor ran torch._scaled_mm(use_fast_accum=False); its cp.async variants (and SM100's)
-# had no promotion. legacy_accumulation() applies that rule, and only to such data.
+# ``accumulation_source``): data that predate the column get the accumulation of the code that
+# measured them, legacy_accumulation() (docs/history.md: why that rule holds for them).
 RECORDED, INFERRED = "recorded", "inferred: the data predate the accumulation column"
 
 
