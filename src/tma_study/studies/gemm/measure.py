@@ -222,6 +222,64 @@ def _rows_not_measured(study: dict, arch: str, reason: str) -> list[dict]:
             for v in variants_mod.variants(study, arch) for s in shapes_mod.shapes(study)]
 
 
+def _cases(torch, problems: Problems, handles: dict, groups, correctness: dict, arch: str, checks: dict,
+           preheats: dict) -> tuple[list, list]:
+    """(the timed cases in the protocol's order, [(row columns, its case or None)]): per (shape,
+    dtype) group its candidates, cuBLAS or a variant (None: the variant cannot run the shape),
+    the first case of a pre-heated group running the pre-heat before its samples."""
+    cases, rows = [], []
+    for group in groups:                          # grouped by (shape, dtype): one problem alive
+        shape, dtype = group.shape, group.dtype
+        first = len(cases)
+        for candidate in group.candidates:        # in the protocol's (shuffled) order
+            if candidate == CUBLAS:
+                cases.append(_cublas_case(torch, problems, shape, dtype, correctness, checks))
+                rows.append(({"variant": f"{CUBLAS}_{dtype}", "arch": arch, "implementation": CUBLAS,
+                              "dtype": dtype, "load": CUBLAS, "accumulation": CUBLAS_ACCUMULATION[dtype],
+                              **shape.columns()}, cases[-1]))
+                continue
+            v = candidate
+            status = handles[v.name]._can(shape.m, shape.n, shape.k)
+            columns = {**v.columns(), "implementation": "cutlass", **shape.columns()}
+            if status != 0:
+                rows.append(({**columns, "status": f"not run: can_implement: {describe_status(status)}"}, None))
+                continue
+            cases.append(_variant_case(torch, problems, handles[v.name], shape, dtype, correctness, checks))
+            rows.append((columns, cases[-1]))
+        if group.preheat_s > 0 and len(cases) > first:
+            cases[first].prepare = _preheat(torch, problems, group, preheats)
+    return cases, rows
+
+
+def _records(rows: list, cases: list, timings: dict, checks: dict, preheats: dict) -> list[dict]:
+    """gemm.csv's rows of this architecture: each timed row with its timing, check, TFLOP/s, place
+    in the run and its group's pre-heat; a row that did not run with its reason."""
+    order = {case.key: i for i, case in enumerate(cases)}
+    records = []
+    for columns, case in rows:
+        if case is None:
+            records.append(columns)
+            continue
+        t = timings[case.key].columns()
+        status = MEASURED if t["timing_status"] == "ok" else t["timing_status"]
+        ran = preheats.get((columns["shape"], columns["dtype"]), {"seconds": 0.0})
+        records.append({**columns, "status": status, **t, **checks[case.key],
+                        "tflops": columns["flop"] / (t["time_us_median"] * 1e-6) / 1e12,
+                        "measure_order": order[case.key], "group_preheat_s": ran["seconds"]})
+    return records
+
+
+def _protocol_record(timing_config: dict, groups, preheats: dict) -> dict:
+    """The protocol as provenance.json records it: order, pre-heat settings and what ran."""
+    return {"order": protocol.ORDER_METHOD, "order_seed": timing_config["order_seed"],
+            "preheat": protocol.PREHEAT_METHOD,
+            "preheat_s": timing_config["preheat_s"],
+            "preheat_min_gflop": timing_config["preheat_min_gflop"],
+            "preheat_groups_planned": sum(g.preheat_s > 0 for g in groups),
+            "preheat_seconds_total": round(sum(p["seconds"] for p in preheats.values()), 3),
+            "preheats": [{"shape": key, "dtype": dtype, **ran} for (key, dtype), ran in preheats.items()]}
+
+
 def measure(study: dict, gpu_probe: dict, out_dir: Path, build_dir: Path = BUILD_DIR) -> None:
     """Run the gemm sweep on this GPU's architecture; other architectures' rows say why not."""
     torch = _torch()
@@ -246,43 +304,11 @@ def measure(study: dict, gpu_probe: dict, out_dir: Path, build_dir: Path = BUILD
     checks: dict[str, dict] = {}
     preheats: dict[tuple[str, str], dict] = {}    # (shape key, dtype) -> what the pre-heat ran
     groups = protocol.plan(study, arch)
-    cases, rows = [], []
-    for group in groups:                          # grouped by (shape, dtype): one problem alive
-        shape, dtype = group.shape, group.dtype
-        first = len(cases)
-        for candidate in group.candidates:        # in the protocol's (shuffled) order
-            if candidate == CUBLAS:
-                cases.append(_cublas_case(torch, problems, shape, dtype, study["correctness"], checks))
-                rows.append(({"variant": f"{CUBLAS}_{dtype}", "arch": arch, "implementation": CUBLAS,
-                              "dtype": dtype, "load": CUBLAS, "accumulation": CUBLAS_ACCUMULATION[dtype],
-                              **shape.columns()}, cases[-1]))
-                continue
-            v = candidate
-            status = handles[v.name]._can(shape.m, shape.n, shape.k)
-            columns = {**v.columns(), "implementation": "cutlass", **shape.columns()}
-            if status != 0:
-                rows.append(({**columns, "status": f"not run: can_implement: {describe_status(status)}"}, None))
-                continue
-            cases.append(_variant_case(torch, problems, handles[v.name], shape, dtype,
-                                       study["correctness"], checks))
-            rows.append((columns, cases[-1]))
-        if group.preheat_s > 0 and len(cases) > first:
-            cases[first].prepare = _preheat(torch, problems, group, preheats)
+    cases, rows = _cases(torch, problems, handles, groups, study["correctness"], arch, checks, preheats)
     timings = timing.run(cases, study="gemm", **protocol.nvbench_timing(study["timing"]))
 
-    order = {case.key: i for i, case in enumerate(cases)}
-    records = []
-    for columns, case in rows:
-        if case is None:
-            records.append(columns)
-            continue
-        t = timings[case.key].columns()
-        status = MEASURED if t["timing_status"] == "ok" else t["timing_status"]
-        ran = preheats.get((columns["shape"], columns["dtype"]), {"seconds": 0.0})
-        records.append({**columns, "status": status, **t, **checks[case.key],
-                        "tflops": columns["flop"] / (t["time_us_median"] * 1e-6) / 1e12,
-                        "measure_order": order[case.key], "group_preheat_s": ran["seconds"]})
     other = [a for a in variants_mod.ARCHES if a != arch]
+    records = _records(rows, cases, timings, checks, preheats)
     for a in other:
         records += _rows_not_measured(study, a, NOT_MEASURED[a])
     frame = pd.DataFrame(records)
@@ -302,14 +328,7 @@ def measure(study: dict, gpu_probe: dict, out_dir: Path, build_dir: Path = BUILD
                          f"use_fast_accum={CUBLAS_FP8_FAST_ACCUM})",
                "cublas_fp8_use_fast_accum": CUBLAS_FP8_FAST_ACCUM,
                "estimated_gpu_seconds": round(estimate, 1),
-               "protocol": {
-                   "order": protocol.ORDER_METHOD, "order_seed": study["timing"]["order_seed"],
-                   "preheat": protocol.PREHEAT_METHOD,
-                   "preheat_s": study["timing"]["preheat_s"],
-                   "preheat_min_gflop": study["timing"]["preheat_min_gflop"],
-                   "preheat_groups_planned": sum(g.preheat_s > 0 for g in groups),
-                   "preheat_seconds_total": round(sum(p["seconds"] for p in preheats.values()), 3),
-                   "preheats": [{"shape": key, "dtype": dtype, **ran} for (key, dtype), ran in preheats.items()]},
+               "protocol": _protocol_record(study["timing"], groups, preheats),
                "configurations": len(cases), "library": str(library.path)})
     with atomic.staged_directory(out_dir) as staging:
         frame.to_csv(staging / "gemm.csv", index=False)

@@ -1,23 +1,10 @@
-"""TMA tensor maps: describe, validate, encode and upload a ``CUtensorMap``.
-
-A TMA copy (``cp.async.bulk.tensor``) reads a box of a global tensor described by
-a 128-byte tensor map. This module builds that map in four steps:
-
-1. describe it: ``TensorMapSpec`` (or ``tiled_2d`` / ``spec_for_array``);
-2. ``validate(spec)``: pure Python, raises ``TensorMapError`` naming the broken
-   rule and the offending value (no GPU needed);
-3. ``encode(spec)``: ``cuda.bindings.driver.cuTensorMapEncodeTiled`` -> 16 uint64
-   words (needs the CUDA driver);
-4. ``to_device(words)``: copy the words to global memory; pass
-   ``TensorMapOnDevice.address`` to the kernel as its ``uint64`` argument.
-
-Dimension order follows the driver: index 0 is the innermost (contiguous)
-dimension. A row-major (rows, cols) matrix has ``global_dims = (cols, rows)``.
+"""Describe and validate a ``CUtensorMap`` (pure Python, no GPU): the driver's documented limits,
+``TensorMapSpec``, ``validate`` and the convenience specs ``tiled_2d`` and ``spec_for_array``.
 
 The rules in ``validate`` are those the driver documents for
 ``cuTensorMapEncodeTiled`` (CUDA driver API, "Tensor Map Object Management";
 the same text is the docstring of ``cuda.bindings.driver.cuTensorMapEncodeTiled``,
-cuda-bindings 13.5), restricted to what this module supports: tiled,
+cuda-bindings 13.5), restricted to what this package supports: tiled,
 non-interleaved maps of the plain data types below. A box larger than the global
 tensor is *not* forbidden there; the out-of-bounds part is filled (zero or NaN).
 """
@@ -313,112 +300,3 @@ def spec_for_array(
         l2_promotion_bytes=l2_promotion_bytes,
         oob_fill=oob_fill,
     )
-
-
-# ---------------------------------------------------------------- driver calls
-def _driver_arguments(spec: TensorMapSpec) -> tuple:
-    """The positional arguments of ``cuTensorMapEncodeTiled`` for a valid spec."""
-    from cuda.bindings import driver as drv
-
-    data_type = getattr(
-        drv.CUtensorMapDataType,
-        "CU_TENSOR_MAP_DATA_TYPE_" + _DRIVER_DTYPE_SUFFIX[_dtype_name(spec.dtype)],
-    )
-    swizzle = getattr(drv.CUtensorMapSwizzle, "CU_TENSOR_MAP_SWIZZLE_" + spec.swizzle.upper())
-    l2 = (
-        drv.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_NONE
-        if spec.l2_promotion_bytes == 0
-        else getattr(
-            drv.CUtensorMapL2promotion,
-            f"CU_TENSOR_MAP_L2_PROMOTION_L2_{spec.l2_promotion_bytes}B",
-        )
-    )
-    oob = {
-        "none": drv.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
-        "nan": drv.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA,
-    }[spec.oob_fill]
-    return (
-        data_type,
-        spec.rank,
-        spec.global_address,
-        [drv.cuuint64_t(d) for d in spec.global_dims],
-        # rank 1 has no strides, but the driver rejects an empty (NULL) array: pass one it ignores
-        [drv.cuuint64_t(s) for s in spec.global_strides_bytes or (_RANK1_STRIDE_PLACEHOLDER,)],
-        [drv.cuuint32_t(b) for b in spec.box_dims],
-        [drv.cuuint32_t(e) for e in spec.element_strides],
-        drv.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
-        swizzle,
-        l2,
-        oob,
-    )
-
-
-_RANK1_STRIDE_PLACEHOLDER = 16  # read by no rank-1 map; any multiple of 16
-
-
-def encode(spec: TensorMapSpec) -> np.ndarray:
-    """Validate ``spec`` and encode it: 16 uint64 words (128 bytes). Needs the driver."""
-    from cuda.bindings import driver as drv
-
-    validate(spec)
-    result, tensor_map = drv.cuTensorMapEncodeTiled(*_driver_arguments(spec))
-    if result != drv.CUresult.CUDA_SUCCESS:
-        raise TensorMapError(
-            f"cuTensorMapEncodeTiled returned {result.name} ({int(result)}) for {spec}"
-        )
-    words = np.array([int(w) for w in tensor_map.opaque], dtype=np.uint64)
-    return check_words(words)
-
-
-# ---------------------------------------------------------------- on the device
-def check_words(words) -> np.ndarray:
-    """``words`` as a uint64 array of 16 entries (a whole CUtensorMap), or raise."""
-    array = np.ascontiguousarray(words)
-    if array.dtype != np.uint64 or array.shape != (TENSOR_MAP_WORDS,):
-        raise TensorMapError(
-            f"tensor map words must be uint64 of shape ({TENSOR_MAP_WORDS},), "
-            f"got {array.dtype} of shape {array.shape}"
-        )
-    return array
-
-
-def check_tensor_map_alignment(address: int) -> int:
-    """``address`` if it is 64-byte aligned (CUtensorMap requirement), else raise."""
-    if address % TENSOR_MAP_ALIGN_BYTES:
-        raise TensorMapError(
-            f"tensor map address {address:#x} is not {TENSOR_MAP_ALIGN_BYTES}-byte aligned"
-        )
-    return address
-
-
-class TensorMapOnDevice:
-    """A tensor map in global memory, ready to be a kernel's ``uint64`` argument.
-
-    The kernel reads the map through ``address``; keep this object alive until
-    every kernel launched with that address has finished, or the device memory
-    may be freed (and reused) under the running kernel.
-    """
-
-    def __init__(self, device_words, spec: TensorMapSpec | None = None):
-        interface = device_words.__cuda_array_interface__
-        if (
-            tuple(interface["shape"]) != (TENSOR_MAP_WORDS,)
-            or np.dtype(interface["typestr"]) != np.uint64
-        ):
-            raise TensorMapError(
-                f"device tensor map must be uint64 of shape ({TENSOR_MAP_WORDS},), "
-                f"got {interface['typestr']} of shape {tuple(interface['shape'])}"
-            )
-        self.device_words = device_words
-        self.address = check_tensor_map_alignment(int(interface["data"][0]))
-        self.spec = spec
-
-    def __repr__(self):
-        return f"TensorMapOnDevice(address={self.address:#x}, spec={self.spec})"
-
-
-def to_device(words, spec: TensorMapSpec | None = None) -> TensorMapOnDevice:
-    """Copy 16 encoded words to device memory (numba allocation). Needs a GPU."""
-    from numba import cuda
-
-    return TensorMapOnDevice(cuda.to_device(check_words(words)), spec)
