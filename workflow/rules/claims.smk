@@ -31,7 +31,11 @@ rule claims:
         catalog=CATALOG_DERIVED,  # workflow/rules/catalog.smk
         claims=sorted(str(p) for p in Path("config/claims").glob("*.yaml")),
         schema="workflow/schemas/claims.schema.yaml",
-        code=["src/tma_study/paper/claims.py", "src/tma_study/paper/claim_checks.py"],
+        code=[
+            "src/tma_study/paper/claims.py",
+            "src/tma_study/paper/claim_checks.py",
+            "src/tma_study/paper/claim_files.py",
+        ],
     output:
         tsv=f"{RESULTS}/claims.tsv",
         md=report(

@@ -1,6 +1,7 @@
 """The paper tier: what the paper and the README say, made from the studies' derived data.
 
-- ``claims``, ``claim_checks``  every claim of config/claims/ checked against the data
+- ``claims``, ``claim_checks``, ``claim_files``  every claim of config/claims/ (read and
+                                validated by claim_files) checked against the data
                                 (results/<label>/claims.tsv and claims.md)
 - ``catalog``, ``catalog_counts``  the data-movement catalog (catalog/*.yaml): its tables and
                                 the counts its claims check
