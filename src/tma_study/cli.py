@@ -1,7 +1,8 @@
 """Command line the Snakemake rules call (also usable by hand).
 
-    tma-study compile   STUDY --out DIR [--config FILE] [--workers N]      (CPU) numba -> PTX -> cubin -> SASS
-                        through the kernel cache, resources.csv; fails when an expected instruction is missing
+    tma-study compile   STUDY --out DIR [--config FILE] [--workers N]      (CPU) the study's compile step
+                        (numba -> PTX -> cubin -> SASS through the kernel cache, or the study's own): resources.csv;
+                        fails when an expected instruction is missing
     tma-study measure   STUDY --out DIR [--config config/config.yaml]      (Hopper GPU)
                         [--expect-gpu SLUG]  (--config takes a whole pipeline config, YAML or JSON;
                         the job claims one free visible GPU: tma_study.harness.gpu_lock)
@@ -166,13 +167,11 @@ def _run(args, parser) -> int:
 
 def _run_study_command(args, parser, study) -> None:
     if args.command == "kernel-table":
-        from .compile_report import write_kernel_table
-        write_kernel_table(study, args.kernels, args.out)
+        study.entry("kernel_table")(study, args.kernels, args.out)
     elif args.command == "compile":
-        from .compile_report import compile_study
         if args.workers < 1:
             parser.error(f"--workers {args.workers}: give at least 1")
-        compile_study(study, _study_section(args.config, study.name), args.out, workers=args.workers)
+        study.entry("compile")(study, _study_section(args.config, study.name), args.out, workers=args.workers)
     elif args.command == "measure":
         _measure(study, args)
     elif args.command == "aggregate":

@@ -70,7 +70,7 @@ def test_status_table_follows_cutlass_h():
 
 
 def test_a_missing_library_says_how_to_build_it(tmp_path):
-    with pytest.raises(FileNotFoundError, match="gemm_build"):
+    with pytest.raises(FileNotFoundError, match="build/compile/gemm/resources.csv"):
         abi.GemmLibrary(tmp_path / "libgemm_sm90.so")
 
 

@@ -9,6 +9,7 @@ import pytest
 from gemm_fixture import write_raw_folder
 
 from tma_study.report import figures
+from tma_study.studies.gemm import STUDY
 from tma_study.studies.gemm.aggregate import aggregate
 from tma_study.studies.gemm.tables import write_kernel_table, write_tables
 
@@ -21,7 +22,7 @@ def folders(tmp_path_factory):
     raw = write_raw_folder(root / "results" / "gemm")
     aggregate(raw, raw / "derived")
     write_tables(raw / "derived", __import__("json").loads((raw / "provenance.json").read_text()), root / "tables")
-    write_kernel_table(raw / "kernels.csv", root / "tables")
+    write_kernel_table(STUDY, raw / "kernels.csv", root / "tables")
     return raw, raw / "derived", root / "tables"
 
 
@@ -234,7 +235,6 @@ def test_paper_numbers_and_rules_of_thumb_come_from_the_derived_data(throttled):
     import json
 
     from tma_study.paper.rules_of_thumb import check_rows
-    from tma_study.studies.gemm import STUDY
     from tma_study.studies.gemm.macros import macros
     from tma_study.studies.gemm.rules import rules_of_thumb
 
@@ -290,7 +290,7 @@ def legacy(tmp_path_factory):
             .to_csv(raw / name, index=False)
     aggregate(raw, raw / "derived")
     write_tables(raw / "derived", json.loads((raw / "provenance.json").read_text()), root / "tables")
-    write_kernel_table(raw / "kernels.csv", root / "tables")
+    write_kernel_table(STUDY, raw / "kernels.csv", root / "tables")
     return raw / "derived", root / "tables"
 
 

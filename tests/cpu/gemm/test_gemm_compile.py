@@ -99,5 +99,5 @@ def test_problem_checks_need_no_gpu(built):
 
 def test_a_missing_variant_names_the_fix(built):
     _, _, path = built
-    with pytest.raises(KeyError, match="gemm_build"):
+    with pytest.raises(KeyError, match="build/compile/gemm/resources.csv"):
         abi.GemmLibrary(path).variant("sm90_tma_pingpong_bf16_t128x128x64_c1x1")

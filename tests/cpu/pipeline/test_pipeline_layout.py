@@ -112,3 +112,42 @@ def test_compile_jobs_are_ordered_by_johnsons_rule():
     assert johnson_order(costs) == ["small_a", "small_b", "big_measure", "big_compile"]
     priorities = compile_priorities(costs)
     assert sorted(costs, key=priorities.get, reverse=True) == johnson_order(costs)
+
+
+# ---------------------------------------------------------------- the compile step of every study
+
+def shipped_study_config(name: str) -> dict:
+    from tma_study import config as config_mod
+    return config_mod.load(config_mod.REPO_ROOT / "config" / "config.yaml", discover())["studies"][name]
+
+
+def test_every_study_has_a_compile_step_and_a_kernel_table_the_generic_rules_call():
+    for name, study in discover().items():
+        assert callable(study.entry("compile")) and callable(study.entry("kernel_table")), name
+        numba_compile = study.compile == "tma_study.compile_report:compile_study"
+        assert (study.kernels is not None) == numba_compile, f"{name}: a compile list xor a compile step of its own"
+
+
+def test_gemm_compile_step_needs_the_reports_and_libraries_of_its_nvcc_jobs():
+    layout = Layout(discover(), "h200")
+    section = shipped_study_config("gemm")
+    from tma_study.studies.gemm import variants
+    names = [v.name for arch in variants.ARCHES for v in variants.variants(section, arch)]
+    built = layout.compile_inputs("gemm", section)
+    assert built == [f"build/gemm/obj/{n}.json" for n in names] + ["build/gemm/libgemm_sm90.so",
+                                                                     "build/gemm/libgemm_sm100.so"]
+    assert layout.compile_inputs("crossover", shipped_study_config("crossover")) == []
+    assert "src/tma_study/studies/gemm/build.py" in layout.kernel_code_files("gemm")
+    assert layout.kernel_code_files("crossover") == ["src/tma_study/harness/kernel_builds.py",
+                                                     "src/tma_study/compile_report.py",
+                                                     "src/tma_study/studies/crossover/kernels.py"]
+    assert layout.kernel_table_code_files("gemm") == ["src/tma_study/studies/gemm/tables.py"]
+
+
+def test_gemm_compile_step_without_its_built_variants_names_them_and_the_command(tmp_path, monkeypatch):
+    from tma_study.studies.gemm import STUDY
+    from tma_study.studies.gemm import build
+    monkeypatch.setattr(build, "REPO_ROOT", tmp_path)       # a checkout where nothing is built
+    with pytest.raises(build.BuildToolError, match=re.escape("snakemake -c16 build/compile/gemm/resources.csv")):
+        build.compile_step(STUDY, shipped_study_config("gemm"), tmp_path / "out")
+    assert not (tmp_path / "out" / "resources.csv").exists()

@@ -19,7 +19,8 @@ order (column ``measure_order``: the row's position in the run), and groups larg
 power-limited pre-heated with the shape's cuBLAS GEMM (column ``group_preheat_s``), so the
 candidates of a shape are compared in the same power state; provenance.json records both.
 
-Needs PyTorch (the cuBLAS anchor and the buffers) and the libraries of ``gemm_build``.
+Needs PyTorch (the cuBLAS anchor and the buffers) and the libraries of the compile step
+(``snakemake -c16 build/compile/gemm/resources.csv``).
 """
 from __future__ import annotations
 
@@ -38,8 +39,8 @@ from . import protocol
 from . import shapes as shapes_mod
 from . import variants as variants_mod
 from .abi import GemmLibrary, describe_status
+from .build import BUILD_DIR, library_path
 
-BUILD_DIR = REPO_ROOT / "build" / "gemm"
 RESOURCES_CSV = REPO_ROOT / "build" / "compile" / "gemm" / "resources.csv"
 ARCH_OF_MAJOR = {9: "sm90", 10: "sm100"}          # compute capability major -> variants it runs
 NOT_MEASURED = {"sm90": "not measured: needs an SM90 GPU (Hopper: H100, H200)",
@@ -60,10 +61,6 @@ CUBLAS_ACCUMULATION = {"bf16": "fp32", "fp8_e4m3": "fp8_no_promotion" if CUBLAS_
 # warm-up), fitted to a full run (docs/history.md)
 SECONDS_PER_CASE = 0.25
 ESTIMATE_TFLOPS = {"bf16": 500.0, "fp8_e4m3": 900.0}
-
-
-def library_path(arch: str, build_dir: Path = BUILD_DIR) -> Path:
-    return Path(build_dir) / f"libgemm_{arch}.so"
 
 
 def estimate_seconds(study: dict, arch: str) -> float:
