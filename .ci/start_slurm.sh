@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A one-node SLURM cluster on this machine (munged, slurmctld, slurmd on localhost), for the
-# test that runs the pipeline through Snakemake's SLURM executor (tests/cpu/test_slurm_executor.py).
+# test that runs the pipeline through Snakemake's SLURM executor (tests/cpu/pipeline/test_slurm_executor.py).
 # Needs root and Debian's slurm-wlm and munge packages. Idempotent: returns once `sinfo` shows
 # the node idle; a cluster already running is left as it is.
 set -euo pipefail

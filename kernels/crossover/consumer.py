@@ -1,7 +1,7 @@
 """The consumer every crossover kernel shares: read each 16 B of a stage, fold a checksum.
 
-Each thread reads the stage with 128-bit shared loads (``LDS.128``; 4-byte reads cap a TMA
-stream near 2.7 TB/s, see the reference probe) and adds ``(w0 + w1 + w2 + w3) ^ chunk`` for
+Each thread reads the stage with 128-bit shared loads (``LDS.128``: narrower reads would cap a
+TMA stream below what it delivers; docs/history.md) and adds ``(w0 + w1 + w2 + w3) ^ chunk`` for
 every 16 bytes, where ``chunk`` is the chunk those bytes must come from. The XOR with the
 expected chunk index makes a transfer that lands in the wrong slot change the checksum; the
 sum touches every byte, so no load can be elided. Host reference: :func:`tma_study.studies.

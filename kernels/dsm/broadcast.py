@@ -84,6 +84,7 @@ def make_broadcast(variant: str):
     if variant not in VARIANTS:
         raise ValueError(f"DSM broadcast variant {variant!r} is not one of {VARIANTS}")
     pull = variant == "dsm_pull"
+    relay = _relay(pull)
 
     def broadcast(a_map, a_tiles, steps_total, tile_bytes, stages, consumer_threads, checksums):
         ring = cuda.shared.array(0, uint32)
@@ -127,25 +128,8 @@ def make_broadcast(variant: str):
                 q += groups
                 k += 1
         elif leader and relay_lane >= 0:
-            peer = uint32(relay_lane)
-            while q < steps_total:
-                s = k % stages
-                full_bar = full_smem + uint32(s * MBARRIER_BYTES)
-                stage = ring_smem + uint32(s * tile_bytes)
-                if peer != LEADER and peer < size:
-                    mbarrier_wait_parity(full_bar, (k // stages) & 1)
-                    if pull:
-                        mbarrier_arrive_cluster(full_bar, peer)
-                    else:
-                        bulk_copy_to_peer(mapa_shared(stage, peer), stage, tile_bytes, mapa_shared(full_bar, peer))
-                        bulk_commit_group()
-                        bulk_wait_group_read0()
-                if not pull:
-                    cuda.syncwarp()
-                    if peer == LEADER:
-                        mbarrier_arrive(empty_smem + uint32(s * MBARRIER_BYTES))
-                q += groups
-                k += 1
+            relay(uint32(relay_lane), size, steps_total, tile_bytes, stages, q, k, groups, ring_smem, full_smem,
+                  empty_smem)
         elif tid < consumer_threads:
             lane = tid % WARP
             source = mapa_shared(ring_smem, LEADER) if pull else ring_smem
@@ -175,3 +159,32 @@ def make_broadcast(variant: str):
         checksums[cuda.blockIdx.x * cuda.blockDim.x + tid] = checksum
 
     return broadcast
+
+
+def _relay(pull: bool):
+    """The leader's relay warp: lane ``peer`` hands each stage to CTA ``peer`` once it landed
+    (``dsm_pull``: arrives on the peer's full barrier; ``dsm_push``: copies the stage into the
+    peer, then the warp releases the leader's stage)."""
+
+    @cuda.jit(device=True, inline=True)
+    def relay(peer, size, steps_total, tile_bytes, stages, q, k, groups, ring_smem, full_smem, empty_smem):
+        while q < steps_total:
+            s = k % stages
+            full_bar = full_smem + uint32(s * MBARRIER_BYTES)
+            stage = ring_smem + uint32(s * tile_bytes)
+            if peer != LEADER and peer < size:
+                mbarrier_wait_parity(full_bar, (k // stages) & 1)
+                if pull:
+                    mbarrier_arrive_cluster(full_bar, peer)
+                else:
+                    bulk_copy_to_peer(mapa_shared(stage, peer), stage, tile_bytes, mapa_shared(full_bar, peer))
+                    bulk_commit_group()
+                    bulk_wait_group_read0()
+            if not pull:
+                cuda.syncwarp()
+                if peer == LEADER:
+                    mbarrier_arrive(empty_smem + uint32(s * MBARRIER_BYTES))
+            q += groups
+            k += 1
+
+    return relay

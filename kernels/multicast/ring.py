@@ -79,6 +79,8 @@ def cluster_stream(multicast: bool, release: str = "warp"):
     if release not in RELEASES:
         raise ValueError(f"release {release!r} is not one of {RELEASES}")
     per_cta = release == "cta"
+    produce = _producer(multicast)
+    consume = _consumer(multicast, per_cta)
 
     def cluster_stream(a_map, b_map, a_tiles, b_tiles, steps_total, a_tile_bytes, b_tile_bytes,
                        stages, cluster_x, cluster_y, consumer_threads, checksums):
@@ -114,61 +116,86 @@ def cluster_stream(multicast: bool, release: str = "warp"):
         a_rows = a_tile_bytes >> LOG2_ROW_BYTES
         b_rows = b_tile_bytes >> LOG2_ROW_BYTES
         checksum = uint64(0)
-        k = 0
-        q = int64(group)
         if tid == consumer_threads:
-            # The producer: refill stage s once every CTA writing into it released it.
-            a_slice_rows = a_rows // cluster_y
-            b_slice_rows = b_rows // cluster_x
-            a_mask = 0
-            for yy in range(cluster_y):
-                a_mask |= 1 << (x + yy * cluster_x)
-            b_mask = ((1 << cluster_x) - 1) << (y * cluster_x)
-            while q < steps_total:
-                s = k % stages
-                full_bar = full_smem + uint32(s * MBARRIER_BYTES)
-                if k >= stages:
-                    mbarrier_wait_parity(empty_smem + uint32(s * MBARRIER_BYTES), ((k // stages) - 1) & 1)
-                mbarrier_arrive_expect_tx(full_bar, stage_bytes)
-                stage = ring_smem + uint32(s * stage_bytes)
-                a_row = int32(((q * cluster_x + x) % a_tiles) * a_rows)
-                b_row = int32(((q * cluster_y + y) % b_tiles) * b_rows) if has_b else int32(0)
-                if multicast:
-                    tma_load_2d_multicast(stage + uint32(y * a_slice_rows * ROW_BYTES), a_map, full_bar,
-                                          0, a_row + y * a_slice_rows, uint16(a_mask))
-                    if has_b:
-                        tma_load_2d_multicast(stage + uint32(a_tile_bytes + x * b_slice_rows * ROW_BYTES),
-                                              b_map, full_bar, 0, b_row + x * b_slice_rows, uint16(b_mask))
-                else:
-                    tma_load_2d(stage, a_map, full_bar, 0, a_row)
-                    if has_b:
-                        tma_load_2d(stage + uint32(a_tile_bytes), b_map, full_bar, 0, b_row)
-                q += groups
-                k += 1
+            produce(a_map, b_map, a_tiles, b_tiles, steps_total, a_tile_bytes, a_rows, b_rows, has_b, stage_bytes,
+                    stages, cluster_x, cluster_y, x, y, int64(group), groups, ring_smem, full_smem, empty_smem)
         elif tid < consumer_threads:
-            lane = tid % WARP
-            while q < steps_total:
-                s = k % stages
-                mbarrier_wait_parity(full_smem + uint32(s * MBARRIER_BYTES), (k // stages) & 1)
-                checksum = consume_local(ring_smem + uint32(s * stage_bytes), stage_bytes, tid,
-                                         consumer_threads, checksum)
-                if per_cta:
-                    named_barrier_sync(CONSUMER_BARRIER, consumer_threads)
-                else:
-                    cuda.syncwarp()
-                empty_bar = empty_smem + uint32(s * MBARRIER_BYTES)
-                if per_cta and tid >= WARP:
-                    pass                                # warp 0 releases for the whole CTA
-                elif multicast:
-                    if lane < size and (lane % cluster_x == x or (has_b and lane // cluster_x == y)):
-                        mbarrier_arrive_remote(empty_bar, uint32(lane))
-                elif lane == 0:
-                    mbarrier_arrive(empty_bar)
-                q += groups
-                k += 1
+            checksum = consume(steps_total, stage_bytes, stages, cluster_x, x, y, has_b, size, tid,
+                               consumer_threads, int64(group), groups, ring_smem, full_smem, empty_smem)
         if multicast:
             cluster_sync()
         checksums[cuda.blockIdx.x * cuda.blockDim.x + tid] = checksum
 
     return cluster_stream
 
+
+def _producer(multicast: bool):
+    """The producer thread's loop: refill stage s once every CTA writing into it released it."""
+
+    @cuda.jit(device=True, inline=True)
+    def produce(a_map, b_map, a_tiles, b_tiles, steps_total, a_tile_bytes, a_rows, b_rows, has_b, stage_bytes,
+                stages, cluster_x, cluster_y, x, y, q, groups, ring_smem, full_smem, empty_smem):
+        a_slice_rows = a_rows // cluster_y
+        b_slice_rows = b_rows // cluster_x
+        a_mask = 0
+        for yy in range(cluster_y):
+            a_mask |= 1 << (x + yy * cluster_x)
+        b_mask = ((1 << cluster_x) - 1) << (y * cluster_x)
+        k = 0
+        while q < steps_total:
+            s = k % stages
+            full_bar = full_smem + uint32(s * MBARRIER_BYTES)
+            if k >= stages:
+                mbarrier_wait_parity(empty_smem + uint32(s * MBARRIER_BYTES), ((k // stages) - 1) & 1)
+            mbarrier_arrive_expect_tx(full_bar, stage_bytes)
+            stage = ring_smem + uint32(s * stage_bytes)
+            a_row = int32(((q * cluster_x + x) % a_tiles) * a_rows)
+            b_row = int32(((q * cluster_y + y) % b_tiles) * b_rows) if has_b else int32(0)
+            if multicast:
+                tma_load_2d_multicast(stage + uint32(y * a_slice_rows * ROW_BYTES), a_map, full_bar,
+                                      0, a_row + y * a_slice_rows, uint16(a_mask))
+                if has_b:
+                    tma_load_2d_multicast(stage + uint32(a_tile_bytes + x * b_slice_rows * ROW_BYTES),
+                                          b_map, full_bar, 0, b_row + x * b_slice_rows, uint16(b_mask))
+            else:
+                tma_load_2d(stage, a_map, full_bar, 0, a_row)
+                if has_b:
+                    tma_load_2d(stage + uint32(a_tile_bytes), b_map, full_bar, 0, b_row)
+            q += groups
+            k += 1
+
+    return produce
+
+
+def _consumer(multicast: bool, per_cta: bool):
+    """A consumer thread's loop: fold each stage into the checksum, then release the stage in
+    every CTA writing into it (warp ``"warp"`` release, or warp 0 for the CTA under ``"cta"``)."""
+
+    @cuda.jit(device=True, inline=True)
+    def consume(steps_total, stage_bytes, stages, cluster_x, x, y, has_b, size, tid, consumer_threads, q,
+                groups, ring_smem, full_smem, empty_smem):
+        checksum = uint64(0)
+        lane = tid % WARP
+        k = 0
+        while q < steps_total:
+            s = k % stages
+            mbarrier_wait_parity(full_smem + uint32(s * MBARRIER_BYTES), (k // stages) & 1)
+            checksum = consume_local(ring_smem + uint32(s * stage_bytes), stage_bytes, tid,
+                                     consumer_threads, checksum)
+            if per_cta:
+                named_barrier_sync(CONSUMER_BARRIER, consumer_threads)
+            else:
+                cuda.syncwarp()
+            empty_bar = empty_smem + uint32(s * MBARRIER_BYTES)
+            if per_cta and tid >= WARP:
+                pass                                # warp 0 releases for the whole CTA
+            elif multicast:
+                if lane < size and (lane % cluster_x == x or (has_b and lane // cluster_x == y)):
+                    mbarrier_arrive_remote(empty_bar, uint32(lane))
+            elif lane == 0:
+                mbarrier_arrive(empty_bar)
+            q += groups
+            k += 1
+        return checksum
+
+    return consume

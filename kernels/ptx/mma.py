@@ -1,14 +1,12 @@
 """Warp-level tensor-core MMA (``mma.sync``): ``D = A * B + C`` over one warp,
-fp32 accumulation. SASS on sm_90a (ptxas 13.0; checked in tests/cpu/test_ptx_mma_sass.py):
+fp32 accumulation. SASS on sm_90a (ptxas 13.0; checked in tests/cpu/kernels/test_ptx_mma_sass.py):
 ``HMMA.16816.F32.BF16`` for bf16. Hopper has no fp8 ``mma.sync`` instruction (its fp8
 tensor-core path is ``wgmma``; ``QMMA`` is sm_89 / sm_120): for
 ``mma.sync...e4m3.e4m3`` ptxas unpacks both operands to fp16 (``F2FP.F16.E4M3.UNPACK_B``),
 runs two ``HMMA.16816.F32`` from a zero accumulator and adds their result into C with
 four ``FADD`` each time. :func:`mma_e4m3_m16n8k32_via_f16` does the same unpack but chains
-the two fp16 mmas through C itself, which drops those FADDs. In the paged attention kernel
-(e4m3, head dim 128, block_n 64; ptxas 13.0) that took the SASS from 4280 to 3912
-instructions (FADD 306 -> 67, F2FP 320 -> 200: ptxas now also reuses Q's unpacked
-fragments), and e4m3 at head dim 256 fits its registers without spilling.
+the two fp16 mmas through C itself, which drops those FADDs (docs/history.md: what that
+saved in the paged attention kernel).
 
 Fragments (PTX ISA, "Matrix Fragments for mma.m16n8k16 / m16n8k32"), with
 ``group = lane >> 2`` and ``quad = lane & 3``:

@@ -12,9 +12,9 @@ uint64 L2 cache policy from :mod:`.cache_policy`.
 The rank variants of ``tma_load_<r>d`` and ``tma_store_<r>d`` each come from
 one factory.
 
-Seen on the H200 (tests/gpu/test_ptx_data_gpu.py): a tile load whose box starts
-off a 16-byte boundary in global memory (innermost coordinate x element size not
-a multiple of 16) faults the kernel with CUDA_ERROR_ILLEGAL_INSTRUCTION; keep the
+A tile load whose box starts off a 16-byte boundary in global memory (innermost
+coordinate x element size not a multiple of 16) faults the kernel with
+CUDA_ERROR_ILLEGAL_INSTRUCTION (tests/gpu/test_ptx_data_gpu.py); keep the
 innermost coordinate 16-byte aligned, as tile-aligned kernels do.
 """
 

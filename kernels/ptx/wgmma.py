@@ -2,7 +2,7 @@
 shared memory: ``D = A * B`` over the 4 warps of an aligned warpgroup (warps 4i .. 4i+3
 of the CTA), fp32 accumulation. SASS on sm_90a (ptxas 13.0): one ``HGMMA`` (bf16) or
 ``QGMMA`` (e4m3) per k-step, between ``WARPGROUP.ARRIVE`` and ``WARPGROUP.DEPBAR`` (checked
-in tests/cpu/test_ptx_mma_sass.py). Unlike ``mma.sync`` (tma_kernels.ptx.mma), e4m3
+in tests/cpu/kernels/test_ptx_mma_sass.py). Unlike ``mma.sync`` (tma_kernels.ptx.mma), e4m3
 operands reach the tensor cores as they are, with no unpack to fp16; the tensor cores then
 keep fewer bits of each fp8 sum than fp32 (tests/gpu/test_wgmma_gpu.py states the bound).
 

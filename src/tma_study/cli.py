@@ -1,7 +1,8 @@
 """Command line the Snakemake rules call (also usable by hand).
 
-    tma-study compile   STUDY --out DIR [--config FILE] [--workers N]      (CPU) numba -> PTX -> cubin -> SASS
-                        through the kernel cache, resources.csv; fails when an expected instruction is missing
+    tma-study compile   STUDY --out DIR [--config FILE] [--workers N]      (CPU) the study's compile step
+                        (numba -> PTX -> cubin -> SASS through the kernel cache, or the study's own): resources.csv;
+                        fails when an expected instruction is missing
     tma-study measure   STUDY --out DIR [--config config/config.yaml]      (Hopper GPU)
                         [--expect-gpu SLUG]  (--config takes a whole pipeline config, YAML or JSON;
                         the job claims one free visible GPU: tma_study.harness.gpu_lock)
@@ -16,12 +17,10 @@
                                                                            the commit each names holds its code
     tma-study check-config FILE...                                         config/config.yaml under these override
                                                                            files (as --configfile), validated
-    tma-study catalog   --out DIR [--catalog DIR] [--derived DIR]   validate catalog/*.yaml, write its tables
-                                                                    (and the counts its claims check; CPU)
 
-The paper tier's commands (claims, rules-of-thumb, compare, paper-generated, build-paper,
-readme-tables) are described in tma_study.paper_cli. An error is one line on stderr and a
-non-zero exit; $TMA_STUDY_TRACEBACK=1 shows the traceback of an unexpected one.
+The paper tier's commands (catalog, claims, rules-of-thumb, compare, paper-generated,
+build-paper, readme-tables) are described in tma_study.paper.cli. An error is one line on
+stderr and a non-zero exit; $TMA_STUDY_TRACEBACK=1 shows the traceback of an unexpected one.
 """
 from __future__ import annotations
 
@@ -33,7 +32,7 @@ from pathlib import Path
 
 from . import config as config_mod
 from . import gpu as gpu_mod
-from . import paper_cli
+from .paper import cli as paper_cli
 from .studies import discover
 
 DEFAULT_CONFIG = config_mod.REPO_ROOT / "config" / "config.yaml"
@@ -101,10 +100,6 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("files", type=Path, nargs="+")
     p = sub.add_parser("check-config", help="validate config/config.yaml under override files")
     p.add_argument("files", type=Path, nargs="*")
-    p = sub.add_parser("catalog", help="validate the data-movement catalog and write its tables")
-    p.add_argument("--out", type=Path, required=True)
-    p.add_argument("--catalog", type=Path, default=config_mod.REPO_ROOT / "catalog")
-    p.add_argument("--derived", type=Path, default=None, help="also write the counts the catalog's claims check")
     paper_cli.add_commands(sub)
     return parser
 
@@ -145,7 +140,7 @@ def _check_config(files: list[Path]) -> None:
 
 def _publish(staged: Path, out: Path) -> None:
     from .harness import provenance, raw_data
-    from .harness.atomic import publish_directory
+    from .atomic import publish_directory
     record = provenance.read(Path(staged) / "provenance.json")
     raw_data.load(_study(record["study"]), staged)          # bad data never reach results/
     publish_directory(staged, out)
@@ -155,13 +150,7 @@ def _run(args, parser) -> int:
     config_mod.check_root()                     # $TMA_STUDY_ROOT, where set, must be a checkout
     if args.command in paper_cli.COMMANDS:
         return paper_cli.run(args)
-    if args.command == "catalog":
-        from . import catalog as catalog_mod
-        catalog = catalog_mod.load(args.catalog)
-        catalog_mod.write_tables(catalog, args.out)
-        if args.derived is not None:
-            catalog_mod.write_derived(catalog, args.derived)
-    elif args.command == "check-gpu":
+    if args.command == "check-gpu":
         print(json.dumps(gpu_mod.require_hopper(gpu_mod.detect()).as_dict(), indent=2))
     elif args.command == "publish":
         _publish(args.staged, args.out)
@@ -178,13 +167,11 @@ def _run(args, parser) -> int:
 
 def _run_study_command(args, parser, study) -> None:
     if args.command == "kernel-table":
-        from .compile_report import write_kernel_table
-        write_kernel_table(study, args.kernels, args.out)
+        study.entry("kernel_table")(study, args.kernels, args.out)
     elif args.command == "compile":
-        from .compile_report import compile_study
         if args.workers < 1:
             parser.error(f"--workers {args.workers}: give at least 1")
-        compile_study(study, _study_section(args.config, study.name), args.out, workers=args.workers)
+        study.entry("compile")(study, _study_section(args.config, study.name), args.out, workers=args.workers)
     elif args.command == "measure":
         _measure(study, args)
     elif args.command == "aggregate":

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from tma_study.harness.atomic import atomic_write_text
+from tma_study.atomic import atomic_write_text
 from tma_study.harness.kernel_builds import (
     COMPILE_RECORD,
     RESOURCE_COLUMNS,

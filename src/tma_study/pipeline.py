@@ -116,6 +116,12 @@ def measure_targets(config: dict, label: str | None = None, root: Path = Path(".
     return [MeasureTarget(new_label(slug, config, root, today), slug, str(model)) for slug, model in gpus.items()]
 
 
+def _module_file(module: str) -> str:
+    """src/tma_study/... of a module of this package ('tma_study.compile_report' ->
+    'src/tma_study/compile_report.py')."""
+    return "src/" + module.replace(".", "/") + ".py"
+
+
 @dataclass(frozen=True)
 class Layout:
     studies: dict           # name -> Study, the ones the config asks for
@@ -156,9 +162,24 @@ class Layout:
         return [str(f.relative_to(self.root)) for f in files]
 
     def kernel_code_files(self, study: str) -> list[str]:
-        """The code that decides which kernels the compile step builds and checks for ``study``."""
+        """The code that decides which kernels the compile step builds and checks for ``study``:
+        the shared compile code and the modules of the study's ``kernels``, ``compile`` and
+        ``compile_inputs`` entry points."""
+        declared = self.studies[study]
+        entries = [getattr(declared, which) for which in ("kernels", "compile", "compile_inputs")]
+        modules = {entry.partition(":")[0] for entry in entries if entry}
         files = ["src/tma_study/harness/kernel_builds.py", "src/tma_study/compile_report.py"]
-        return files + [f"src/tma_study/studies/{study}/kernels.py"]
+        return files + sorted(path for path in map(_module_file, modules) if path not in files)
+
+    def compile_inputs(self, study: str, study_config: dict) -> list[str]:
+        """Files the study's compile step reads that its own build rules make first (none for a
+        numba study; gemm: the reports and libraries of its per-variant nvcc jobs)."""
+        declared = self.studies[study]
+        return [] if declared.compile_inputs is None else list(declared.entry("compile_inputs")(study_config))
+
+    def kernel_table_code_files(self, study: str) -> list[str]:
+        """The code of the study's ``kernel_table`` entry point."""
+        return [_module_file(self.studies[study].kernel_table.partition(":")[0])]
 
     def table_files(self, study: str) -> list[str]:
         return [f"paper/tables/{t}.{ext}" for t in self.studies[study].tables for ext in TABLE_FORMATS]

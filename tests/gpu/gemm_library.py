@@ -1,5 +1,5 @@
-"""The SM90 GEMM library a GPU test needs: build/gemm/libgemm_sm90.so when `snakemake
-gemm_build` made it with the test's variants, otherwise those variants compiled here (nvcc,
+"""The SM90 GEMM library a GPU test needs: build/gemm/libgemm_sm90.so when the compile step
+(`snakemake build/compile/gemm/resources.csv`) made it with the test's variants, otherwise those variants compiled here (nvcc,
 one thread per variant: under a minute each) and linked into a library of their own."""
 from concurrent.futures import ThreadPoolExecutor
 

@@ -20,7 +20,7 @@ Checked here, each on fresh random data with poisoned outputs:
 - max_active_clusters: positive, decreasing with the cluster size.
 
 Kernels are plain functions compiled on first use (``jitted``), so this module
-imports without a GPU; tests/cpu/test_gpu_test_kernels_compile.py compiles
+imports without a GPU; tests/cpu/kernels/test_gpu_test_kernels_compile.py compiles
 every entry of ``KERNELS`` for sm_90a on any machine.
 """
 

@@ -15,7 +15,7 @@ naming the CTAs that differ.
   says.
 
 ``KERNELS`` lists the kernels with their signatures for
-tests/cpu/test_gpu_test_kernels_compile.py (compiled for sm_90a on any machine).
+tests/cpu/kernels/test_gpu_test_kernels_compile.py (compiled for sm_90a on any machine).
 """
 import functools
 

@@ -18,7 +18,7 @@ on small data, without cuda-bench:
 
 The tests compile the kernels as the measurement does (``measure._compile``, which also
 sets their dynamic shared memory limits). ``KERNELS`` lists the same kernels with their
-signatures for tests/cpu/test_gpu_test_kernels_compile.py, which compiles every entry for
+signatures for tests/cpu/kernels/test_gpu_test_kernels_compile.py, which compiles every entry for
 sm_90a on any machine.
 """
 
@@ -52,7 +52,7 @@ from tma_study.studies.crossover.grid import (
 pytestmark = pytest.mark.gpu
 
 #: name -> (Python kernel, its one explicit signature); compiled on the CPU by
-#: tests/cpu/test_gpu_test_kernels_compile.py (the GPU tests use measure._compile).
+#: tests/cpu/kernels/test_gpu_test_kernels_compile.py (the GPU tests use measure._compile).
 KERNELS = {
     **{f"stream_{m}": (stream_kernel(m), KERNEL_SIGNATURE) for m in MECHANISMS},
     **{f"latency_{m}": (latency_kernel(m), LATENCY_SIGNATURE) for m in MECHANISMS},

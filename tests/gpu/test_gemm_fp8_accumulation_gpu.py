@@ -9,8 +9,8 @@ with no promotion step; only how the tiles reach shared memory differs (and, whe
 multiple of the tile's K, the order of the k-tiles: see the first test). The promoting fp8
 mainloop (the plain TMA schedule) would round differently.
 
-The library: gemm_library.sm90_library (build/gemm/libgemm_sm90.so when `snakemake gemm_build`
-made it with these variants, else them compiled here).
+The library: gemm_library.sm90_library (build/gemm/libgemm_sm90.so when the compile step
+(`snakemake build/compile/gemm/resources.csv`) made it with these variants, else them compiled here).
 """
 
 import pytest

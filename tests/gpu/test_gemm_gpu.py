@@ -1,8 +1,8 @@
 """One SM90 GEMM variant against torch on the GPU: correct on a small shape (every output, not
 a sample), NaN-poisoned output fully written, and the ABI's errors on a real device.
 
-The library: gemm_library.sm90_library (build/gemm/libgemm_sm90.so when `snakemake gemm_build`
-made it, else the two variants compiled here).
+The library: gemm_library.sm90_library (build/gemm/libgemm_sm90.so when the compile step
+(`snakemake build/compile/gemm/resources.csv`) made it, else the two variants compiled here).
 """
 import pytest
 from gemm_library import sm90_library

@@ -34,7 +34,7 @@ def one_mma(mma):
 
 
 #: kernel name -> (function, signature), compiled on first use; the CPU test
-#: tests/cpu/test_gpu_test_kernels_compile.py compiles each for sm_90a without a GPU.
+#: tests/cpu/kernels/test_gpu_test_kernels_compile.py compiles each for sm_90a without a GPU.
 KERNELS = {"mma_e4m3": (one_mma(mma_e4m3_m16n8k32), SIGNATURE),
            "mma_e4m3_via_f16": (one_mma(mma_e4m3_m16n8k32_via_f16), SIGNATURE)}
 

@@ -29,7 +29,7 @@ failure), outputs poisoned with other random values beforehand, and compares
 exactly against a host reference.
 
 Kernels are plain functions compiled on first use (``jitted``), so this module
-imports without a GPU; tests/cpu/test_gpu_test_kernels_compile.py compiles
+imports without a GPU; tests/cpu/kernels/test_gpu_test_kernels_compile.py compiles
 every entry of ``KERNELS`` for sm_90a on any machine.
 """
 

@@ -8,7 +8,7 @@ part of a box outside ``src`` must arrive as the map's out-of-bounds fill (0
 or NaN). Checked on fresh random data with ``out`` poisoned beforehand.
 
 Kernels are plain functions compiled on first use (``jitted``), so this module
-imports without a GPU; tests/cpu/test_gpu_test_kernels_compile.py compiles
+imports without a GPU; tests/cpu/kernels/test_gpu_test_kernels_compile.py compiles
 every entry of ``KERNELS`` for sm_90a on any machine.
 """
 

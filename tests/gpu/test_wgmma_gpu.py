@@ -77,7 +77,7 @@ def make_kernel(dtype, head_dim, n):
     return kernel
 
 
-#: kernel name -> (function, signature); tests/cpu/test_gpu_test_kernels_compile.py
+#: kernel name -> (function, signature); tests/cpu/kernels/test_gpu_test_kernels_compile.py
 #: compiles each for sm_90a without a GPU.
 KERNELS = {f"wgmma_{dtype}_d{head_dim}_n{n}": (make_kernel(dtype, head_dim, n), SIGNATURE)
            for dtype, head_dim, n in CASES}

@@ -1,7 +1,7 @@
 # The data-movement catalog: catalog/*.yaml (cited facts read from FA3, FlashInfer and CUTLASS
 # sources) -> validated -> paper/tables/catalog_*.tex|md and the counts its claims check
 # (build/catalog/derived/). No GPU, no network; part of the main job.
-from tma_study import catalog as catalog_mod
+from tma_study.paper import catalog as catalog_mod
 
 CATALOG_TABLES = catalog_mod.table_files("paper/tables")
 CATALOG_DERIVED = [f"{catalog_mod.DERIVED_DIR}/{f}" for f in catalog_mod.DERIVED_FILES]
@@ -12,8 +12,8 @@ rule catalog:
         data=catalog_mod.catalog_files("catalog"),
         schema="workflow/schemas/catalog.schema.yaml",
         code=[
-            "src/tma_study/catalog.py",
-            "src/tma_study/catalog_counts.py",
+            "src/tma_study/paper/catalog.py",
+            "src/tma_study/paper/catalog_counts.py",
             "src/tma_study/report/tables.py",
         ],
     output:

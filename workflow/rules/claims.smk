@@ -2,7 +2,12 @@
 # results/<label>/claims.tsv and claims.md (PASS, FAIL or NOT MEASURED, with the numbers).
 # The claims files are validated when the workflow is parsed, so a bad claim stops every
 # invocation before any job, naming the file, the claim and the key.
-from tma_study.claims import ClaimsError, figure_caption, load_claims, notebook_title
+from tma_study.paper.claims import (
+    ClaimsError,
+    figure_caption,
+    load_claims,
+    notebook_title,
+)
 
 try:
     CLAIMS = load_claims(studies=KNOWN_STUDIES)
@@ -26,7 +31,11 @@ rule claims:
         catalog=CATALOG_DERIVED,  # workflow/rules/catalog.smk
         claims=sorted(str(p) for p in Path("config/claims").glob("*.yaml")),
         schema="workflow/schemas/claims.schema.yaml",
-        code="src/tma_study/claims.py",
+        code=[
+            "src/tma_study/paper/claims.py",
+            "src/tma_study/paper/claim_checks.py",
+            "src/tma_study/paper/claim_files.py",
+        ],
     output:
         tsv=f"{RESULTS}/claims.tsv",
         md=report(

@@ -1,6 +1,8 @@
 # The compile step: every kernel a study times, numba -> PTX -> cubin (ptxas, sm_90a) -> SASS
 # (nvdisasm), through the kernel cache under build/kernel-cache/, with each kernel's resources
-# and a check of the instructions it must contain. Needs no GPU. Not part of the default job
+# and a check of the instructions it must contain; a study built by other tools declares its
+# own compile step and the files its own rules make first (Study.compile, compile_inputs: gemm's
+# per-variant nvcc jobs, workflow/rules/gemm.smk). Needs no GPU. Not part of the default job
 # (the kernel tables read what the measure run recorded: results/<gpu>/<study>/kernels.csv);
 # `snakemake kernels` runs it for every study, and --config measure=true before any GPU time.
 # Its inputs are the kernel sources and the study's section of the validated config, so an
@@ -28,6 +30,10 @@ rule compile:
         config="build/config/{study}.json",
         kernels=KERNEL_SOURCES,
         study_code=lambda wildcards: LAYOUT.kernel_code_files(wildcards.study),
+        # what the study's own build rules make first (none for a numba study)
+        built=lambda wildcards: LAYOUT.compile_inputs(
+            wildcards.study, config["studies"][wildcards.study]
+        ),
     output:
         resources="build/compile/{study}/resources.csv",
     log:
@@ -52,7 +58,7 @@ rule kernels:
 rule kernel_table:
     input:
         kernels=f"{RESULTS}/{{study}}/kernels.csv",
-        code="src/tma_study/compile_report.py",
+        code=lambda wildcards: LAYOUT.kernel_table_code_files(wildcards.study),
     output:
         tex="paper/tables/{study}_kernels.tex",
         md="paper/tables/{study}_kernels.md",

@@ -1,8 +1,10 @@
-# The gemm study's build: one nvcc job per CUTLASS variant (parallel, cached: a variant whose
-# generated source, template headers and flags are unchanged is not rebuilt), linked into
-# build/gemm/libgemm_<arch>.so. Dozens of CUTLASS translation units take minutes even on 16
-# cores, so this runs only for measure=true (the measure rule needs build/compile/gemm/
-# resources.csv) or when asked:  snakemake -c16 gemm_build
+# The gemm study's own build rules: one nvcc job per CUTLASS variant (parallel, cached: a variant
+# whose generated source, template headers and flags are unchanged is not rebuilt), linked into
+# build/gemm/libgemm_<arch>.so. The generic compile rule (compile.smk) needs them (the study's
+# compile_inputs) and collects their reports into build/compile/gemm/resources.csv through the
+# study's compile step, as it does every study's. Dozens of CUTLASS translation units take minutes
+# even on 16 cores, so they run only for measure=true or when asked:
+#   snakemake -c16 build/compile/gemm/resources.csv
 # The analysis job reads the committed results/<gpu>/gemm/ instead (kernels.csv included).
 
 from tma_study.studies.gemm import build as gemm_build
@@ -21,14 +23,10 @@ if "gemm" in config["studies"]:
         for arch in gemm_variants.ARCHES
     }
     GEMM_ALL_VARIANTS = [name for names in GEMM_VARIANTS.values() for name in names]
-    GEMM_ARCHES = [arch for arch, names in GEMM_VARIANTS.items() if names]
 
     wildcard_constraints:
         variant="|".join(GEMM_ALL_VARIANTS) or "no-variant",
         gemm_arch="|".join(gemm_variants.ARCHES),
-
-    ruleorder: gemm_resources > compile
-    ruleorder: gemm_kernel_table > kernel_table
 
     rule gemm_source:
         output:
@@ -86,36 +84,3 @@ if "gemm" in config["studies"]:
         shell:
             "{params.python} -m tma_study.studies.gemm.build link {wildcards.gemm_arch:q} "
             "--objects {input:q} --out {output:q} > {log:q} 2>&1"
-
-    rule gemm_resources:
-        input:
-            reports=expand("build/gemm/obj/{variant}.json", variant=GEMM_ALL_VARIANTS),
-            libraries=expand("build/gemm/libgemm_{arch}.so", arch=GEMM_ARCHES),
-        output:
-            "build/compile/gemm/resources.csv",
-        log:
-            "logs/compile/gemm.log",
-        priority: COMPILE_PRIORITY.get("gemm", 0)
-        params:
-            python=PYTHON,
-        shell:
-            "{params.python} -m tma_study.studies.gemm.build resources --reports {input.reports:q} "
-            "--out {output:q} > {log:q} 2>&1"
-
-    rule gemm_build:
-        input:
-            "build/compile/gemm/resources.csv",
-
-    rule gemm_kernel_table:
-        input:
-            kernels=f"{RESULTS}/gemm/kernels.csv",
-        output:
-            tex="paper/tables/gemm_kernels.tex",
-            md="paper/tables/gemm_kernels.md",
-        log:
-            "logs/kernel_table/gemm.log",
-        params:
-            python=PYTHON,
-        shell:
-            "{params.python} -m tma_study.studies.gemm.tables kernels --kernels {input.kernels:q} "
-            "--out paper/tables > {log:q} 2>&1"

@@ -13,7 +13,7 @@ rule rules_of_thumb:
     input:
         **PAPER_INPUTS,
         claims=f"{RESULTS}/claims.tsv",
-        code=["src/tma_study/rules_of_thumb.py"]
+        code=["src/tma_study/paper/rules_of_thumb.py"]
         + [f for name in STUDIES for f in LAYOUT.code_files(name)],
     output:
         tex="paper/tables/rules_of_thumb.tex",
@@ -39,11 +39,12 @@ rule paper_generated:
         specs="config/gpu_specs.yaml",
         sections=sorted(str(p) for p in Path("paper/sections/studies").glob("*.tex")),
         code=[
-            "src/tma_study/macros.py",
-            "src/tma_study/paper.py",
-            "src/tma_study/projection.py",
-            "src/tma_study/catalog.py",
-            "src/tma_study/catalog_counts.py",
+            "src/tma_study/paper/macros.py",
+            "src/tma_study/paper/generated.py",
+            "src/tma_study/paper/projection.py",
+            "src/tma_study/paper/catalog.py",
+            "src/tma_study/paper/catalog_counts.py",
+            "src/tma_study/report/numbers.py",
         ]
         + [f for name in STUDIES for f in LAYOUT.code_files(name)],
     output:

@@ -1,1 +1,1 @@
-"""Measurement harness shared by every study: timing, statistics, ceilings, provenance, output."""
+"""Measurement harness shared by every study: timing, statistics, ceilings, provenance, kernel builds."""

@@ -13,8 +13,8 @@ from HBM and an eviction costs nothing (what Nsight Compute's own cache control 
 profiled kernel).
 
 - ``clean`` (the default): nvbench's flush, then the read described above.
-- ``dirty``: nvbench's flush alone, as nvbench leaves L2 (the state of every run measured
-  before this module existed; the gemm reference data were measured so).
+- ``dirty``: nvbench's flush alone, as nvbench leaves L2 (the gemm reference data's state;
+  docs/history.md: which data were measured in which state).
 
 The ``paged_kv`` study measures copies of its decode points' sizes in both states in one run
 (``d2d_copy_same_bytes`` and ``d2d_copy_same_bytes_dirty_l2`` in its ``ceilings.csv``).
@@ -25,9 +25,8 @@ import functools
 
 L2_STATES = ("clean", "dirty")
 DEFAULT_L2_STATE = "clean"
-# The cleaning read covers twice the L2 size. Once is not enough: in a probe on the H200
-# (outside the data), a 64 MiB read-only kernel took 23.4 us after a 1x read, 21.1 to 21.2 us
-# after 2x, 4x or 8x alike, and 28.1 us after nvbench's flush alone.
+# The cleaning read covers twice the L2 size: one pass leaves part of the dirty lines, more than
+# two change nothing (docs/history.md: the probe that chose it).
 READ_L2_MULTIPLE = 2
 READ_THREADS = 256
 READ_CTAS_PER_SM = 8

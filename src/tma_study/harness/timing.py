@@ -22,8 +22,7 @@ One sample, in order (nvbench's ``timer.start()`` does the first three):
    case's optional ``warm`` launch (an L2-resident working set made resident);
 5. the case's launch, behind the start event; ``timer.stop()`` records the stop event and
    releases the blocking kernel, so the timed region holds the launch alone.
-Work placed before ``timer.start()`` would run before nvbench's flush, which undoes it (the
-harness did that with ``warm`` before the L2 state was recorded in provenance).
+Work placed before ``timer.start()`` would run before nvbench's flush, which undoes it.
 """
 from __future__ import annotations
 

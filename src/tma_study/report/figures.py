@@ -46,7 +46,7 @@ def finish(fig, provenance: dict, pdf: Path | None, rect: tuple = (0, 0.03, 1, 1
     fig.tight_layout(rect=rect)
     if pdf is not None:
         pdf.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(pdf)
+        fig.savefig(pdf, metadata={"CreationDate": None})  # no timestamp: the same data, the same bytes
         fig.savefig(pdf.with_suffix(".png"), dpi=150)
     plt.close(fig)
 

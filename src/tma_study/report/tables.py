@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 
 from tma_study.harness import l2_state
-from tma_study.harness.atomic import atomic_write_text
+from tma_study.atomic import atomic_write_text
 
 LATEX_ESCAPES = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
                  "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\^{}"}
@@ -24,11 +24,12 @@ NARROW_COLSEP_CM = 0.21   # between wrapped columns (2 x 3 pt)
 
 
 def _longest_word(text) -> int:
-    """The longest piece a wrapped cell cannot break: words, split also after '_' (see _breakable)."""
+    """The longest piece a wrapped cell cannot break: words, split also after '_' (see breakable)."""
     return max((len(word) for word in re.split(r"[\s_]+", str(text))), default=0)
 
 
-def _breakable(text) -> str:
+def breakable(text) -> str:
+    """Escaped text that may wrap after underscores (long identifiers in narrow columns)."""
     return latex_escape(text).replace(r"\_", r"\_\allowbreak{}")
 
 
@@ -59,7 +60,7 @@ def to_latex(frame: pd.DataFrame, caption: str, label: str) -> str:
     size, widths = column_layout(frame)
     columns = ("l" * len(frame.columns) if widths is None else
                "".join(rf">{{\raggedright\arraybackslash}}p{{{w}cm}}" for w in widths))
-    cell = latex_escape if widths is None else _breakable
+    cell = latex_escape if widths is None else breakable
     spacing = [] if widths is None else [r"\setlength{\tabcolsep}{3pt}"]
     lines = [r"\begin{table}[!htbp]", r"\centering", rf"\{size}", *spacing, rf"\caption{{{latex_escape(caption)}}}",
              rf"\label{{{label}}}", rf"\begin{{tabular}}{{{columns}}}", r"\toprule",
@@ -81,6 +82,38 @@ def write_table(frame: pd.DataFrame, tables_dir: Path, name: str, caption: str) 
     tables_dir = Path(tables_dir)
     atomic_write_text(tables_dir / f"{name}.tex", to_latex(frame, caption, f"tab:{name}"))
     atomic_write_text(tables_dir / f"{name}.md", to_markdown(frame, caption))
+
+
+def paragraph_table(frame, caption: str, label: str, widths_cm: list[float], long: bool = False) -> str:
+    """A booktabs table whose text columns wrap (p{width}), for rows of sentences.
+
+    ``long``: a longtable that continues onto the next page instead of a float, for tables that
+    grow with every study (the claims, the rules of thumb): a float taller than the page is cut.
+    """
+    columns = "".join(rf">{{\raggedright\arraybackslash}}p{{{w}cm}}" for w in widths_cm)
+    head = " & ".join(rf"\textbf{{{latex_escape(c)}}}" for c in frame.columns) + r" \\"
+    body = [" & ".join(breakable(v) for v in row) + r" \\" for row in frame.itertuples(index=False)]
+    if long:
+        return "\n".join([r"{\small\setlength{\tabcolsep}{4pt}", rf"\begin{{longtable}}{{{columns}}}",
+                          rf"\caption{{{latex_escape(caption)}}}\label{{{label}}} \\", r"\toprule", head,
+                          r"\midrule", r"\endfirsthead", r"\toprule", head, r"\midrule", r"\endhead",
+                          r"\midrule", r"\endfoot", r"\bottomrule", r"\endlastfoot", *body,
+                          r"\end{longtable}", "}", ""])
+    lines = [r"\begin{table}[!htbp]", r"\centering", r"\small", rf"\caption{{{latex_escape(caption)}}}",
+             rf"\label{{{label}}}", rf"\begin{{tabular}}{{{columns}}}", r"\toprule", head, r"\midrule"]
+    lines += body
+    lines += [r"\bottomrule", r"\end{tabular}", r"\end{table}", ""]
+    return "\n".join(lines)
+
+
+def write_paragraph_table(frame, tables_dir: Path, name: str, caption: str, widths_cm: list[float],
+                          long: bool = False) -> None:
+    """<name>.tex (wrapping columns; ``long``: across pages) and <name>.md, like report.tables.write_table."""
+    if len(widths_cm) != len(frame.columns):
+        raise ValueError(f"table {name}: {len(widths_cm)} widths for {len(frame.columns)} columns")
+    atomic_write_text(Path(tables_dir) / f"{name}.tex",
+                      paragraph_table(frame, caption, f"tab:{name}", widths_cm, long=long))
+    atomic_write_text(Path(tables_dir) / f"{name}.md", to_markdown(frame, caption))
 
 
 def source_line(provenance: dict) -> str:

@@ -22,10 +22,22 @@ class Study:
     derived_files: tuple[str, ...]      # aggregate writes these
     figures: tuple[str, ...]            # figures/<figure>.pdf|png, each from notebooks/<figure>.py
     tables: tuple[str, ...]             # paper/tables/<table>.tex|md
-    kernels: str                        # (study config section) -> list[harness.kernel_builds.KernelBuild]
     measure: str                        # (study_config, gpu_probe_config, out_dir) -> None; GPU
     aggregate: str                      # (raw_dir, derived_dir, repeat_dir | None) -> None; CPU
     write_tables: str                   # (derived_dir, provenance, tables_dir) -> None; CPU
+    # The compile step (CPU, before any GPU time): build/compile/<study>/resources.csv, the
+    # resources and SASS checks of every kernel the study times, and compile.json beside it.
+    # ``compile``: (study, study_config, out_dir, workers) -> None. The default compiles the numba
+    # kernels of the compile list ``kernels`` ((study_config) -> [harness.kernel_builds.KernelBuild])
+    # through the kernel cache. A study built by other tools declares its own ``compile`` and, in
+    # ``compile_inputs`` ((study_config) -> [paths]), the files its own build rules make first (gemm:
+    # one nvcc job per CUTLASS variant, workflow/rules/gemm.smk); the compile rule needs them.
+    kernels: str | None = None
+    compile: str = "tma_study.compile_report:compile_study"
+    compile_inputs: str | None = None
+    # paper/tables/<study>_kernels.tex|md from results/<gpu>/<study>/kernels.csv:
+    # (study, kernels_csv, tables_dir) -> None
+    kernel_table: str = "tma_study.compile_report:write_kernel_table"
     # Optional entry points of the paper tier (None: the study contributes nothing there).
     rules: str | None = None            # (derived_dir, provenance) -> list of rule-of-thumb rows
     macros: str | None = None           # (derived_dir, provenance) -> {LaTeX macro name: text}

@@ -11,7 +11,7 @@ import pytest
 import yaml
 from paper_fixture import expanded_macros
 from paged_kv_fixture import synthetic_raw
-from test_pipeline_no_gpu import (
+from pipeline_run import (
     REFERENCE_GPU,
     REPO,
     copy_checkout,
@@ -19,7 +19,7 @@ from test_pipeline_no_gpu import (
     snakemake,
 )
 
-from tma_study import macros as macros_mod
+from tma_study.paper import macros as macros_mod
 
 pytestmark = pytest.mark.slow
 

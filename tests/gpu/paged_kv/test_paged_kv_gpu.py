@@ -27,7 +27,7 @@ mismatch there with a passing cp.async reference check points at the tensor map,
 coordinates or swizzle.
 
 ``KERNELS`` lists every kernel with its signature for
-tests/cpu/test_gpu_test_kernels_compile.py (the attention variants + the combine kernel;
+tests/cpu/kernels/test_gpu_test_kernels_compile.py (the attention variants + the combine kernel;
 numba compiles each in a few seconds on first use).
 """
 import functools

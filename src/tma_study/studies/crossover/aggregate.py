@@ -18,7 +18,9 @@ import numpy as np
 import pandas as pd
 
 from tma_study.harness import raw_data
-from tma_study.harness.atomic import atomic_write_text
+from tma_study.atomic import atomic_write_text
+
+from . import STUDY
 
 TMA = "tma_tile"
 ANY_RING = 0                   # ring_bytes_per_sm value meaning "best over every ring size"
@@ -121,7 +123,6 @@ def peaks(best: pd.DataFrame) -> pd.DataFrame:
 
 def aggregate(raw_dir: Path, derived_dir: Path, repeat_dir: Path | None = None) -> None:
     """Write every derived file; ``repeat_dir`` is a second run of the same sweep, if any."""
-    from . import STUDY
     raw_dir, derived_dir = Path(raw_dir), Path(derived_dir)
     raw = raw_data.load(STUDY, raw_dir)           # checked before anything is written
     repeat_raw = raw_data.load(STUDY, Path(repeat_dir)) if repeat_dir is not None else None

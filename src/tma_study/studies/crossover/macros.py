@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from tma_study.macros import camel, number, percent, ratio, size
+from tma_study.report.numbers import camel, number, percent, ratio, size
 
 from .facts import BULK, CP_ASYNC, MECHANISMS, TMA, WORKING_SETS, Facts, crossover_size
 

@@ -18,9 +18,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from tma_study import atomic
 from tma_study import gpu as gpu_mod
 from tma_study.config import REPO_ROOT
-from tma_study.harness import atomic, provenance, timing
+from tma_study.harness import provenance, timing
 from tma_study.harness.buffers import ChecksumOutputs, fresh_rng, poison
 from tma_study.harness.kernel_builds import StudyKernels
 from tma_study.harness.stats import summarize

@@ -18,7 +18,9 @@ from pathlib import Path
 import pandas as pd
 
 from tma_study.harness import raw_data
-from tma_study.harness.atomic import atomic_write_text
+from tma_study.atomic import atomic_write_text
+
+from . import STUDY
 
 GROUP = ["working_set", "cluster_size", "variant", "tile_bytes"]
 MIN_TOLERANCE = 0.01
@@ -84,7 +86,6 @@ def bandwidth_table(bandwidth: pd.DataFrame, sm_count: int) -> pd.DataFrame:
 
 
 def aggregate(raw_dir: Path, derived_dir: Path, repeat_dir: Path | None = None) -> None:
-    from . import STUDY
     raw_dir, derived_dir = Path(raw_dir), Path(derived_dir)
     raw = raw_data.load(STUDY, raw_dir)           # checked before anything is written
     derived_dir.mkdir(parents=True, exist_ok=True)

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from tma_study.macros import camel, number, size
+from tma_study.report.numbers import camel, number, size
 
 SIZE_WORDS = {2: "two", 4: "four", 8: "eight", 16: "sixteen"}
 

@@ -2,10 +2,11 @@
 (TMA warp-specialized vs cp.async warp-specialized, TMA multicast cluster shapes) on SM90,
 with the same questions compiled for SM100 and measured wherever an SM100 GPU exists.
 
-Built by workflow/rules/gemm.smk (not by the generic numba compile step), measured through a
-C ABI (abi.py) with the project's harness, cuBLAS as the anchor in the same run. Its paper
-tier: rules.py (rules of thumb), macros.py (numbers of paper/sections/studies/gemm.tex),
-predict.py (do the crossover and multicast rules name the GEMM winners?).
+Its kernels are CUTLASS C++, one nvcc job per variant (workflow/rules/gemm.smk); its compile step
+collects them for the generic compile rule (build.py). Measured through a C ABI (abi.py) with the
+project's harness, cuBLAS as the anchor in the same run. Its paper tier: rules.py (rules of
+thumb), macros.py (numbers of paper/sections/studies/gemm.tex), predict.py (do the crossover and
+multicast rules name the GEMM winners?).
 """
 from tma_study.studies.base import Study
 
@@ -20,7 +21,9 @@ STUDY = Study(
                    "bar.csv", "rules.csv", "status.csv"),
     figures=("gemm_speedup", "gemm_cublas"),
     tables=("gemm_bar", "gemm_speedup", "gemm_multicast", "gemm_rules", "gemm_status", "gemm_run"),
-    kernels=f"{_HERE}.kernels:compile_list",
+    compile=f"{_HERE}.build:compile_step",            # the reports of the per-variant nvcc jobs
+    compile_inputs=f"{_HERE}.build:compile_inputs",
+    kernel_table=f"{_HERE}.tables:write_kernel_table",
     measure=f"{_HERE}.measure:measure",
     aggregate=f"{_HERE}.aggregate:aggregate",
     write_tables=f"{_HERE}.tables:write_tables",

@@ -87,7 +87,7 @@ class GemmVariant:
             self._info = getattr(lib, f"{name}_info")
         except AttributeError:
             raise KeyError(f"GEMM variant {name!r} is not in {lib._name}; rebuild it "
-                           "(snakemake -c16 gemm_build) or check the variant list in the config") from None
+                           "(snakemake -c16 build/compile/gemm/resources.csv) or check the variant list in the config") from None
         self._can.argtypes, self._can.restype = [_INT64] * 3, ctypes.c_int
         self._workspace.argtypes = [_INT64] * 3 + [ctypes.POINTER(_INT64)]
         self._workspace.restype = ctypes.c_int
@@ -125,7 +125,7 @@ class GemmLibrary:
         path = Path(path)
         if not path.is_file():
             raise FileNotFoundError(f"{path} does not exist: build the GEMM variants first "
-                                    "(snakemake -c16 gemm_build)")
+                                    "(snakemake -c16 build/compile/gemm/resources.csv)")
         self.path = path
         self.library = ctypes.CDLL(str(path.resolve()))
         self._variants: dict[str, GemmVariant] = {}

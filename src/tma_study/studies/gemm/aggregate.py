@@ -34,93 +34,31 @@ accumulation is visible as such.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-MEASURED = "measured"
+from tma_study.harness import raw_data
+
+from . import STUDY
+from .predict import crossover_verdicts, multicast_verdicts, rules
+from .rows import (
+    ACCUMULATION_COLUMN,
+    BYTES_PER_ELEMENT,
+    FLOOR_TOLERANCE,
+    MEASURED,
+    NOT_MEASURED_TEXT,
+    NVBENCH_DEFAULT_THROTTLE_PERCENT,
+    TIE_TOLERANCE,
+    TimingLimits,
+    short_variant,
+    with_accumulation,
+)
+
 BAR_SHAPE = 8192
 BAR_FRACTION = 0.95
-TIE_TOLERANCE = 0.02           # |ratio - 1| below this (or the runs' spread) is a tie
 SHAPE_KEYS = ["arch", "dtype", "shape", "family", "layer", "m", "n", "k"]
-NOT_MEASURED_TEXT = "NOT MEASURED"
-# cuda-bench (nvbench) discards a sample taken below this percent of the default SM clock unless
-# the config's timing.throttle_threshold_percent says otherwise (src/tma_study/harness/timing.py).
-NVBENCH_DEFAULT_THROTTLE_PERCENT = 75.0
-# A row whose accepted samples averaged at most 1 % above that floor ran at the floor: the GPU was
-# power-limited for the whole measurement, and only samples that just cleared the floor were kept.
-FLOOR_TOLERANCE = 0.01
-BYTES_PER_ELEMENT = {"bf16": 2, "fp8_e4m3": 1}
-ACCUMULATION_COLUMN = "accumulation"
-# Whether a row's accumulation was written by the measure step or inferred (column
-# ``accumulation_source``): data written before gemm.csv and kernels.csv had the column (the
-# reference measured at git 1e6499b) came from code whose fp8 variants on SM90 TMA schedules took
-# CUTLASS's promoting fp8 mainloop (plain KernelTmaWarpSpecialized{Cooperative,Pingpong}) and whose
-# cuBLAS anchor ran torch._scaled_mm(use_fast_accum=False); its cp.async variants (and SM100's)
-# had no promotion. legacy_accumulation() applies that rule, and only to such data.
-RECORDED, INFERRED = "recorded", "inferred: the data predate the accumulation column"
-
-
-def legacy_accumulation(arch: str, dtype: str, load: str) -> str:
-    """How a row of data written before the ``accumulation`` column accumulated (see INFERRED)."""
-    if dtype != "fp8_e4m3":
-        return "fp32"
-    promoted = load == "cublas" or (arch == "sm90" and load == "tma")
-    return "fp8_promoted" if promoted else "fp8_no_promotion"
-
-
-def with_accumulation(frame: pd.DataFrame) -> pd.DataFrame:
-    """``frame`` (gemm.csv or kernels.csv rows) with ``accumulation`` and ``accumulation_source``.
-
-    Rows without arch, dtype or load columns (a kernels.csv reduced to a few columns) take them
-    from their variant's name.
-    """
-    from .variants import parse_name
-
-    frame = frame.copy()
-    if ACCUMULATION_COLUMN in frame.columns:
-        frame["accumulation_source"] = RECORDED
-        return frame
-    if {"arch", "dtype", "load"} <= set(frame.columns):
-        keys = zip(frame["arch"], frame["dtype"], frame["load"])
-    else:
-        keys = ((v.arch, v.dtype, v.load) for v in map(parse_name, frame["variant"]))
-    frame[ACCUMULATION_COLUMN] = [legacy_accumulation(*key) for key in keys]
-    frame["accumulation_source"] = INFERRED
-    return frame
-
-
-@dataclass(frozen=True)
-class TimingLimits:
-    """What the run asked of its timing, from provenance.json (None where it does not say)."""
-
-    min_samples: int | None
-    max_clock_mhz: float | None
-    throttle_percent: float
-
-    @classmethod
-    def of(cls, provenance: dict) -> TimingLimits:
-        timing = (provenance.get("config") or {}).get("timing") or {}
-        khz = (provenance.get("gpu") or {}).get("max_sm_clock_khz")
-        percent = timing.get("throttle_threshold_percent")
-        return cls(min_samples=timing.get("min_samples"), max_clock_mhz=khz / 1000 if khz else None,
-                   throttle_percent=NVBENCH_DEFAULT_THROTTLE_PERCENT if percent is None else float(percent))
-
-    @property
-    def floor_mhz(self) -> float | None:
-        return None if self.max_clock_mhz is None else self.max_clock_mhz * self.throttle_percent / 100
-
-
-def short_variant(name: str) -> str:
-    """'sm90_tma_cooperative_bf16_t128x256x64_c2x1' -> 'tma_cooperative_t128x256x64_c2x1' (for tables)."""
-    parts = str(name).split("_")
-    dtype_at = next((i for i, p in enumerate(parts) if p in ("bf16", "fp8")), None)
-    if dtype_at is None:
-        return str(name)
-    width = 2 if parts[dtype_at] == "fp8" else 1
-    return "_".join(parts[1:dtype_at] + parts[dtype_at + width:])
 
 
 def _write(frame: pd.DataFrame, path: Path) -> None:
@@ -378,10 +316,6 @@ def status_counts(gemm: pd.DataFrame, measured: pd.DataFrame | None = None) -> p
 
 
 def aggregate(raw_dir: Path, derived_dir: Path, repeat_dir: Path | None = None) -> None:
-    from tma_study.harness import raw_data
-
-    from . import STUDY
-    from .predict import crossover_verdicts, multicast_verdicts, rules
     raw_dir, derived_dir = Path(raw_dir), Path(derived_dir)
     raw = raw_data.load(STUDY, raw_dir)           # checked before anything is written
     # rows not timed stay, with their status (measured: timing ok, raw_data checks it)

@@ -3,13 +3,15 @@
     python -m tma_study.studies.gemm.build source    VARIANT --out build/gemm/src/VARIANT.cu
     python -m tma_study.studies.gemm.build object    VARIANT --source ... --out build/gemm/obj/VARIANT.o
     python -m tma_study.studies.gemm.build link      ARCH --objects ... --out build/gemm/libgemm_ARCH.so
-    python -m tma_study.studies.gemm.build resources --reports ... --out build/compile/gemm/resources.csv
 
-The Snakemake rules (workflow/rules/gemm.smk) run one ``object`` job per variant, so variants
-compile in parallel and an unchanged variant is not rebuilt. Each object job also keeps the
-variant's cubin, its SASS (nvdisasm) and a JSON report: registers, spills, the SASS counts the
-variant must show (UTMALDG for TMA, LDGSTS for cp.async, HGMMA / UTC*MMA for the MMA), and
-whether ptxas serialised wgmma. ``resources`` fails the build when any check fails.
+The gemm study's own Snakemake rules (workflow/rules/gemm.smk) run one ``object`` job per
+variant, so variants compile in parallel and an unchanged variant is not rebuilt. Each object
+job also keeps the variant's cubin, its SASS (nvdisasm) and a JSON report: registers, spills, the
+SASS counts the variant must show (UTMALDG for TMA, LDGSTS for cp.async, HGMMA / UTC*MMA for the
+MMA), and whether ptxas serialised wgmma. The study's compile step (``compile_step``, run by the
+generic compile rule like every study's: ``tma-study compile gemm``) collects the reports into
+build/compile/gemm/resources.csv and fails when any check fails; ``compile_inputs`` names the
+reports and libraries it needs, so the workflow builds them first.
 
 Tools come from the environment: ``$NVCC``, else ``nvcc`` on PATH, else ``$CUDA_HOME/bin/nvcc``,
 else the nvcc of PyPI's CUDA wheels (cuda-toolkit[nvcc], a dependency). CUTLASS's headers come
@@ -38,6 +40,8 @@ from . import variants as variants_mod
 
 CUTLASS_PACKAGE = "nvidia-cutlass==4.2.0.0"
 TEMPLATE_DIR = REPO_ROOT / "kernels" / "gemm"      # the CUTLASS templates (gemm_sm90.cuh, ...)
+BUILD_FOLDER = Path("build") / "gemm"              # sources, objects, reports and libraries
+BUILD_DIR = REPO_ROOT / BUILD_FOLDER
 
 # -DNDEBUG is not optional: without it CUTLASS's device asserts make ptxas serialise wgmma.
 COMMON_FLAGS = ("-std=c++17", "-O3", "-DNDEBUG", "--expt-relaxed-constexpr", "-Xcompiler=-fPIC",
@@ -188,6 +192,35 @@ def link(objects: list[Path], output: Path) -> None:
     subprocess.run(command, check=True)
 
 
+def report_path(variant: str, build_dir: Path = BUILD_DIR) -> Path:
+    """The JSON report the object job of ``variant`` writes beside its object."""
+    return Path(build_dir) / "obj" / f"{variant}.json"
+
+
+def library_path(arch: str, build_dir: Path = BUILD_DIR) -> Path:
+    return Path(build_dir) / f"libgemm_{arch}.so"
+
+
+def compile_inputs(study_config: dict) -> list[str]:
+    """What the compile step needs from the study's own build rules (paths relative to the
+    checkout): every configured variant's report and each architecture's library."""
+    names = {arch: [v.name for v in variants_mod.variants(study_config, arch)] for arch in variants_mod.ARCHES}
+    reports = [report_path(name, BUILD_FOLDER).as_posix() for arch in variants_mod.ARCHES for name in names[arch]]
+    return reports + [library_path(arch, BUILD_FOLDER).as_posix() for arch in variants_mod.ARCHES if names[arch]]
+
+
+def compile_step(study, study_config: dict, out_dir: Path, workers: int = 1) -> None:
+    """The gemm study's compile step: ``out_dir``/resources.csv (and compile.json) from the reports
+    of the configured variants, which the per-variant nvcc jobs wrote first (``workers`` is
+    unused: the workflow runs those jobs in parallel)."""
+    reports = [REPO_ROOT / path for path in compile_inputs(study_config) if path.endswith(".json")]
+    missing = [str(path) for path in reports if not path.is_file()]
+    if missing:
+        raise BuildToolError(f"{len(missing)} GEMM variants are not built ({', '.join(missing[:3])}, ...): "
+                             "build them through the workflow: snakemake -c16 build/compile/gemm/resources.csv")
+    collect_resources(reports, Path(out_dir) / "resources.csv")
+
+
 def collect_resources(reports: list[Path], output: Path) -> None:
     """resources.csv of every variant, and beside it compile.json (the compile step's record for
     provenance: from the first variant's start to the last's end, so a variant kept from an
@@ -225,9 +258,6 @@ def main(argv=None) -> int:
     p.add_argument("arch", choices=variants_mod.ARCHES)
     p.add_argument("--objects", type=Path, nargs="+", required=True)
     p.add_argument("--out", type=Path, required=True)
-    p = sub.add_parser("resources")
-    p.add_argument("--reports", type=Path, nargs="+", required=True)
-    p.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
     try:
         if args.command == "source":
@@ -235,10 +265,8 @@ def main(argv=None) -> int:
             args.out.write_text(variants_mod.render_source(variants_mod.parse_name(args.variant)))
         elif args.command == "object":
             compile_variant(args.variant, args.source, args.out)
-        elif args.command == "link":
-            link(args.objects, args.out)
         else:
-            collect_resources(args.reports, args.out)
+            link(args.objects, args.out)
     except (BuildToolError, SassCheckError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from tma_study.macros import camel, number, percent, ratio, size
+from tma_study.report.numbers import camel, number, percent, ratio, size
 
-from .aggregate import ACCUMULATION_COLUMN, MEASURED, TimingLimits, short_variant
+from .rows import ACCUMULATION_COLUMN, MEASURED, TimingLimits, short_variant
 
 DTYPE_NAMES = {"bf16": "bf", "fp8_e4m3": "fpeight"}
 LOAD_NAMES = {"tma": "tma", "cpasync": "cpasync", "cublas": "cublas"}

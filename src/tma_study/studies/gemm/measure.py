@@ -19,7 +19,8 @@ order (column ``measure_order``: the row's position in the run), and groups larg
 power-limited pre-heated with the shape's cuBLAS GEMM (column ``group_preheat_s``), so the
 candidates of a shape are compared in the same power state; provenance.json records both.
 
-Needs PyTorch (the cuBLAS anchor and the buffers) and the libraries of ``gemm_build``.
+Needs PyTorch (the cuBLAS anchor and the buffers) and the libraries of the compile step
+(``snakemake -c16 build/compile/gemm/resources.csv``).
 """
 from __future__ import annotations
 
@@ -28,17 +29,18 @@ from pathlib import Path
 
 import pandas as pd
 
+from tma_study import atomic
 from tma_study import gpu as gpu_mod
 from tma_study.config import REPO_ROOT
-from tma_study.harness import atomic, provenance, timing
+from tma_study.harness import provenance, timing
 from tma_study.harness.kernel_builds import compile_record
 
 from . import protocol
 from . import shapes as shapes_mod
 from . import variants as variants_mod
 from .abi import GemmLibrary, describe_status
+from .build import BUILD_DIR, library_path
 
-BUILD_DIR = REPO_ROOT / "build" / "gemm"
 RESOURCES_CSV = REPO_ROOT / "build" / "compile" / "gemm" / "resources.csv"
 ARCH_OF_MAJOR = {9: "sm90", 10: "sm100"}          # compute capability major -> variants it runs
 NOT_MEASURED = {"sm90": "not measured: needs an SM90 GPU (Hopper: H100, H200)",
@@ -50,20 +52,15 @@ CUBLAS = protocol.CUBLAS
 # be promoted to a higher precision"), the arithmetic of every fp8 variant built here (CUTLASS's
 # FP8FastAccum and cp.async mainloops: variants.ACCUMULATION). With False, cuBLAS would add the
 # promotion's extra registers and additions, and the fp8 fraction of cuBLAS would compare two
-# kinds of accumulation. Data measured before this constant existed used False.
+# kinds of accumulation (docs/history.md: data measured before this constant used False).
 CUBLAS_FP8_FAST_ACCUM = True
 CUBLAS_ACCUMULATION = {"bf16": "fp32", "fp8_e4m3": "fp8_no_promotion" if CUBLAS_FP8_FAST_ACCUM else "fp8_promoted"}
 # Budget estimate: nvbench's per-configuration cost in the crossover study (1440 configurations
 # in 140 s, checks included) plus the samples themselves at a conservative throughput.
 # host and nvbench time per configuration beyond its samples (correctness check, L2 flushes,
-# warm-up): 0.25 s matches the H200 run at bcabb37 (1440 configurations in 366 s, where 0.1
-# had estimated 161 s)
+# warm-up), fitted to a full run (docs/history.md)
 SECONDS_PER_CASE = 0.25
 ESTIMATE_TFLOPS = {"bf16": 500.0, "fp8_e4m3": 900.0}
-
-
-def library_path(arch: str, build_dir: Path = BUILD_DIR) -> Path:
-    return Path(build_dir) / f"libgemm_{arch}.so"
 
 
 def estimate_seconds(study: dict, arch: str) -> float:
@@ -222,6 +219,64 @@ def _rows_not_measured(study: dict, arch: str, reason: str) -> list[dict]:
             for v in variants_mod.variants(study, arch) for s in shapes_mod.shapes(study)]
 
 
+def _cases(torch, problems: Problems, handles: dict, groups, correctness: dict, arch: str, checks: dict,
+           preheats: dict) -> tuple[list, list]:
+    """(the timed cases in the protocol's order, [(row columns, its case or None)]): per (shape,
+    dtype) group its candidates, cuBLAS or a variant (None: the variant cannot run the shape),
+    the first case of a pre-heated group running the pre-heat before its samples."""
+    cases, rows = [], []
+    for group in groups:                          # grouped by (shape, dtype): one problem alive
+        shape, dtype = group.shape, group.dtype
+        first = len(cases)
+        for candidate in group.candidates:        # in the protocol's (shuffled) order
+            if candidate == CUBLAS:
+                cases.append(_cublas_case(torch, problems, shape, dtype, correctness, checks))
+                rows.append(({"variant": f"{CUBLAS}_{dtype}", "arch": arch, "implementation": CUBLAS,
+                              "dtype": dtype, "load": CUBLAS, "accumulation": CUBLAS_ACCUMULATION[dtype],
+                              **shape.columns()}, cases[-1]))
+                continue
+            v = candidate
+            status = handles[v.name]._can(shape.m, shape.n, shape.k)
+            columns = {**v.columns(), "implementation": "cutlass", **shape.columns()}
+            if status != 0:
+                rows.append(({**columns, "status": f"not run: can_implement: {describe_status(status)}"}, None))
+                continue
+            cases.append(_variant_case(torch, problems, handles[v.name], shape, dtype, correctness, checks))
+            rows.append((columns, cases[-1]))
+        if group.preheat_s > 0 and len(cases) > first:
+            cases[first].prepare = _preheat(torch, problems, group, preheats)
+    return cases, rows
+
+
+def _records(rows: list, cases: list, timings: dict, checks: dict, preheats: dict) -> list[dict]:
+    """gemm.csv's rows of this architecture: each timed row with its timing, check, TFLOP/s, place
+    in the run and its group's pre-heat; a row that did not run with its reason."""
+    order = {case.key: i for i, case in enumerate(cases)}
+    records = []
+    for columns, case in rows:
+        if case is None:
+            records.append(columns)
+            continue
+        t = timings[case.key].columns()
+        status = MEASURED if t["timing_status"] == "ok" else t["timing_status"]
+        ran = preheats.get((columns["shape"], columns["dtype"]), {"seconds": 0.0})
+        records.append({**columns, "status": status, **t, **checks[case.key],
+                        "tflops": columns["flop"] / (t["time_us_median"] * 1e-6) / 1e12,
+                        "measure_order": order[case.key], "group_preheat_s": ran["seconds"]})
+    return records
+
+
+def _protocol_record(timing_config: dict, groups, preheats: dict) -> dict:
+    """The protocol as provenance.json records it: order, pre-heat settings and what ran."""
+    return {"order": protocol.ORDER_METHOD, "order_seed": timing_config["order_seed"],
+            "preheat": protocol.PREHEAT_METHOD,
+            "preheat_s": timing_config["preheat_s"],
+            "preheat_min_gflop": timing_config["preheat_min_gflop"],
+            "preheat_groups_planned": sum(g.preheat_s > 0 for g in groups),
+            "preheat_seconds_total": round(sum(p["seconds"] for p in preheats.values()), 3),
+            "preheats": [{"shape": key, "dtype": dtype, **ran} for (key, dtype), ran in preheats.items()]}
+
+
 def measure(study: dict, gpu_probe: dict, out_dir: Path, build_dir: Path = BUILD_DIR) -> None:
     """Run the gemm sweep on this GPU's architecture; other architectures' rows say why not."""
     torch = _torch()
@@ -246,43 +301,11 @@ def measure(study: dict, gpu_probe: dict, out_dir: Path, build_dir: Path = BUILD
     checks: dict[str, dict] = {}
     preheats: dict[tuple[str, str], dict] = {}    # (shape key, dtype) -> what the pre-heat ran
     groups = protocol.plan(study, arch)
-    cases, rows = [], []
-    for group in groups:                          # grouped by (shape, dtype): one problem alive
-        shape, dtype = group.shape, group.dtype
-        first = len(cases)
-        for candidate in group.candidates:        # in the protocol's (shuffled) order
-            if candidate == CUBLAS:
-                cases.append(_cublas_case(torch, problems, shape, dtype, study["correctness"], checks))
-                rows.append(({"variant": f"{CUBLAS}_{dtype}", "arch": arch, "implementation": CUBLAS,
-                              "dtype": dtype, "load": CUBLAS, "accumulation": CUBLAS_ACCUMULATION[dtype],
-                              **shape.columns()}, cases[-1]))
-                continue
-            v = candidate
-            status = handles[v.name]._can(shape.m, shape.n, shape.k)
-            columns = {**v.columns(), "implementation": "cutlass", **shape.columns()}
-            if status != 0:
-                rows.append(({**columns, "status": f"not run: can_implement: {describe_status(status)}"}, None))
-                continue
-            cases.append(_variant_case(torch, problems, handles[v.name], shape, dtype,
-                                       study["correctness"], checks))
-            rows.append((columns, cases[-1]))
-        if group.preheat_s > 0 and len(cases) > first:
-            cases[first].prepare = _preheat(torch, problems, group, preheats)
+    cases, rows = _cases(torch, problems, handles, groups, study["correctness"], arch, checks, preheats)
     timings = timing.run(cases, study="gemm", **protocol.nvbench_timing(study["timing"]))
 
-    order = {case.key: i for i, case in enumerate(cases)}
-    records = []
-    for columns, case in rows:
-        if case is None:
-            records.append(columns)
-            continue
-        t = timings[case.key].columns()
-        status = MEASURED if t["timing_status"] == "ok" else t["timing_status"]
-        ran = preheats.get((columns["shape"], columns["dtype"]), {"seconds": 0.0})
-        records.append({**columns, "status": status, **t, **checks[case.key],
-                        "tflops": columns["flop"] / (t["time_us_median"] * 1e-6) / 1e12,
-                        "measure_order": order[case.key], "group_preheat_s": ran["seconds"]})
     other = [a for a in variants_mod.ARCHES if a != arch]
+    records = _records(rows, cases, timings, checks, preheats)
     for a in other:
         records += _rows_not_measured(study, a, NOT_MEASURED[a])
     frame = pd.DataFrame(records)
@@ -302,14 +325,7 @@ def measure(study: dict, gpu_probe: dict, out_dir: Path, build_dir: Path = BUILD
                          f"use_fast_accum={CUBLAS_FP8_FAST_ACCUM})",
                "cublas_fp8_use_fast_accum": CUBLAS_FP8_FAST_ACCUM,
                "estimated_gpu_seconds": round(estimate, 1),
-               "protocol": {
-                   "order": protocol.ORDER_METHOD, "order_seed": study["timing"]["order_seed"],
-                   "preheat": protocol.PREHEAT_METHOD,
-                   "preheat_s": study["timing"]["preheat_s"],
-                   "preheat_min_gflop": study["timing"]["preheat_min_gflop"],
-                   "preheat_groups_planned": sum(g.preheat_s > 0 for g in groups),
-                   "preheat_seconds_total": round(sum(p["seconds"] for p in preheats.values()), 3),
-                   "preheats": [{"shape": key, "dtype": dtype, **ran} for (key, dtype), ran in preheats.items()]},
+               "protocol": _protocol_record(study["timing"], groups, preheats),
                "configurations": len(cases), "library": str(library.path)})
     with atomic.staged_directory(out_dir) as staging:
         frame.to_csv(staging / "gemm.csv", index=False)

@@ -24,7 +24,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .aggregate import BYTES_PER_ELEMENT, MEASURED, NOT_MEASURED_TEXT, TIE_TOLERANCE
+from tma_study.harness import raw_data
+from tma_study.studies.crossover import STUDY as CROSSOVER_STUDY
+from tma_study.studies.crossover import aggregate as crossover_aggregate
+from tma_study.studies.multicast import STUDY as MULTICAST_STUDY
+from tma_study.studies.multicast import aggregate as multicast_aggregate
+
+from .rows import BYTES_PER_ELEMENT, MEASURED, NOT_MEASURED_TEXT, TIE_TOLERANCE
 
 EVERY_CLUSTER = "every cluster"
 
@@ -33,29 +39,23 @@ def crossover_verdicts(crossover_raw: Path) -> pd.DataFrame | None:
     """The crossover study's TMA-vs-cp.async crossovers (HBM and L2, best ring), or None."""
     if not (crossover_raw / "stream.csv").exists():
         return None
-    from tma_study.harness import raw_data
-    from tma_study.studies.crossover import STUDY
-    from tma_study.studies.crossover import aggregate as crossover
-    raw = raw_data.load(STUDY, crossover_raw)
-    ceilings = crossover.best_ceilings(raw_data.ok_rows(raw["ceilings.csv"]))
-    table = crossover.crossovers(crossover.best_configurations(raw_data.ok_rows(raw["stream.csv"]), ceilings,
-                                                               raw.provenance["gpu"].get("sm_count")))
-    return table[(table.alternative == "cp_async") & (table.ring_bytes_per_sm == crossover.ANY_RING)]
+    raw = raw_data.load(CROSSOVER_STUDY, crossover_raw)
+    ceilings = crossover_aggregate.best_ceilings(raw_data.ok_rows(raw["ceilings.csv"]))
+    table = crossover_aggregate.crossovers(crossover_aggregate.best_configurations(
+        raw_data.ok_rows(raw["stream.csv"]), ceilings, raw.provenance["gpu"].get("sm_count")))
+    return table[(table.alternative == "cp_async") & (table.ring_bytes_per_sm == crossover_aggregate.ANY_RING)]
 
 
 def multicast_verdicts(multicast_raw: Path) -> pd.DataFrame | None:
     """The multicast study's 2-D pattern verdicts (its speedup.csv rows), or None without its data."""
     if not (multicast_raw / "stream.csv").exists():
         return None
-    from tma_study.harness import raw_data
-    from tma_study.studies.multicast import STUDY
-    return multicast_stream_verdicts(raw_data.ok_rows(raw_data.load(STUDY, multicast_raw)["stream.csv"]))
+    return multicast_stream_verdicts(raw_data.ok_rows(raw_data.load(MULTICAST_STUDY, multicast_raw)["stream.csv"]))
 
 
 def multicast_stream_verdicts(stream: pd.DataFrame) -> pd.DataFrame:
     """The 2-D pattern verdicts of the multicast study's (checked, timed) stream rows."""
-    from tma_study.studies.multicast import aggregate as multicast
-    table = multicast.speedups(multicast.best_configurations(stream))
+    table = multicast_aggregate.speedups(multicast_aggregate.best_configurations(stream))
     return table[table.pattern == "2d"]
 
 

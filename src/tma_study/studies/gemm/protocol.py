@@ -1,15 +1,12 @@
 """The gemm study's measurement protocol: which shape groups are pre-heated, and in which order a
 group's candidates (the cuBLAS anchor and the CUTLASS variants) are timed.
 
-Why. Large GEMMs are power-limited on an H200: in the reference run (results/h200/gemm, 1440
-configurations, cuBLAS first in every group) mean SM clocks ranged 1043-1907 MHz, and a row's
-clock depended on what ran just before it. A case of 10 samples lasts tens of milliseconds, less
-than the power limiter needs to settle, so the first case of a group inherited the lighter load of
-the group before: at 8192^3 bf16 cuBLAS ran at 1591 MHz and the best TMA variant at 1302 MHz,
-while the same problem timed later (Llama-3-70B q_o, cuBLAS again first but after a large group)
-gave cuBLAS 1371 MHz. Comparisons within a shape then measured thermal history, not kernels.
+Why. Large GEMMs run power-limited, and a case of 10 samples lasts less than the power limiter
+needs to settle, so a case's SM clock depends on what ran just before it; without a protocol,
+comparisons within a shape would measure thermal history, not kernels (docs/history.md: the run
+that showed it).
 
-What. Two changes, both recorded (provenance.json and two gemm.csv columns):
+What. Two measures, both recorded (provenance.json and two gemm.csv columns):
 
 - pre-heat: before the first timed candidate of a group whose problem has at least
   ``timing.preheat_min_gflop`` GFLOP, the shape's cuBLAS GEMM runs back to back, untimed, for

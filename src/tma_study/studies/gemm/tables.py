@@ -1,26 +1,20 @@
-"""Tables of the gemm study (paper/tables/gemm_*.tex|md).
-
-    python -m tma_study.studies.gemm.tables kernels --kernels results/<gpu>/gemm/kernels.csv --out paper/tables
+"""Tables of the gemm study (paper/tables/gemm_*.tex|md): ``write_tables`` from its derived data,
+``write_kernel_table`` (its ``kernel_table`` entry point) from results/<gpu>/gemm/kernels.csv.
 
 Rows that were not measured say so ("NOT MEASURED: ..."), with the reason from the data.
 """
 from __future__ import annotations
 
-import argparse
-import sys
 from pathlib import Path
 
 import pandas as pd
 
 from tma_study.harness import l2_state
-from tma_study.paper import (
-    write_paragraph_table,  # wrapping columns, for rows of sentences
-)
-from tma_study.report.tables import source_line, write_table
+from tma_study.report.tables import source_line, write_paragraph_table, write_table
 
-from .aggregate import (
+from .aggregate import BAR_FRACTION
+from .rows import (
     ACCUMULATION_COLUMN,
-    BAR_FRACTION,
     FLOOR_TOLERANCE,
     INFERRED,
     MEASURED,
@@ -246,7 +240,8 @@ def kernels_table(kernels: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
-def write_kernel_table(kernels_csv: Path, tables_dir: Path) -> None:
+def write_kernel_table(study, kernels_csv: Path, tables_dir: Path) -> None:
+    """paper/tables/gemm_kernels.*: the variants the data were measured with (``study``: gemm's declaration)."""
     kernels = with_accumulation(pd.read_csv(kernels_csv))
     inferred = (kernels.accumulation_source == INFERRED).any()
     write_table(kernels_table(kernels), tables_dir, "gemm_kernels",
@@ -293,18 +288,3 @@ def write_tables(derived_dir: Path, provenance: dict, tables_dir: Path) -> None:
                 f"({floor}). {source}.")
     measured = _read(derived_dir / "measured.csv")
     write_table(run_table(provenance, measured), tables_dir, "gemm_run", f"How the gemm data were measured. {source}.")
-
-
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tma_study.studies.gemm.tables")
-    sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("kernels")
-    p.add_argument("--kernels", type=Path, required=True)
-    p.add_argument("--out", type=Path, required=True)
-    args = parser.parse_args(argv)
-    write_kernel_table(args.kernels, args.out)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -22,7 +22,10 @@ import numpy as np
 import pandas as pd
 
 from tma_study.harness import raw_data
-from tma_study.harness.atomic import atomic_write_text
+from tma_study.atomic import atomic_write_text
+
+from . import STUDY
+from .traffic import traffic_config, traffic_configs
 
 SHAPE = ["pattern", "working_set", "cluster_x", "cluster_y"]
 GROUP = [*SHAPE, "variant", "tile_bytes"]
@@ -126,8 +129,7 @@ def traffic(raw: pd.DataFrame, study: dict) -> pd.DataFrame:
     ``study`` is the measured config (provenance.json): it says which configurations
     traffic.py profiled and how many operand bytes each launch read.
     """
-    from .traffic import _config, traffic_configs
-    unique = {_config(spec).key: spec["unique_bytes_per_launch"] for spec in traffic_configs(study)}
+    unique = {traffic_config(spec).key: spec["unique_bytes_per_launch"] for spec in traffic_configs(study)}
     frame = raw.copy()
     parts = frame.key.str.split("/")
     frame["variant"] = parts.str[1]
@@ -141,7 +143,6 @@ def traffic(raw: pd.DataFrame, study: dict) -> pd.DataFrame:
 
 
 def aggregate(raw_dir: Path, derived_dir: Path, repeat_dir: Path | None = None) -> None:
-    from . import STUDY
     raw_dir, derived_dir = Path(raw_dir), Path(derived_dir)
     raw = raw_data.load(STUDY, raw_dir)           # checked before anything is written
     derived_dir.mkdir(parents=True, exist_ok=True)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from tma_study.macros import camel, number, ratio
+from tma_study.report.numbers import camel, number, ratio
 
 PATTERNS = {"1d": "oned", "2d": "twod"}
 SETS = {"hbm": "hbm", "l2": "ltwo"}

@@ -17,9 +17,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from tma_study import atomic
 from tma_study import gpu as gpu_mod
 from tma_study.config import REPO_ROOT
-from tma_study.harness import atomic, provenance, timing
+from tma_study.harness import provenance, timing
 from tma_study.harness.kernel_builds import StudyKernels
 from tma_study.harness.progress import Progress
 

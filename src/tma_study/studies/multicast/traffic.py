@@ -1,9 +1,10 @@
 """L2 -> SM traffic of a few multicast configurations, counted by Nsight Compute (ncu).
 
-``measure`` runs this module under ncu when ncu is on PATH (``python -m
-tma_study.studies.multicast.traffic CONFIG_JSON``): it launches each listed configuration once
-(after its correctness check) so ncu's counters show the bytes multicast saves. Without ncu
-the table says "not measured: ncu not found".
+``measure`` runs ``traffic_child`` under ncu when ncu is on PATH (``python -m
+tma_study.studies.multicast.traffic_child CONFIG_JSON``): it launches each configuration listed
+here once (after its correctness check) so ncu's counters show the bytes multicast saves.
+Without ncu the table says "not measured: ncu not found". Analysis reads the configurations
+from here too (the operand bytes of each profiled launch).
 """
 from __future__ import annotations
 
@@ -15,12 +16,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+from .grid import ClusterConfig
+
 # L2 -> SM: bytes the L2 slices returned to the SMs' L1TEX/shared-memory path, and the L2
 # sectors read by that path; DRAM reads for scale.
 METRICS = ("l1tex__m_xbar2l1tex_read_bytes.sum", "lts__t_sectors_srcunit_tex_op_read.sum",
            "dram__bytes_read.sum")
 KERNEL_NAME = "cluster_stream"
 NOT_MEASURED = "not measured: ncu not found on PATH"
+CHILD_MODULE = __name__.rpartition(".")[0] + ".traffic_child"    # the process ncu profiles
 
 
 def traffic_configs(study: dict) -> list[dict]:
@@ -33,8 +37,8 @@ def traffic_configs(study: dict) -> list[dict]:
              "unique_bytes_per_launch": ws["unique_bytes_per_launch"]} for c in configs]
 
 
-def _config(spec: dict):
-    from .grid import ClusterConfig
+def traffic_config(spec: dict) -> ClusterConfig:
+    """The sweep's configuration of one entry of ``traffic_configs``."""
     return ClusterConfig("1d", spec["variant"], 1, spec["n"], spec["tile_bytes"], spec["stages"], 1, 256, "hbm",
                          spec["bytes"], spec["unique_bytes_per_launch"], spec["release"])
 
@@ -44,15 +48,15 @@ def run_under_ncu(study: dict, workdir: Path) -> list[dict]:
     specs = traffic_configs(study)
     ncu = shutil.which("ncu")
     if ncu is None:
-        return [{"key": _config(s).key, "status": NOT_MEASURED} for s in specs]
+        return [{"key": traffic_config(s).key, "status": NOT_MEASURED} for s in specs]
     spec_file = workdir / "traffic_configs.json"
     spec_file.write_text(json.dumps(specs))
     command = [ncu, "--csv", "--metrics", ",".join(METRICS), "--kernel-name-base", "function",
                "--kernel-name", f"regex:{KERNEL_NAME}", "--launch-skip", "0", "--clock-control", "none",
-               "--target-processes", "all", sys.executable, "-m", __name__, str(spec_file)]
+               "--target-processes", "all", sys.executable, "-m", CHILD_MODULE, str(spec_file)]
     result = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
     if result.returncode != 0:
-        return [{"key": _config(s).key, "status": f"ncu failed ({result.returncode}): {result.stderr[-300:]}"}
+        return [{"key": traffic_config(s).key, "status": f"ncu failed ({result.returncode}): {result.stderr[-300:]}"}
                 for s in specs]
     return _parse(result.stdout, specs)
 
@@ -71,35 +75,10 @@ def _parse(stdout: str, specs: list[dict]) -> list[dict]:
     launches = sorted(by_launch)
     out = []
     for i, spec in enumerate(specs):
-        key = _config(spec).key
+        key = traffic_config(spec).key
         index = 2 * i + 1
         if index >= len(launches):
             out.append({"key": key, "status": f"not measured: ncu reported {len(launches)} launches"})
             continue
         out.append({"key": key, "status": "measured", **by_launch[launches[index]]})
     return out
-
-
-def main(spec_file: str) -> None:
-    """The child ncu profiles: check, then launch once, each configuration in order."""
-    from numba import cuda
-
-    from tma_study import gpu as gpu_mod
-
-    from .device import ChecksumOutputs
-    from .measure import Case, compile_kernels, make_operands
-    specs = json.loads(Path(spec_file).read_text())
-    gpu = gpu_mod.require_hopper(gpu_mod.detect())
-    kernels = compile_kernels((specs[0]["release"],))
-    study = {"working_sets": {"hbm": {"bytes": specs[0]["bytes"]}}}
-    operands = make_operands(study, ("1d",))
-    outputs = ChecksumOutputs()
-    for spec in specs:
-        case = Case(_config(spec), kernels, operands, gpu.sm_count, outputs)
-        case.check()
-        case.launch(0)
-        cuda.synchronize()
-
-
-if __name__ == "__main__":
-    main(sys.argv[1])

@@ -61,7 +61,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from tma_study.harness.atomic import atomic_write_text
+from tma_study.atomic import atomic_write_text
 
 from .grid import DECODE_CONSUMERS
 

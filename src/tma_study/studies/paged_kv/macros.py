@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from tma_study.macros import MacroError, camel, number, percent, ratio
+from tma_study.report.numbers import MacroError, camel, number, percent, ratio
 
 from . import fa3_rule, facts, tuning_facts
 from .grid import DECODE_CONSUMERS

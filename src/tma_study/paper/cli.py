@@ -1,0 +1,134 @@
+"""Commands of the paper tier (CPU only), added to ``tma-study`` by ``tma_study.cli``.
+
+    tma-study catalog --out DIR [--catalog DIR] [--derived DIR]
+                                                           validate catalog/*.yaml, write its tables
+                                                           (and the counts its claims check)
+    tma-study claims --results results/h200 [--study-dir catalog=build/catalog] [--strict]
+                                                           results/h200/claims.tsv and claims.md
+    tma-study rules-of-thumb --results DIR --study S ... [--claims TSV] --out paper/tables
+    tma-study compare STUDY --reference LABEL --run LABEL=DERIVED_DIR ... --out paper/tables
+    tma-study paper-generated --results DIR --study S ... [--claims TSV] --paper paper
+    tma-study build-paper [--paper paper]                  paper/main.pdf (needs latexmk, pdflatex)
+    tma-study readme-tables --claims TSV [--check]         the README's checklist and cost tables
+"""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from tma_study.config import REPO_ROOT
+from tma_study.studies import discover
+
+from . import catalog, claims, rules_of_thumb
+from .generated import write_comparison, write_generated
+from .pdf import TexMissingError, build_pdf
+from .readme import update_readme
+
+COMMANDS = ("catalog", "claims", "rules-of-thumb", "compare", "paper-generated", "build-paper", "readme-tables")
+
+
+def add_commands(sub) -> None:
+    p = sub.add_parser("catalog", help="validate the data-movement catalog and write its tables")
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--catalog", type=Path, default=REPO_ROOT / "catalog")
+    p.add_argument("--derived", type=Path, default=None, help="also write the counts the catalog's claims check")
+    p = sub.add_parser("claims", help="check every claim of config/claims/ against results/<label>/")
+    p.add_argument("--results", type=Path, required=True, help="results/<label>")
+    p.add_argument("--claims-dir", type=Path, default=None)
+    p.add_argument("--study-dir", action="append", default=[], metavar="STUDY=DIR",
+                   help="the folder holding derived/ of a study whose data are not under --results (the catalog)")
+    p.add_argument("--strict", action="store_true", help="exit 1 when a claim FAILs, naming each")
+    p = sub.add_parser("rules-of-thumb", help="paper/tables/rules_of_thumb.tex|md from every study given")
+    p.add_argument("--results", type=Path, required=True)
+    p.add_argument("--study", action="append", default=[])
+    p.add_argument("--claims", type=Path, default=None, help="claims.tsv: keep the rows whose claims pass")
+    p.add_argument("--out", type=Path, required=True)
+    p = sub.add_parser("compare", help="paper/tables/<study>_comparison.tex|md: what moved between runs")
+    p.add_argument("study")
+    p.add_argument("--reference", required=True, help="the reference run's label")
+    p.add_argument("--run", action="append", default=[], help="LABEL=DERIVED_DIR, once per run")
+    p.add_argument("--out", type=Path, required=True)
+    p = sub.add_parser("paper-generated", help="paper/generated/macros.tex and studies.tex")
+    p.add_argument("--results", type=Path, required=True)
+    p.add_argument("--study", action="append", default=[])
+    p.add_argument("--claims", type=Path, default=None, help="claims.tsv, for the claims' tally")
+    p.add_argument("--catalog-derived", type=Path, default=None, help="the catalog's derived tables, for its counts")
+    p.add_argument("--paper", type=Path, default=Path("paper"))
+    p = sub.add_parser("build-paper", help="paper/main.pdf with latexmk (needs a TeX installation)")
+    p.add_argument("--paper", type=Path, default=Path("paper"))
+    p.add_argument("--build-dir", type=Path, default=Path("build/paper"))
+    p = sub.add_parser("readme-tables", help="rewrite (or --check) the README's generated tables")
+    p.add_argument("--claims", type=Path, required=True, help="results/<label>/claims.tsv")
+    p.add_argument("--readme", type=Path, default=Path("README.md"))
+    p.add_argument("--check", action="store_true", help="exit 1 when the README's table is out of date")
+
+
+def _study_dirs(items: list[str]) -> dict[str, Path]:
+    """{study: folder} from STUDY=DIR arguments."""
+    pairs = [item.split("=", 1) for item in items]
+    bad = [item for item, pair in zip(items, pairs) if len(pair) != 2 or not all(pair)]
+    if bad:
+        raise SystemExit(f"--study-dir expects STUDY=DIR, e.g. catalog=build/catalog; got {', '.join(bad)}")
+    return {study: Path(folder) for study, folder in pairs}
+
+
+def _studies(names: list[str]) -> dict:
+    known = discover()
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise SystemExit(f"unknown studies {', '.join(unknown)}; known studies: {', '.join(sorted(known))}")
+    return {name: known[name] for name in names}
+
+
+def run(args) -> int:
+    if args.command == "catalog":
+        entries = catalog.load(args.catalog)
+        catalog.write_tables(entries, args.out)
+        if args.derived is not None:
+            catalog.write_derived(entries, args.derived)
+        return 0
+    if args.command == "claims":
+        study_dirs = _study_dirs(args.study_dir)
+        outcomes = claims.check_all(claims.load_claims(args.claims_dir or claims.CLAIMS_DIR, discover()),
+                                    args.results, study_dirs)
+        tsv, md = claims.write_reports(outcomes, args.results)
+        counts = claims.summary_counts(outcomes)
+        print(f"{tsv}, {md}: " + ", ".join(f"{n} {status}" for status, n in counts.items()))
+        failing = claims.failing(outcomes)
+        if args.strict and failing:
+            print(f"error: {len(failing)} claims FAIL: {', '.join(failing)} (reasons in {md})", file=sys.stderr)
+            return 1
+        return 0
+    if args.command == "rules-of-thumb":
+        print(rules_of_thumb.write(args.results, _studies(args.study), args.out, args.claims).to_string())
+        return 0
+    if args.command == "compare":
+        runs = dict(item.split("=", 1) for item in args.run)
+        if args.reference not in runs:
+            raise SystemExit(f"--reference {args.reference!r} is not among --run labels {', '.join(runs)}")
+        write_comparison(_studies([args.study])[args.study], runs, args.reference, args.out)
+        return 0
+    if args.command == "paper-generated":
+        write_generated(args.results, _studies(args.study), args.paper, args.claims, args.catalog_derived)
+        return 0
+    if args.command == "build-paper":
+        try:
+            build_pdf(args.paper, args.paper / "main.pdf", args.build_dir)
+        except TexMissingError as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 1
+        except subprocess.CalledProcessError:
+            print(f"error: LaTeX failed on {args.paper}/main.tex; the first error is above, the whole log in "
+                  f"{args.build_dir}/main.log", file=sys.stderr)
+            return 1
+        return 0
+    if args.command == "readme-tables":
+        changed = update_readme(args.readme, args.claims, check_only=args.check)
+        if changed and args.check:
+            print(f"{args.readme}: its generated tables are out of date; run: tma-study readme-tables "
+                  f"--claims {args.claims}", file=sys.stderr)
+            return 1
+        print(f"{args.readme}: generated tables {'updated' if changed else 'already up to date'}")
+        return 0
+    raise SystemExit(f"not a paper command: {args.command}")

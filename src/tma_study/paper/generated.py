@@ -1,0 +1,139 @@
+"""The paper's generated LaTeX inputs and the comparisons between runs.
+
+- ``write_generated``: ``paper/generated/macros.tex`` (every number of the text, see
+  ``tma_study.paper.macros``) and ``paper/generated/studies.tex``, the list of study sections: a
+  study's hand-written ``paper/sections/studies/<study>.tex`` where it exists, otherwise a
+  section generated from its declaration (question, figures, tables), so a new study appears
+  in the paper as soon as its data do.
+- ``write_comparison``: ``paper/tables/<study>_comparison.tex|md`` from the study's
+  ``compare`` entry point over every run present (the reference first).
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from tma_study.atomic import atomic_write_text
+from tma_study.config import REPO_ROOT
+from tma_study.harness.provenance import read as read_provenance
+from tma_study.report.tables import breakable, latex_escape, write_table
+from tma_study.report.tables import to_latex as _to_latex
+
+from . import macros as macros_mod
+from . import projection
+from .claims import SPREAD_TEXT, notebook_title, read_outcomes
+
+SPREAD_PERCENT = re.escape(SPREAD_TEXT) + r" ([0-9.]+) %"
+
+SECTIONS = Path("sections") / "studies"       # relative to paper/
+GENERATED = Path("generated")
+
+
+def to_latex_table(frame, caption_tex: str, label: str) -> str:
+    """A small float table whose caption is LaTeX already (it may hold a \\ref)."""
+    text = _to_latex(frame, "CAPTION", label)
+    return text.replace(r"\caption{CAPTION}", rf"\caption{{{caption_tex}}}")
+
+
+def claims_table(claims_tsv: Path, figures: set[str], absent_studies: frozenset[str] = frozenset()) -> str:
+    """The claims and their status as a LaTeX longtable: each claim numbered (C1, C2, ...) and
+    labelled ``claim:<id>``, so the text and the rules of thumb cite it with \\claimref{<id>}.
+    A claim of a study in ``absent_studies`` (no data in this run, so no section) names its
+    figure or table without a reference to it."""
+    outcomes = read_outcomes(claims_tsv)
+    widths = (2.9, 8.1, 1.4, 1.3, 2.0)
+    spec = "".join(rf">{{\raggedright\arraybackslash}}p{{{w}cm}}" for w in widths)
+    head = r"\textbf{claim} & \textbf{statement} & \textbf{status} & \textbf{spread} & \textbf{rests on} \\"
+    caption = (f"The claims, checked against {Path(claims_tsv).parent}/ by the pipeline (definitions: "
+               "config/claims/; observed values and thresholds: claims.md beside the data).")
+    lines = [r"{\small\setlength{\tabcolsep}{3pt}", rf"\begin{{longtable}}{{{spec}}}",
+             rf"\caption{{{latex_escape(caption)}}}\label{{tab:claims}} \\", r"\toprule", head, r"\midrule",
+             r"\endfirsthead", r"\toprule", head, r"\midrule", r"\endhead", r"\bottomrule", r"\endlastfoot"]
+    for row in outcomes.itertuples(index=False):
+        rests = (rf"\texttt{{{breakable(row.figure)}}} (no data)" if row.study in absent_studies
+                 else rf"Fig.~\ref{{fig:{row.figure}}}" if row.figure in figures else rf"Table~\ref{{tab:{row.figure}}}")
+        number = (rf"\refstepcounter{{claimnumber}}\label{{claim:{row.id}}}C\theclaimnumber{{}} "
+                  rf"{{\scriptsize\texttt{{{breakable(row.id)}}}}}")
+        status = rf"\textbf{{{latex_escape(row.status)}}}" if row.status != "PASS" else "PASS"
+        lines.append(f"{number} & {latex_escape(row.statement)} & {status} & {_spread(row.threshold)} & {rests} \\\\")
+    lines += [r"\end{longtable}", "}", ""]
+    return "\n".join(lines)
+
+
+def _spread(threshold) -> str:
+    """The largest spread between runs of the same sweep the claim's checks were judged with
+    (tma_study.paper.claims), or a dash where no second run of the sweep is present."""
+    found = [float(x) for x in re.findall(SPREAD_PERCENT, str(threshold))]
+    return rf"{max(found):.1f}\,\%" if found else "--"
+
+
+def write_claims_table(claims_tsv: Path, out: Path, figures: set[str],
+                       absent_studies: frozenset[str] = frozenset()) -> None:
+    """paper/generated/claims.tex: the numbered claims (see ``claims_table``)."""
+    atomic_write_text(Path(out), claims_table(claims_tsv, figures, absent_studies))
+
+
+def figure_block(figure: str, notebooks: Path = REPO_ROOT / "notebooks") -> str:
+    """A figure environment for figures/<figure>.pdf, captioned by its notebook's title."""
+    caption = latex_escape(notebook_title(notebooks / f"{figure}.py"))
+    return "\n".join([r"\begin{figure}[t]", r"\centering",
+                      rf"\includegraphics[width=\linewidth]{{{figure}.pdf}}",
+                      rf"\caption{{{caption}.}}", rf"\label{{fig:{figure}}}", r"\end{figure}", ""])
+
+
+def generated_section(study) -> str:
+    """A section for a study that has no hand-written text yet: its question, figures, tables."""
+    lines = [f"% Generated from the declaration of study {study.name!r}; write",
+             f"% paper/{SECTIONS}/{study.name}.tex to replace it.",
+             rf"\section{{Study: {latex_escape(study.name)}}}", rf"\label{{sec:{study.name}}}",
+             latex_escape(study.question), ""]
+    lines += [figure_block(figure) for figure in study.figures]
+    lines += [rf"\input{{tables/{table}}}" for table in study.tables]
+    if study.compare is not None:
+        lines.append(rf"\input{{tables/{study.name}_comparison}}")
+    return "\n".join(lines) + "\n"
+
+
+def write_generated(results_dir: Path, studies: dict, paper_dir: Path, claims_tsv: Path | None = None,
+                    catalog_derived: Path | None = None) -> None:
+    paper_dir = Path(paper_dir)
+    macros_mod.write(results_dir, studies, paper_dir / GENERATED / "macros.tex", claims_tsv, catalog_derived)
+    atomic_write_text(paper_dir / GENERATED / "projection.tex", to_latex_table(
+        projection.table(projection.load_specs()), "Published specifications the projection of Section~\\ref{sec:generality} "
+        "uses (config/gpu\\_specs.yaml; dense tensor rates, per GPU).", "tab:projection"))
+    if claims_tsv is not None:
+        figures = {f for study in studies.values() for f in study.figures}
+        from .studies import discover
+        absent = frozenset(discover()) - frozenset(studies)     # no data in this run: no section
+        write_claims_table(claims_tsv, paper_dir / GENERATED / "claims.tex", figures, absent)
+    inputs = ["% Generated by `tma-study paper-generated`: one section per study present; do not edit."]
+    for name, study in studies.items():
+        if (paper_dir / SECTIONS / f"{name}.tex").is_file():
+            inputs.append(rf"\input{{{(SECTIONS / name).as_posix()}}}")
+        else:
+            atomic_write_text(paper_dir / GENERATED / f"study_{name}.tex", generated_section(study))
+            inputs.append(rf"\input{{{(GENERATED / f'study_{name}').as_posix()}}}")
+    atomic_write_text(paper_dir / GENERATED / "studies.tex", "\n".join(inputs) + "\n")
+
+
+def _gpu_name(derived_dir: Path) -> str:
+    provenance = Path(derived_dir).parent / "provenance.json"
+    if provenance.is_file():
+        return read_provenance(provenance)["gpu"]["name"]
+    return "unknown GPU"
+
+
+def write_comparison(study, derived_dirs: dict[str, Path], reference: str, tables_dir: Path) -> None:
+    """paper/tables/<study>_comparison.tex|md: each run of the study beside the reference."""
+    frame = study.entry("compare")({k: Path(v) for k, v in derived_dirs.items()}, reference)
+    runs = ", ".join(f"{label} ({_gpu_name(d)})" for label, d in derived_dirs.items())
+    if len(derived_dirs) == 1:
+        note = "Only the reference run is present; other runs under results/ appear here when they exist."
+    else:
+        note = "'moved' names the runs whose value differs from the reference."
+    name = f"{study.name}_comparison"
+    write_table(frame, tables_dir, name,
+                f"Runs of study {study.name} compared with the reference {reference}: {runs}. {note}")
+    if len(derived_dirs) == 1:          # nothing to compare: the paper prints no empty table
+        atomic_write_text(Path(tables_dir) / f"{name}.tex",
+                          f"% {name}: only the reference run {reference} is present; nothing to compare.\n")

@@ -1,0 +1,149 @@
+"""The README's generated tables: the reviewer's checklist (from ``results/<label>/claims.tsv``:
+per study, its claims' status, the figures and tables they rest on, and the commands that
+regenerate and check them) and the time and hardware of measuring each study (from each
+study's ``provenance.json`` and declaration).
+
+Each table sits between markers (``<!-- checklist:begin -->`` ... ``<!-- checklist:end -->``,
+``<!-- cost:begin -->`` ... ``<!-- cost:end -->``); ``tma-study readme-tables`` rewrites
+them, and the no-GPU pipeline test fails when the committed README disagrees with what the
+pipeline finds on the committed reference data, so the README cannot silently go stale when
+a claim, a threshold or the data change. The cost table is the README's one source of the
+times it quotes.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from tma_study.atomic import atomic_write_text
+from tma_study.harness.provenance import read as read_provenance
+from tma_study.studies import discover
+
+from .claims import FAIL, NOT_MEASURED, PASS, read_outcomes
+
+BEGIN, END = "<!-- checklist:begin -->", "<!-- checklist:end -->"
+COST_BEGIN, COST_END = "<!-- cost:begin -->", "<!-- cost:end -->"
+# the newest run under results/ that recorded the compile step of every study it measured
+RUN_BEGIN, RUN_END = "<!-- full-run:begin -->", "<!-- full-run:end -->"
+ARCHITECTURES = {9: "Hopper (sm_90a)", 10: "Blackwell (sm_100a)"}
+
+
+class ReadmeError(ValueError):
+    """The README lacks the markers the generated table goes between."""
+
+
+def _study_order(outcomes: pd.DataFrame) -> list[str]:
+    return list(dict.fromkeys(outcomes.study))
+
+
+def _where(name: str, figures: set[str]) -> str:
+    """The file a reviewer opens for a figure or table the pipeline makes."""
+    return f"`figures/{name}.png`" if name in figures else f"`paper/tables/{name}.md`"
+
+
+def checklist_table(claims_tsv: Path) -> str:
+    """Markdown: per study, its claims' status, the figures and tables they rest on, and the
+    command that regenerates everything they need and prints their lines of claims.tsv."""
+    claims_tsv = Path(claims_tsv)
+    outcomes = read_outcomes(claims_tsv)
+    figures = {f for study in discover().values() for f in study.figures}
+    lines = [f"Generated from `{claims_tsv.as_posix()}` by `tma-study readme-tables` (do not edit by hand).",
+             "", "| study | claims: pass / fail / not measured | rests on | regenerate and check |",
+             "| --- | --- | --- | --- |"]
+    for study in _study_order(outcomes):
+        mine = outcomes[outcomes.study == study]
+        tally = " / ".join(str(int((mine.status == s).sum())) for s in (PASS, FAIL, NOT_MEASURED))
+        rests = ", ".join(_where(f, figures) for f in dict.fromkeys(mine.figure))
+        check = f"`.venv/bin/snakemake -c4 {claims_tsv.as_posix()} && grep ^{study}_ {claims_tsv.as_posix()}`"
+        lines.append(f"| `{study}` | {tally} | {rests} | {check} |")
+    return "\n".join(lines)
+
+
+def _architectures(study: str) -> str:
+    known = discover().get(study)
+    if known is None:
+        return "?"
+    return ", ".join(ARCHITECTURES.get(major, f"sm_{major}x") for major in known.architectures)
+
+
+def cost_table(results_dir: Path) -> str:
+    """Markdown: per study measured under ``results_dir``: the GPUs it measures on, the GPU of the
+    run, its configurations, the compile step (where the run recorded it) and the measure step,
+    split into taking the kernels from the kernel cache and loading them, and timing."""
+    results_dir = Path(results_dir)
+    lines = [f"Generated from `{results_dir.as_posix()}/<study>/provenance.json` by `tma-study readme-tables`.",
+             "", "| study | measures on | measured on | configurations | compile step (CPU) | measure step (GPU) "
+             "| measured (UTC) |", "| --- | --- | --- | --- | --- | --- | --- |"]
+    for provenance_file in sorted(results_dir.glob("*/provenance.json")):
+        study = provenance_file.parent.name
+        provenance = read_provenance(provenance_file, study=study)
+        gpu = provenance.get("gpu", {})
+        lines.append(f"| `{study}` | {_architectures(study)} | {gpu.get('name', '?')} ({gpu.get('sm_count', '?')} SMs) "
+                     f"| {provenance.get('configurations', '?')} | {_compile_step(provenance)} "
+                     f"| {_measure_step(provenance)} | {str(provenance['started_utc'])[:10]} |")
+    return "\n".join(lines)
+
+
+def _compile_step(provenance: dict) -> str:
+    step = provenance.get("compile_step")
+    if not step:
+        return "not recorded"
+    took = _duration(_seconds(step["started_utc"], step["finished_utc"]))
+    return f"{took} ({step['builds']} kernels, {step['compiled']} compiled, {step['cache_hits']} from the cache)"
+
+
+def _measure_step(provenance: dict) -> str:
+    seconds = _seconds(provenance["started_utc"], provenance["finished_utc"])
+    if "timing_started_utc" not in provenance:
+        return _duration(seconds)
+    timed = _seconds(provenance["timing_started_utc"], provenance["finished_utc"])
+    before = "taking and loading the kernels" if "kernel_cache" in provenance else "compiling and loading the kernels"
+    return f"{_duration(seconds)} ({_duration(seconds - timed)} {before}, {_duration(timed)} timing)"
+
+
+def _seconds(start: str, end: str) -> float:
+    return (pd.Timestamp(end) - pd.Timestamp(start)).total_seconds()
+
+
+def _duration(seconds: float) -> str:
+    return f"{int(seconds // 60)} min {int(seconds % 60)} s"
+
+
+def render(readme_text: str, table: str, begin: str = BEGIN, end: str = END) -> str:
+    if begin not in readme_text or end not in readme_text:
+        raise ReadmeError(f"README has no {begin} ... {end} markers for a generated table")
+    head, rest = readme_text.split(begin, 1)
+    _, tail = rest.split(end, 1)
+    return f"{head}{begin}\n{table}\n{end}{tail}"
+
+
+def newest_full_run(results_root: Path) -> Path | None:
+    """The newest results/<label>/ holding every study's data, each with the compile step
+    recorded in its provenance (a full measure run since the kernel cache), or None."""
+    studies = set(discover())
+    found = []
+    for label in sorted(Path(results_root).iterdir()):
+        files = {p.parent.name: p for p in label.glob("*/provenance.json")}
+        if set(files) != studies:
+            continue
+        records = [read_provenance(p, study=name) for name, p in files.items()]
+        if all(r.get("compile_step") for r in records):
+            found.append((min(str(r["started_utc"]) for r in records), label))
+    return max(found)[1] if found else None
+
+
+def update_readme(readme: Path, claims_tsv: Path, check_only: bool = False) -> bool:
+    """Rewrite the tables (unless ``check_only``); return whether they were out of date.
+
+    The cost table is written only where the README has its markers."""
+    readme = Path(readme)
+    current = readme.read_text()
+    wanted = render(current, checklist_table(claims_tsv))
+    if COST_BEGIN in wanted:
+        wanted = render(wanted, cost_table(Path(claims_tsv).parent), COST_BEGIN, COST_END)
+    if RUN_BEGIN in wanted and (run := newest_full_run(Path(claims_tsv).parent.parent)) is not None:
+        wanted = render(wanted, cost_table(run), RUN_BEGIN, RUN_END)
+    if wanted != current and not check_only:
+        atomic_write_text(readme, wanted)
+    return wanted != current

@@ -1,0 +1,40 @@
+"""The gemm study's compile step goes through the generic compile rule, like every study's, and
+its per-variant build is cached (issue: "a rerun with nothing changed recompiles nothing"):
+``snakemake build/compile/gemm/resources.csv`` in a copy of the checkout, with two variants (one
+SM90, one SM100; about 35 s of nvcc on 2 cores), runs one nvcc job per variant, a library per
+architecture and the compile rule, which collects both variants into resources.csv; again with
+nothing changed, no job runs. After a change to the SM90 template only the SM90 variant is
+rebuilt. The two are cp.async mainloops, so with test_gemm_compile.py's TMA ones the default
+test run compiles and SASS-checks both load paths of both architectures; `snakemake kernels`
+builds every variant."""
+import pandas as pd
+import pytest
+import yaml
+from pipeline_run import copy_checkout, jobs_run, output_of, snakemake
+
+pytestmark = pytest.mark.slow
+
+ONE_VARIANT = {"dtypes": ["bf16"], "tiles": [[128, 128, 64]], "clusters": [[1, 1]]}
+RESOURCES = "build/compile/gemm/resources.csv"
+SMALL = {"studies": {"gemm": {"variants": {"sm90": {"mainloops": ["cpasync_cooperative"], **ONE_VARIANT},
+                                           "sm100": {"mainloops": ["cpasync_1sm"], **ONE_VARIANT}}}}}
+
+
+def build(root):
+    result = snakemake(root, "-c2", RESOURCES, "--configfile", "small.yaml")
+    assert result.returncode == 0, output_of(result)[-3000:]
+    return result
+
+
+def test_a_rerun_rebuilds_only_what_changed(tmp_path):
+    root = copy_checkout(tmp_path)
+    (root / "small.yaml").write_text(yaml.safe_dump(SMALL))
+    first = jobs_run(build(root))
+    assert first["gemm_object"] == 2 and first["gemm_library"] == 2 and first["compile"] == 1, first
+    assert sorted(pd.read_csv(root / RESOURCES).variant) == ["sm100_cpasync_1sm_bf16_t128x128x64_c1x1",
+                                                             "sm90_cpasync_cooperative_bf16_t128x128x64_c1x1"]
+    assert "Nothing to be done" in output_of(build(root))
+    template = root / "kernels" / "gemm" / "gemm_sm90.cuh"
+    template.write_text(template.read_text() + "\n// touched by the test\n")
+    rebuilt = jobs_run(build(root))
+    assert rebuilt["gemm_object"] == 1 and rebuilt["gemm_library"] == 1, rebuilt

@@ -1,0 +1,109 @@
+"""Shared by the bad-input tests: tmp copies of committed raw data and of the checkout, the
+tma-study CLI run in-process, Snakemake run in a copy, and the digest of results/ that the
+``results_unchanged`` fixture (tests/cpu/conftest.py) compares before and after each case.
+The checkout copies are fixtures of tests/cpu/pipeline/conftest.py."""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from tma_study import cli
+
+REPO = Path(__file__).resolve().parents[3]
+VENV_BIN = Path(sys.executable).parent
+
+
+def results_digest() -> str:
+    """sha256 over every committed file under results/ (path and content) and the list of all
+    paths there (derived data and claims, which the main job rewrites, left out)."""
+    digest = hashlib.sha256()
+    for path in sorted((REPO / "results").rglob("*")):
+        relative = path.relative_to(REPO)
+        if "derived" in relative.parts or path.name.startswith("claims."):
+            continue
+        digest.update(str(relative).encode() + b"\0")
+        if path.is_file():
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def raw_copy(destination: Path, study: str, label: str = "h200") -> Path:
+    """results/<label>/<study>/'s raw files (no derived data) copied to ``destination``."""
+    source = REPO / "results" / label / study
+    target = destination / "results" / label / study
+    target.mkdir(parents=True)
+    for path in source.iterdir():
+        if path.is_file():
+            shutil.copyfile(path, target / path.name)
+    return target
+
+
+def run_cli(capsys, *args: str) -> tuple[int, str]:
+    """(exit status, stderr) of ``tma-study ARGS`` run in this process."""
+    try:
+        status = cli.main([str(a) for a in args])
+    except SystemExit as stop:
+        status = stop.code if isinstance(stop.code, int) else 1
+        if not isinstance(stop.code, int) and stop.code is not None:
+            print(stop.code, file=sys.stderr)
+    return status, capsys.readouterr().err
+
+
+def assert_one_line_error(status: int, error: str, *names: str) -> str:
+    """A refusal: non-zero status, one line on stderr, naming each of ``names``."""
+    assert status != 0, error
+    assert error.strip().count("\n") == 0, f"not one line:\n{error}"
+    for name in names:
+        assert name in error, f"{name!r} not named in: {error}"
+    print(f"MESSAGE: {error.strip()}")          # the case's message (pytest -rP lists them)
+    return error
+
+
+def copy_checkout(destination: Path) -> Path:
+    """The files git tracks or would track (results/ included), as a checkout of its own."""
+    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=REPO, check=True,
+                            capture_output=True).stdout.decode().split("\0")
+    for relative in filter(None, listed):
+        source = REPO / relative
+        if source.is_file() and not source.is_symlink():
+            (destination / relative).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, destination / relative)
+    return destination
+
+
+SYNTHETIC_KERNELS = ("kernel,registers,shared_bytes_static,stack_frame_bytes,spill_store_bytes,spill_load_bytes,"
+                     "sass_instructions,expected_sass\nsynthetic_kernel,64,128,0,0,0,1000,UTMALDGx1\n")
+
+
+def checkout_with_kernel_tables(destination: Path) -> Path:
+    """A copy of the checkout; a data set that predates the kernels.csv a measurement now writes
+    beside its raw data (the kernel tables read it) gets a synthetic one in the copy."""
+    root = copy_checkout(destination)
+    for folder in (root / "results").glob("*/*"):
+        if folder.is_dir() and (folder / "provenance.json").exists() and not (folder / "kernels.csv").exists():
+            (folder / "kernels.csv").write_text(SYNTHETIC_KERNELS)
+    return root
+
+
+def snakemake(root: Path, *args: str, cwd: Path | None = None) -> tuple[int, str]:
+    """(exit status, output) of ``snakemake -n ARGS`` in ``root``: a dry run, no job runs."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TMA_STUDY_")}
+    env["PATH"] = f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}"
+    result = subprocess.run([str(VENV_BIN / "snakemake"), "-n", "-s", str(root / "Snakefile"), *args],
+                            cwd=cwd or root, env=env, capture_output=True, text=True, timeout=300)
+    return result.returncode, result.stdout + result.stderr
+
+
+def assert_stopped_before_any_job(status: int, output: str, *names: str) -> str:
+    assert status != 0, output
+    assert "Building DAG of jobs" not in output and "Job stats" not in output, output
+    for name in names:
+        assert name in output, f"{name!r} not named in:\n{output}"
+    message = [line for line in output.splitlines() if line.strip()
+               and not line.startswith(("Traceback", "  File", "    ", "Assuming", "host:"))]
+    print(f"MESSAGE: {' | '.join(message[-3:])}")
+    return output

@@ -1,0 +1,56 @@
+"""The main job run in a copy of the checkout, as the pipeline tests do: the copy (with the
+crossover raw data, synthetic where the checkout has none), Snakemake run there with the copy's
+packages first on the path, and what its output says."""
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+from crossover_fixture import write_realistic_raw_folder
+
+REPO = Path(__file__).resolve().parents[3]
+VENV_BIN = Path(sys.executable).parent
+REFERENCE_GPU = yaml.safe_load((REPO / "config" / "config.yaml").read_text())["reference_gpu"]
+RAW = f"results/{REFERENCE_GPU}/crossover"
+REAL_DATA = (REPO / RAW / "stream.csv").exists()   # else the copy holds synthetic data
+
+
+def copy_checkout(destination: Path) -> Path:
+    """The files git tracks or would track, with the crossover raw data (synthetic if none)."""
+    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=REPO, check=True,
+                            capture_output=True).stdout.decode().split("\0")
+    for relative in filter(None, listed):
+        source = REPO / relative
+        if source.is_file():            # a tracked file deleted in the work tree is listed too
+            (destination / relative).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, destination / relative)
+    if not (destination / RAW).exists():
+        write_realistic_raw_folder(destination / RAW)
+    # The venv's editable install points at REPO; import the copy's packages instead.
+    packages = destination / ".test-packages"
+    packages.mkdir()
+    (packages / "tma_study").symlink_to(destination / "src" / "tma_study")
+    (packages / "tma_kernels").symlink_to(destination / "kernels")
+    return destination
+
+
+def snakemake(root: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+           "PYTHONPATH": str(root / ".test-packages"), "MPLBACKEND": "Agg"}
+    # A guard against a hung job, not a speed check: the first main job compiles every kernel
+    # (about 20 minutes on 2 slow cores).
+    return subprocess.run([str(VENV_BIN / "snakemake"), *args], cwd=root, env=env, capture_output=True,
+                          text=True, timeout=2700)
+
+
+def output_of(result: subprocess.CompletedProcess) -> str:
+    return result.stdout + result.stderr
+
+
+def jobs_run(result: subprocess.CompletedProcess) -> dict[str, int]:
+    """{rule: count} from Snakemake's 'Job stats' table."""
+    table = output_of(result).split("Job stats:", 1)[1].split("total", 1)[0]
+    return {rule: int(count) for rule, count in re.findall(r"^(\w+)\s+(\d+)\s*$", table, flags=re.MULTILINE)}
