@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from tma_study.harness import raw_data
-from tma_study.harness.atomic import atomic_write_text
+from tma_study.atomic import atomic_write_text
 
 KEY = ["launch", "cluster_size", "grid_ctas", "ctas_per_sm", "dynamic_shared_bytes", "spin_ns"]
 SETTING = ["grid_ctas", "ctas_per_sm", "dynamic_shared_bytes", "spin_ns"]   # what a baseline shares

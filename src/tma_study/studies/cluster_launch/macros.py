@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from tma_study.macros import camel, number, ratio
+from tma_study.report.numbers import camel, number, ratio
 
 
 ONES = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven",

@@ -22,7 +22,8 @@ import pandas as pd
 
 from tma_study import gpu as gpu_mod
 from tma_study.config import REPO_ROOT
-from tma_study.harness import atomic, provenance, timing
+from tma_study import atomic
+from tma_study.harness import provenance, timing
 from tma_study.harness.kernel_builds import StudyKernels
 
 from .grid import LaunchPoint, fits_per_sm, launch_points

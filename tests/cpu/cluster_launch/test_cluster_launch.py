@@ -290,7 +290,7 @@ def test_tables_macros_figure_and_paper_section(analysed, monkeypatch):
     cost = (tables / "cluster_launch_cost.md").read_text()
     assert "2/SM, 64.1 KiB (3 fit)" in cost and "200 us spin x" in cost
     found = macros(analysed / "derived", provenance)
-    from tma_study.macros import check_macros
+    from tma_study.paper.macros import check_macros
     check_macros(found, "cluster_launch", prefix="clusterLaunch")
     section = (REPO / "paper" / "sections" / "studies" / "cluster_launch.tex").read_text()
     used = set(re.findall(r"\\(clusterLaunch[A-Za-z]+)", section))
@@ -307,7 +307,7 @@ def test_tables_macros_figure_and_paper_section(analysed, monkeypatch):
 
 def test_every_draft_claim_evaluates_on_synthetic_data(analysed, tmp_path):
     """Each claim reads columns that exist (PASS or FAIL, never NOT MEASURED) once data exist."""
-    from tma_study.claims import evaluate, load_claims
+    from tma_study.paper.claims import evaluate, load_claims
     results = tmp_path / "results"
     (results / "cluster_launch").mkdir(parents=True)
     (results / "cluster_launch" / "derived").symlink_to(analysed / "derived")
