@@ -25,7 +25,7 @@ from tma_study.studies.cluster_launch.macros import macros
 from tma_study.studies.cluster_launch.measure import CTA_KEY, POISON_INFO, POISON_TIME, cta_records
 from tma_study.studies.cluster_launch.tables import write_tables
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 CONFIG = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
 GPCS = (18, 18, 18, 16, 16, 16, 16, 14)         # the synthetic GPU's GPCs: 132 SMs
 SM_COUNT = sum(GPCS)

@@ -12,7 +12,7 @@ from raw_fixture import timed, untimed, valid_provenance
 from tma_study.harness.timing import Timing
 from tma_study.studies.paged_kv.grid import sweep_configs
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 SM_COUNT = 132
 COPY_GBPS = 4000.0
 SAME_BYTES_COPY_FRACTION = 0.9      # a copy of a decode point's K/V bytes runs at 90 % of the large copy
