@@ -13,17 +13,19 @@
 # Left: latency of one dependent 4-byte load (one thread, clock64, median of repeats) from
 # the CTA's own shared memory (`ld.shared`, and through the cluster window) and from another
 # CTA's (`ld.shared::cluster`), by cluster size. Right: read bandwidth when every CTA streams
-# its neighbour's shared memory with 128-bit loads (best over CTAs per SM and threads), with
-# the local `LDS.128` rate for scale. Other runs found beside this one under `results/` are
+# a partner's shared memory with 128-bit loads (best over CTAs per SM and threads): the ring
+# (CTA r reads r+1 mod n) and, where measured, the pair (CTA r reads r xor 1), with the local
+# `LDS.128` rate for scale. Other runs found beside this one under `results/` are
 # drawn as black-edged markers over the bars (left) and thin dashed lines (right). Not shown:
-# contention patterns other than the neighbour ring (e.g. all CTAs reading one CTA, which the
-# DSM pull broadcast does).
+# contention patterns other than the ring and the pair (e.g. all CTAs reading one CTA, which
+# the DSM pull broadcast does).
 
 # %%
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+from tma_study.studies.dsm.aggregate import with_pattern
 from tma_study.report.figures import (
     RUN_STYLES,
     finish,
@@ -35,9 +37,11 @@ from tma_study.report.figures import (
 
 derived, provenance, pdf, runs = inputs_and_runs("dsm", globals().get("snakemake"))
 latency = pd.read_csv(derived / "latency.csv")
-bandwidth = pd.read_csv(derived / "bandwidth.csv")
-others = [(pd.read_csv(folder / "latency.csv"), pd.read_csv(folder / "bandwidth.csv")) for _, folder, _ in runs]
-REMOTE_STYLE = {"color": "#1f77b4", "marker": "o", "label": "neighbour, ld.shared::cluster.v4"}
+bandwidth = with_pattern(pd.read_csv(derived / "bandwidth.csv"))
+others = [(pd.read_csv(folder / "latency.csv"), with_pattern(pd.read_csv(folder / "bandwidth.csv")))
+          for _, folder, _ in runs]
+PATTERN_STYLES = {"ring": {"color": "#1f77b4", "marker": "o", "label": "ring (r+1 mod n), ld.shared::cluster.v4"},
+                  "pair": {"color": "#d62728", "marker": "s", "label": "pair (r xor 1), ld.shared::cluster.v4"}}
 
 
 def cycles(latency, target, sizes):
@@ -72,20 +76,27 @@ left.legend(fontsize=7, loc="upper left" if runs else "best")
 left.grid(alpha=0.3, axis="y")
 
 remote = bandwidth[bandwidth.path == "remote"].sort_values("cluster_size")
-right.plot(remote.cluster_size, remote.gbps / 1e3, **REMOTE_STYLE)
+for pattern, style in PATTERN_STYLES.items():
+    rows = remote[remote.pattern == pattern]
+    if len(rows):
+        right.plot(rows.cluster_size, rows.gbps / 1e3, **style)
 local = bandwidth[bandwidth.path == "local"]
 if len(local):
     right.axhline(float(local.gbps.max()) / 1e3, color="#7f7f7f", linestyle=":", label="own, LDS.128")
 for index, (_, their_bandwidth) in enumerate(others):
-    theirs = their_bandwidth[their_bandwidth.path == "remote"].sort_values("cluster_size")
-    right.plot(theirs.cluster_size, theirs.gbps / 1e3, **overlay_style(REMOTE_STYLE, index))
+    for pattern, style in PATTERN_STYLES.items():
+        theirs = their_bandwidth[(their_bandwidth.path == "remote") & (their_bandwidth.pattern == pattern)]
+        if len(theirs):
+            theirs = theirs.sort_values("cluster_size")
+            right.plot(theirs.cluster_size, theirs.gbps / 1e3, **overlay_style(style, index))
     theirs = their_bandwidth[their_bandwidth.path == "local"]
     if len(theirs):
         right.axhline(float(theirs.gbps.max()) / 1e3, color="#7f7f7f", linewidth=0.8,
                       **RUN_STYLES[index % len(RUN_STYLES)])
 right.set_xscale("log", base=2)
-right.set_xticks(list(remote.cluster_size))
-right.set_xticklabels([str(n) for n in remote.cluster_size])
+cluster_sizes = sorted(remote.cluster_size.unique())
+right.set_xticks(cluster_sizes)
+right.set_xticklabels([str(n) for n in cluster_sizes])
 right.set_yscale("log")
 right.set_xlabel("CTAs per cluster")
 right.set_ylabel("aggregate TB/s")

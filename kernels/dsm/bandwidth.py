@@ -1,11 +1,13 @@
-"""DSM bandwidth: every CTA streams its cluster neighbour's shared memory.
+"""DSM bandwidth: every CTA streams its cluster partner's shared memory.
 
 Each CTA of rank r copies block r of the global input (``BUFFER_BYTES``) into its shared
-memory; after a cluster barrier every thread reads the buffer of CTA ``(r + 1) % n``
-``passes`` times with 128-bit ``ld.shared::cluster`` loads (``remote=True``) or, for the
-local baseline, its own buffer with ``LDS.128`` (``remote=False``), folding the
-checksum of :mod:`tma_kernels.multicast.consume`. A cluster barrier before exit keeps each
-buffer alive while its neighbour reads it. Persistent grid: as many clusters as fit.
+memory; after a cluster barrier every thread reads the buffer of its partner ``passes`` times,
+the partner given by the read pattern: ``ring``, CTA ``(r + 1) % n`` (every CTA of the cluster
+on one cycle), or ``pair``, CTA ``r xor 1`` (the cluster split into pairs that read each other;
+the same as the ring at n = 2), with 128-bit ``ld.shared::cluster`` loads (``remote=True``); the
+local baseline (``remote=False``) reads its own buffer with ``LDS.128``. Both fold the checksum of
+:mod:`tma_kernels.multicast.consume`. A cluster barrier before exit keeps each buffer alive while
+its partner reads it. Persistent grid: as many clusters as fit.
 """
 from numba import cuda, uint32, uint64
 from tma_kernels.multicast.consume import make_consume
@@ -28,9 +30,25 @@ SIGNATURE = "void(uint32[::1], int32, uint64[::1])"
 _consume_remote = make_consume(ld_shared_cluster_v4_u32)
 _consume_local = make_consume(ld_shared_v4_u32)
 
+PATTERNS = ("ring", "pair")             # whose buffer a remote reader streams (module docstring)
 
-def make_neighbour_read(remote: bool):
-    """The Python kernel function (compile with SIGNATURE)."""
+
+@cuda.jit(device=True, inline=True)
+def _ring_partner(rank, size):
+    return (rank + uint32(1)) % size
+
+
+@cuda.jit(device=True, inline=True)
+def _pair_partner(rank, size):
+    return rank ^ uint32(1)
+
+
+_PARTNERS = {"ring": _ring_partner, "pair": _pair_partner}
+
+
+def make_neighbour_read(remote: bool, pattern: str = "ring"):
+    """The Python kernel function (compile with SIGNATURE); ``pattern`` picks the remote partner."""
+    partner = _PARTNERS[pattern]
 
     def neighbour_read(blocks, passes, checksums):
         buffer = cuda.shared.array(BUFFER_WORDS, uint32)
@@ -42,7 +60,7 @@ def make_neighbour_read(remote: bool):
         cluster_sync()
         checksum = uint64(0)
         if remote:
-            source = mapa_shared(smem_u32(buffer), (rank + uint32(1)) % size)
+            source = mapa_shared(smem_u32(buffer), partner(rank, size))
             for _ in range(passes):
                 checksum = _consume_remote(source, BUFFER_BYTES, tid, cuda.blockDim.x, checksum)
         else:

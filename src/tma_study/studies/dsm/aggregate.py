@@ -8,8 +8,9 @@ Writes into ``derived_dir``:
                      and the margin; ``tie`` when within the measured spread
 - ``latency.csv``    per cluster size and target: cycles per dependent load (median of repeats)
                      and the same in ns at the SM clock the bandwidth runs recorded
-- ``bandwidth.csv``  per path and cluster size: the best DSM read bandwidth over CTAs per SM
-                     and threads, per SM and in bytes per SM cycle
+- ``bandwidth.csv``  per path, read pattern (own, ring, pair) and cluster size: the best DSM read
+                     bandwidth over CTAs per SM and threads, per SM, in bytes per SM cycle and as a
+                     fraction of the same pattern's bandwidth with clusters of 2
 """
 from __future__ import annotations
 
@@ -72,17 +73,33 @@ def latency_table(latency: pd.DataFrame, sm_clock_mhz: float) -> pd.DataFrame:
     return frame
 
 
+def with_pattern(bandwidth: pd.DataFrame) -> pd.DataFrame:
+    """``bandwidth.csv`` with its ``pattern`` column; runs measured before it existed read the
+    ring (remote rows) and their own buffer (local rows)."""
+    if "pattern" in bandwidth.columns:
+        return bandwidth
+    return bandwidth.assign(pattern=bandwidth.path.map({"remote": "ring", "local": "own"}))
+
+
 def bandwidth_table(bandwidth: pd.DataFrame, sm_count: int) -> pd.DataFrame:
-    """Best per path and cluster size; per SM over the SMs the grid kept busy (a grid of at
-    least one CTA per SM fills all of them; occupancy may cap CTAs per SM below the request)."""
-    frame = bandwidth.assign(relative_iqr=bandwidth.time_us_iqr / bandwidth.time_us_median)
-    best = frame.loc[frame.groupby(["path", "cluster_size"])["gbps"].idxmax()].copy()
+    """Best per path, pattern and cluster size; per SM over the SMs the grid kept busy (a grid of
+    at least one CTA per SM fills all of them; occupancy may cap CTAs per SM below the request);
+    ``fraction_of_cluster_two``: GB/s over the same pattern's with clusters of 2 (empty without)."""
+    frame = with_pattern(bandwidth)
+    frame = frame.assign(relative_iqr=frame.time_us_iqr / frame.time_us_median)
+    keys = ["path", "pattern", "cluster_size"]
+    best = frame.loc[frame.groupby(keys)["gbps"].idxmax()].copy()
     best["busy_sms"] = best.grid_ctas.clip(upper=sm_count)
     best["gbps_per_busy_sm"] = best.gbps / best.busy_sms
     best["bytes_per_sm_cycle"] = best.gbps_per_busy_sm * 1e3 / best.sm_clock_mhz_mean
-    columns = ["path", "cluster_size", "ctas_per_sm", "threads_per_cta", "grid_ctas", "busy_sms", "busy_cta_share",
-               "time_us_median", "relative_iqr", "gbps", "gbps_per_busy_sm", "bytes_per_sm_cycle", "sm_clock_mhz_mean"]
-    return best[columns].sort_values(["path", "cluster_size"]).reset_index(drop=True)
+    at_two = best[best.cluster_size == 2].set_index(["path", "pattern"]).gbps
+    best["fraction_of_cluster_two"] = [
+        r.gbps / at_two[(r.path, r.pattern)] if (r.path, r.pattern) in at_two.index else float("nan")
+        for r in best.itertuples()]
+    columns = [*keys, "ctas_per_sm", "threads_per_cta", "grid_ctas", "busy_sms", "busy_cta_share",
+               "time_us_median", "relative_iqr", "gbps", "gbps_per_busy_sm", "bytes_per_sm_cycle",
+               "fraction_of_cluster_two", "sm_clock_mhz_mean"]
+    return best[columns].sort_values(keys).reset_index(drop=True)
 
 
 def aggregate(raw_dir: Path, derived_dir: Path, repeat_dir: Path | None = None) -> None:

@@ -21,6 +21,7 @@ from tma_study.report.compare import (
 )
 from tma_study.report.tables import human_bytes
 
+from .aggregate import with_pattern
 from .tables import VARIANT_LABELS, bandwidth_path_label, latency_target_label
 
 MOVED_RELATIVE = 0.02   # repeated latency and bandwidth runs agree far closer than 2 %
@@ -28,6 +29,8 @@ MOVED_RELATIVE = 0.02   # repeated latency and bandwidth runs agree far closer t
 
 def _read(derived_dir: Path, name: str, key: list[str]) -> dict[tuple, pd.Series]:
     frame = pd.read_csv(Path(derived_dir) / name, dtype={"target": str} if "target" in key else None)
+    if "pattern" in key:
+        frame = with_pattern(frame)
     return {tuple(row[c] for c in key): row for _, row in frame.iterrows()}
 
 
@@ -59,7 +62,7 @@ def compare_runs(derived_dirs: dict[str, Path], reference: str) -> pd.DataFrame:
     winners = {label: _read(derived_dirs[label], "winners.csv", ["working_set", "cluster_size", "tile_bytes"])
                for label in labels}
     latency = {label: _read(derived_dirs[label], "latency.csv", ["cluster_size", "target"]) for label in labels}
-    bandwidth = {label: _read(derived_dirs[label], "bandwidth.csv", ["path", "cluster_size"]) for label in labels}
+    bandwidth = {label: _read(derived_dirs[label], "bandwidth.csv", ["path", "pattern", "cluster_size"]) for label in labels}
 
     def winner_row(key, found):
         working_set, cluster_size, tile = key
@@ -75,8 +78,8 @@ def compare_runs(derived_dirs: dict[str, Path], reference: str) -> pd.DataFrame:
                          labels, lambda v: f"{v:.0f}", MOVED_RELATIVE)
 
     def bandwidth_row(key, found):
-        path, cluster_size = key
-        return value_row(f"bandwidth, cluster of {cluster_size}, {bandwidth_path_label(path)}: GB/s",
+        path, pattern, cluster_size = key
+        return value_row(f"bandwidth, cluster of {cluster_size}, {bandwidth_path_label(path, pattern)}: GB/s",
                          {label: None if row is None else row.gbps for label, row in found.items()},
                          labels, lambda v: f"{v:.0f}", MOVED_RELATIVE)
 

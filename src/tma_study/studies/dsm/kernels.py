@@ -22,6 +22,8 @@ def compile_list(study_config: dict | None = None) -> list[KernelBuild]:
         KernelBuild("broadcast_dsm_push", broadcast.make_broadcast("dsm_push"), broadcast.SIGNATURE,
                     ("UTMALDG.2D", "UBLKCP.S.S", "DEPBAR.LE", "LDS.128", "SYNCS.ARRIVE.TRANS64.RED")),
         KernelBuild("dsm_latency_chase", latency.chase, latency.SIGNATURE, ("LD.E", "LDS", "CS2R")),
-        KernelBuild("dsm_neighbour_read", bandwidth.make_neighbour_read(True), bandwidth.SIGNATURE, ("LD.E.128",)),
+        KernelBuild("dsm_neighbour_read", bandwidth.make_neighbour_read(True, "ring"), bandwidth.SIGNATURE,
+                    ("LD.E.128",)),
+        KernelBuild("dsm_pair_read", bandwidth.make_neighbour_read(True, "pair"), bandwidth.SIGNATURE, ("LD.E.128",)),
         KernelBuild("dsm_own_read", bandwidth.make_neighbour_read(False), bandwidth.SIGNATURE, ("LDS.128",)),
     ]

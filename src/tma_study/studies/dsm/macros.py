@@ -7,6 +7,8 @@ import pandas as pd
 
 from tma_study.report.numbers import camel, number, size
 
+from .aggregate import with_pattern
+
 SIZE_WORDS = {2: "two", 4: "four", 8: "eight", 16: "sixteen"}
 
 
@@ -20,11 +22,16 @@ def macros(derived_dir: Path, provenance: dict) -> dict[str, str]:
         out[camel("dsm", "remote latency min cycles")] = number(remote.cycles_per_hop_median.min())
         out[camel("dsm", "remote latency max cycles")] = number(remote.cycles_per_hop_median.max())
         out[camel("dsm", "local latency cycles")] = number(local.cycles_per_hop_median.median())
-    bandwidth = pd.read_csv(derived_dir / "bandwidth.csv")
+    bandwidth = with_pattern(pd.read_csv(derived_dir / "bandwidth.csv"))
     for r in bandwidth[bandwidth.path == "remote"].itertuples():
-        out[camel("dsm", "read gbps cluster", SIZE_WORDS[int(r.cluster_size)])] = number(r.gbps)
-        out[camel("dsm", "read bytes per cycle cluster", SIZE_WORDS[int(r.cluster_size)])] = number(
-            r.bytes_per_sm_cycle, 1)
+        # the ring keeps the names it had before the pair pattern was measured beside it
+        prefix = "" if r.pattern == "ring" else str(r.pattern)
+        words = SIZE_WORDS[int(r.cluster_size)]
+        out[camel("dsm", prefix, "read gbps cluster", words)] = number(r.gbps)
+        out[camel("dsm", prefix, "read bytes per cycle cluster", words)] = number(r.bytes_per_sm_cycle, 1)
+        if r.cluster_size != 2 and not pd.isna(r.fraction_of_cluster_two):
+            out[camel("dsm", prefix, "read drop percent from two cluster", words)] = number(
+                100 * (1 - r.fraction_of_cluster_two))
     winners = pd.read_csv(derived_dir / "winners.csv")
     largest = winners[winners.cluster_size == winners.cluster_size.max()]
     if len(largest):

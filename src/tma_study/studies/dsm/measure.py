@@ -3,7 +3,8 @@
 Writes, atomically into ``out_dir``:
 - ``broadcast.csv``  one row per broadcast configuration (grid.py): time, delivered bytes
 - ``latency.csv``    SM-to-SM load latency (clock64 chase) per cluster size and target CTA
-- ``bandwidth.csv``  DSM read bandwidth (every CTA streams its neighbour's shared memory)
+- ``bandwidth.csv``  DSM read bandwidth (every CTA streams a partner's shared memory: ring or pair
+                     pattern, kernels/dsm/bandwidth.py) and the local baseline
 - ``provenance.json``
 
 Every configuration is checked on fresh random data with poisoned outputs before it is
@@ -90,23 +91,39 @@ class BroadcastCase:
                 "bytes_from_global": c.steps_total * c.tile_bytes}
 
 
-class NeighbourReadCase:
-    """Every CTA reads its neighbour's (or, local, its own) 32 KiB buffer ``passes`` times."""
+READ_KERNELS = {"ring": "dsm_neighbour_read", "pair": "dsm_pair_read", "own": "dsm_own_read"}
+LOCAL_PATTERN = "own"            # the local baseline's pattern: every CTA reads its own buffer
 
-    def __init__(self, kernel, remote: bool, cluster_size: int, ctas_per_sm: int, threads: int, passes: int,
+
+def partner_ranks(ranks: np.ndarray, cluster_size: int, pattern: str) -> np.ndarray:
+    """The cluster rank whose buffer each CTA rank reads (kernels/dsm/bandwidth.py's partners)."""
+    if pattern == "ring":
+        return (ranks + 1) % cluster_size
+    if pattern == "pair":
+        return ranks ^ 1
+    return ranks
+
+
+class NeighbourReadCase:
+    """Every CTA reads its partner's (``pattern`` ring or pair) or, local, its own 32 KiB buffer
+    ``passes`` times."""
+
+    def __init__(self, kernel, pattern: str, cluster_size: int, ctas_per_sm: int, threads: int, passes: int,
                  sm_count: int):
         from numba import cuda
         from tma_kernels.dsm.bandwidth import BUFFER_BYTES
 
         from tma_study.studies.multicast.device import launcher, persistent_grid
-        self.remote, self.cluster_size, self.passes, self.threads = remote, cluster_size, passes, threads
+        self.pattern, self.remote = pattern, pattern != LOCAL_PATTERN
+        self.cluster_size, self.passes, self.threads = cluster_size, passes, threads
         self.ctas_per_sm = ctas_per_sm
         self.grid = persistent_grid(kernel, cluster_size, True, threads, 0, ctas_per_sm, sm_count)
         self.blocks = cuda.device_array(cluster_size * BUFFER_BYTES // 4, np.uint32)
         self.out = cuda.device_array(self.grid.ctas * threads, np.uint64)
         self.launch = launcher(kernel, self.grid, True, threads, 0, (self.blocks, passes, self.out))
         self.bytes_read = self.grid.ctas * passes * BUFFER_BYTES
-        self.key = f"dsm_read/{'remote' if remote else 'local'}/n{cluster_size}/c{ctas_per_sm}/t{threads}"
+        self.key = (f"dsm_read/{'remote' if self.remote else 'local'}/{pattern}/n{cluster_size}/c{ctas_per_sm}"
+                    f"/t{threads}")
 
     def check(self) -> None:
         from numba import cuda
@@ -120,7 +137,7 @@ class NeighbourReadCase:
         self.launch(0)
         cuda.synchronize()
         ranks = np.arange(self.grid.ctas) % self.cluster_size
-        source = (ranks + 1) % self.cluster_size if self.remote else ranks
+        source = partner_ranks(ranks, self.cluster_size, self.pattern)
         want = (checks[source] * np.uint64(self.passes)).astype(np.uint64)
         problem = reference.mismatches(reference.per_cta(self.out.copy_to_host(), self.grid.ctas), want,
                                        self.cluster_size)
@@ -131,7 +148,8 @@ class NeighbourReadCase:
         return timing.TimedCase(self.key, self.launch, self.check, bytes_read=self.bytes_read, label=self.key)
 
     def columns(self) -> dict:
-        return {"path": "remote" if self.remote else "local", "cluster_size": self.cluster_size,
+        return {"path": "remote" if self.remote else "local", "pattern": self.pattern,
+                "cluster_size": self.cluster_size,
                 "ctas_per_sm": self.ctas_per_sm, "threads_per_cta": self.threads, "passes": self.passes,
                 "grid_ctas": self.grid.ctas, "busy_cta_share": self.grid.busy_share, "bytes_read": self.bytes_read}
 
@@ -194,11 +212,13 @@ def measure(study: dict, gpu_probe: dict, out_dir: Path) -> None:
         progress.step(c.key)
         cases.append(BroadcastCase(c, kernels, operands, gpu.sm_count, outputs))
     reads = study["bandwidth"]
-    read_kernels = {True: study_kernels["dsm_neighbour_read"], False: study_kernels["dsm_own_read"]}
+    patterns = reads.get("patterns", ["ring"])
+    read_kernels = {p: study_kernels[READ_KERNELS[p]] for p in (*patterns, LOCAL_PATTERN)}
     study_kernels["dsm_latency_chase"]          # loaded before the timing starts, as the others
     timing_started = provenance.utc_now()       # the kernels' compile (or cache lookup) and loading end here
-    read_cases = [NeighbourReadCase(read_kernels[n > 1], n > 1, n, ctas, threads, reads["passes"], gpu.sm_count)
-                  for n in reads["cluster_sizes"] for ctas in reads["ctas_per_sm"] for threads in reads["threads"]]
+    read_cases = [NeighbourReadCase(read_kernels[p], p, n, ctas, threads, reads["passes"], gpu.sm_count)
+                  for n in reads["cluster_sizes"] for p in (patterns if n > 1 else [LOCAL_PATTERN])
+                  for ctas in reads["ctas_per_sm"] for threads in reads["threads"]]
     timings = timing.run([case.timed_case(gpu.l2_bytes) for case in cases] + [r.timed_case() for r in read_cases],
                          study="dsm", **study["timing"])
     latency = measure_latency(study["latency"], study_kernels)

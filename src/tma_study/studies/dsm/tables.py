@@ -7,6 +7,8 @@ import pandas as pd
 
 from tma_study.report.tables import human_bytes, run_table, source_line, write_table
 
+from .aggregate import with_pattern
+
 VARIANT_LABELS = {"multicast": "TMA multicast", "dsm_pull": "DSM pull", "dsm_push": "DSM push"}
 
 
@@ -28,8 +30,14 @@ def latency_target_label(target) -> str:
     return "own smem, ld.shared::cluster" if str(target) == "0" else f"CTA {target}, ld.shared::cluster"
 
 
-def bandwidth_path_label(path: str) -> str:
-    return "own smem, LDS.128" if path == "local" else "neighbour's smem, 128-bit ld.shared::cluster"
+PATTERN_LABELS = {"ring": "neighbour's smem (ring: CTA r+1 mod n)", "pair": "partner's smem (pair: CTA r xor 1)"}
+
+
+def bandwidth_path_label(path: str, pattern: str = "ring") -> str:
+    """Whose shared memory a bandwidth.csv row's CTAs stream, and with which instruction."""
+    if path == "local":
+        return "own smem, LDS.128"
+    return f"{PATTERN_LABELS[pattern]}, 128-bit ld.shared::cluster"
 
 
 def primitives_table(latency: pd.DataFrame, bandwidth: pd.DataFrame) -> pd.DataFrame:
@@ -37,8 +45,9 @@ def primitives_table(latency: pd.DataFrame, bandwidth: pd.DataFrame) -> pd.DataF
     for r in latency.itertuples():
         rows.append({"measure": "latency", "cluster": r.cluster_size, "what": latency_target_label(r.target),
                      "value": f"{r.cycles_per_hop_median:.0f} cycles ({r.ns_per_hop_median:.0f} ns)"})
-    for r in bandwidth.itertuples():
-        rows.append({"measure": "bandwidth", "cluster": r.cluster_size, "what": bandwidth_path_label(r.path),
+    for r in with_pattern(bandwidth).itertuples():
+        rows.append({"measure": "bandwidth", "cluster": r.cluster_size,
+                     "what": bandwidth_path_label(r.path, r.pattern),
                      "value": f"{r.gbps:.0f} GB/s ({r.bytes_per_sm_cycle:.1f} B/cycle per SM, "
                               f"{r.grid_ctas / r.busy_sms:.0f} CTAs/SM x {r.threads_per_cta} threads)"})
     return pd.DataFrame(rows)
@@ -54,7 +63,8 @@ def write_tables(derived_dir: Path, provenance: dict, tables_dir: Path) -> None:
     write_table(primitives_table(pd.read_csv(derived_dir / "latency.csv"), pd.read_csv(derived_dir / "bandwidth.csv")),
                 tables_dir, "dsm_primitives",
                 "DSM raw cost: one thread's dependent 4-byte loads (clock64 cycles, median of repeats; ns at the "
-                "median SM clock of the bandwidth runs) and the read bandwidth when every CTA streams a neighbour's "
-                "shared memory (best over CTAs/SM and threads; per SM over the SMs the grid kept busy). "
+                "median SM clock of the bandwidth runs) and the read bandwidth when every CTA streams a partner's "
+                "shared memory, CTA r reading CTA (r+1) mod n (ring) or CTA r xor 1 (pair) (best over CTAs/SM and "
+                "threads; per SM over the SMs the grid kept busy). "
                 f"{source}.")
     write_table(run_table(provenance), tables_dir, "dsm_run", "How the dsm data were measured (from provenance.json).")
