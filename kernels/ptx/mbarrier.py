@@ -25,6 +25,16 @@ _TRY_WAIT_PARITY = (
     " selp.u32 $0, 1, 0, done; }"
 )
 
+_TRY_WAIT_PARITY_HINT = (
+    "{ .reg .pred done; mbarrier.try_wait.parity.shared::cta.b64 done, [$1], $2, $3;"
+    " selp.u32 $0, 1, 0, done; }"
+)
+
+_TEST_WAIT_PARITY = (
+    "{ .reg .pred done; mbarrier.test_wait.parity.shared::cta.b64 done, [$1], $2;"
+    " selp.u32 $0, 1, 0, done; }"
+)
+
 _WAIT_PARITY_ACQUIRE_CLUSTER = """{
  .reg .pred done;
  wait_parity_cluster_retry:
@@ -90,6 +100,24 @@ def mbarrier_try_wait_parity(typingctx, bar, phase):
     """One ``mbarrier.try_wait.parity.shared::cta.b64 p, [bar], phase;`` then
     ``selp.u32``: returns uint32 1 when the phase has completed, else 0."""
     return asm_intrinsic(_TRY_WAIT_PARITY, (bar, phase), (U32, U32), result=U32)
+
+
+@intrinsic
+def mbarrier_try_wait_parity_hint(typingctx, bar, phase, suspend_time_hint_ns):
+    """One ``mbarrier.try_wait.parity.shared::cta.b64 p, [bar], phase, hint;``
+    then ``selp.u32``: as :func:`mbarrier_try_wait_parity`, but the thread may
+    stay suspended up to ``suspend_time_hint_ns`` nanoseconds (a hint; CUTLASS's
+    ``ClusterBarrier::wait`` passes 0x989680) instead of the system-dependent
+    limit. Returns uint32 1 when the phase has completed, else 0."""
+    return asm_intrinsic(_TRY_WAIT_PARITY_HINT, (bar, phase, suspend_time_hint_ns), (U32, U32, U32), result=U32)
+
+
+@intrinsic
+def mbarrier_test_wait_parity(typingctx, bar, phase):
+    """One ``mbarrier.test_wait.parity.shared::cta.b64 p, [bar], phase;`` (never
+    suspends: a spin loop polls) then ``selp.u32``: uint32 1 when the phase has
+    completed, else 0."""
+    return asm_intrinsic(_TEST_WAIT_PARITY, (bar, phase), (U32, U32), result=U32)
 
 
 @intrinsic

@@ -141,6 +141,16 @@ def mbarrier_try_wait(out_u32, out_u64, global_address):
     out_u32[1] = ptx.mbarrier_try_wait_parity(bar, out_u32[0])
 
 
+def mbarrier_try_wait_hint(out_u32, out_u64, global_address):
+    bar = ptx.smem_u32(cuda.shared.array(BARRIER_WORDS, numba.uint64))
+    out_u32[1] = ptx.mbarrier_try_wait_parity_hint(bar, out_u32[0], out_u32[2])
+
+
+def mbarrier_test_wait(out_u32, out_u64, global_address):
+    bar = ptx.smem_u32(cuda.shared.array(BARRIER_WORDS, numba.uint64))
+    out_u32[1] = ptx.mbarrier_test_wait_parity(bar, out_u32[0])
+
+
 def mbarrier_remote_arrive(out_u32, out_u64, global_address):
     bar = ptx.smem_u32(cuda.shared.array(BARRIER_WORDS, numba.uint64))
     ptx.mbarrier_arrive_cluster(bar, out_u32[0])
@@ -349,6 +359,12 @@ CASES = [
      [Op("SYNCS.PHASECHK.TRANS64.TRYWAIT"), Line(r"^@!P\d+ BRA ")]),
     ("mbarrier_try_wait_parity", mbarrier_try_wait,
      [Op("SYNCS.PHASECHK.TRANS64.TRYWAIT"), Op("SEL")]),
+    # the hint: a TRYWAIT, then a NANOSLEEP.SYNCS and a re-check while not done
+    ("mbarrier_try_wait_parity_hint", mbarrier_try_wait_hint,
+     [Op("SYNCS.PHASECHK.TRANS64.TRYWAIT"), Op("NANOSLEEP.SYNCS"), Op("SEL")]),
+    # test_wait: the bare phase check, no TRYWAIT (never suspends)
+    ("mbarrier_test_wait_parity", mbarrier_test_wait,
+     [Line(r"^SYNCS\.PHASECHK\.TRANS64 P\d+, "), Op("SEL")]),
     # .release.cluster costs a GPU-wide fence; the default (.release.cta) form has none.
     ("mbarrier_arrive_cluster", mbarrier_remote_arrive,
      [Line(MAPA_PRMT), Op("SYNCS.ARRIVE.TRANS64.RED.A1T0"), Op("MEMBAR.ALL.GPU")]),
