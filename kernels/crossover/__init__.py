@@ -20,4 +20,5 @@ contiguity for every mechanism. One stage holds ``stage_bytes / bytes_per_transf
 from .kernels import MECHANISMS, stream_kernel  # noqa: F401
 from .ring import KERNEL_SIGNATURE  # noqa: F401
 from .latency import LATENCY_SIGNATURE, latency_kernel  # noqa: F401
+from .latency_chain import CHAIN_SIGNATURE, WAITS, chain_kernel  # noqa: F401
 from .read_ceiling import READ_SIGNATURE, read_stream  # noqa: F401

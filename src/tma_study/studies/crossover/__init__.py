@@ -9,10 +9,11 @@ STUDY = Study(
     question="From which transfer size, and with how many bytes in flight, does a TMA tensor "
              "load beat 1-D bulk copies, cp.async and plain 128-bit loads?",
     raw_files=("stream.csv", "ceilings.csv", "latency.csv"),
-    derived_files=("best.csv", "crossover.csv", "ceilings.csv", "latency.csv", "peaks.csv",
-                   "reproducibility.csv"),
+    derived_files=("best.csv", "crossover.csv", "ceilings.csv", "latency.csv", "latency_chain.csv",
+                   "peaks.csv", "reproducibility.csv"),
     figures=("crossover_bandwidth", "crossover_map", "crossover_latency"),
-    tables=("crossover_summary", "crossover_crossovers", "crossover_reproducibility", "crossover_run"),
+    tables=("crossover_summary", "crossover_crossovers", "crossover_latency_chain", "crossover_reproducibility",
+            "crossover_run"),
     kernels=f"{_HERE}.kernels:compile_list",
     measure=f"{_HERE}.measure:measure",
     aggregate=f"{_HERE}.aggregate:aggregate",   # (raw_dir, derived_dir, repeat_dir=None)

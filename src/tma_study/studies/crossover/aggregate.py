@@ -7,7 +7,11 @@ Writes into ``derived_dir``:
                      TMA is at least as fast as the alternative at every larger size, bracketed
 - ``peaks.csv``      per (working set, mechanism): best GB/s over everything, vs the ceilings
 - ``ceilings.csv``   the best of each ceiling per working set
-- ``latency.csv``    one transfer's latency per mechanism, size and level (as measured)
+- ``latency.csv``    one transfer's latency over the full dependent chain, per mechanism, size (those
+                     of the stream sweep) and level (as measured)
+- ``latency_chain.csv``  at the sizes chased in every form: each form's latency, from the full chain
+                     down to the transfer's own issue-to-arrival latency, as a fraction of the full
+                     chain's and against cp.async's and plain loads' in the same form
 - ``reproducibility.csv``  how far a second run of the same sweep moved the numbers (when one exists)
 """
 from __future__ import annotations
@@ -121,6 +125,54 @@ def peaks(best: pd.DataFrame) -> pd.DataFrame:
     return top.reset_index(drop=True)
 
 
+CHAIN_ORDER = ("full", "one_thread", "issue_to_arrival", "issue_to_arrival_hint", "issue_to_arrival_test_wait")
+CHASE_KEY = ["mechanism", "bytes_per_transfer", "level"]
+
+
+def with_chain(latency: pd.DataFrame) -> pd.DataFrame:
+    """``latency.csv`` with its ``chain`` column; runs measured before it existed chased the full chain."""
+    return latency if "chain" in latency.columns else latency.assign(chain="full")
+
+
+def full_chain_latency(latency: pd.DataFrame, stream_sizes) -> pd.DataFrame:
+    """The full dependent chain's rows at the stream sweep's transfer sizes (the raw columns)."""
+    latency = with_chain(latency)
+    rows = latency[(latency.chain == "full") & latency.bytes_per_transfer.isin(set(stream_sizes))]
+    return rows.drop(columns="chain").reset_index(drop=True)
+
+
+def chain_decomposition(latency: pd.DataFrame) -> pd.DataFrame:
+    """Every chase form at the sizes where more than the full chain was chased; ``step``: the
+    form's place in CHAIN_ORDER (each drops one cost of the one before), ``fraction_of_full``:
+    its cycles over the full chain's (same mechanism, size, level), ``cycles_minus_cp_async``
+    and ``cycles_minus_plain_loads``: its cycles less cp.async's and plain loads' in the same form
+    (plain loads have no wait form: their issue_to_arrival stands for all three)."""
+    latency = with_chain(latency)
+    sizes = latency[latency.chain != "full"].bytes_per_transfer.unique()
+    rows = latency[latency.bytes_per_transfer.isin(sizes)].copy()
+    if rows.empty:
+        return pd.DataFrame(columns=["chain", "step", *CHASE_KEY, "threads_per_cta", "cycles_per_transfer_median",
+                                     "cycles_per_transfer_iqr", "ns_per_transfer_median", "fraction_of_full",
+                                     "cycles_minus_cp_async", "cycles_minus_plain_loads"])
+    rows["step"] = rows.chain.map({c: i for i, c in enumerate(CHAIN_ORDER)})
+    cycles = rows.set_index(["chain", *CHASE_KEY]).cycles_per_transfer_median
+    full = {key[1:]: value for key, value in cycles.items() if key[0] == "full"}
+
+    def other(row, mechanism):
+        chain = row.chain if mechanism != "plain_loads" or not row.chain.startswith("issue_to_arrival") \
+            else "issue_to_arrival"
+        return cycles.get((chain, mechanism, row.bytes_per_transfer, row.level), float("nan"))
+
+    rows["fraction_of_full"] = [r.cycles_per_transfer_median / full.get((r.mechanism, r.bytes_per_transfer, r.level),
+                                                                         float("nan")) for r in rows.itertuples()]
+    rows["cycles_minus_cp_async"] = [r.cycles_per_transfer_median - other(r, "cp_async") for r in rows.itertuples()]
+    rows["cycles_minus_plain_loads"] = [r.cycles_per_transfer_median - other(r, "plain_loads")
+                                        for r in rows.itertuples()]
+    columns = ["chain", "step", *CHASE_KEY, "threads_per_cta", "cycles_per_transfer_median", "cycles_per_transfer_iqr",
+               "ns_per_transfer_median", "fraction_of_full", "cycles_minus_cp_async", "cycles_minus_plain_loads"]
+    return rows[columns].sort_values(["bytes_per_transfer", "level", "mechanism", "step"]).reset_index(drop=True)
+
+
 def aggregate(raw_dir: Path, derived_dir: Path, repeat_dir: Path | None = None) -> None:
     """Write every derived file; ``repeat_dir`` is a second run of the same sweep, if any."""
     raw_dir, derived_dir = Path(raw_dir), Path(derived_dir)
@@ -134,7 +186,8 @@ def aggregate(raw_dir: Path, derived_dir: Path, repeat_dir: Path | None = None) 
     _write(crossovers(best), derived_dir / "crossover.csv")
     _write(peaks(best), derived_dir / "peaks.csv")
     _write(ceilings, derived_dir / "ceilings.csv")
-    _write(raw["latency.csv"], derived_dir / "latency.csv")
+    _write(full_chain_latency(raw["latency.csv"], stream.bytes_per_transfer.unique()), derived_dir / "latency.csv")
+    _write(chain_decomposition(raw["latency.csv"]), derived_dir / "latency_chain.csv")
     repeat = (reproducibility(raw, repeat_raw, Path(repeat_dir)) if repeat_raw is not None
               else pd.DataFrame({"compared": ["no second run of this sweep is present"]}))
     _write(repeat, derived_dir / "reproducibility.csv")

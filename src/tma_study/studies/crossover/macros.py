@@ -98,6 +98,39 @@ def _latency(facts: Facts) -> dict[str, str]:
     return macros
 
 
+CHAIN_SHORT = {"full": "full", "one_thread": "one thread", "issue_to_arrival": "issue",
+               "issue_to_arrival_hint": "issue hint", "issue_to_arrival_test_wait": "issue test wait"}
+
+
+def _latency_chain(derived_dir: Path, stream_smallest: int) -> dict[str, str]:
+    """The chase forms' numbers at the smallest chain size (``chain smallest``) and at the stream
+    sweep's smallest size (``chain stream``); every name defined, ``n/a`` where not measured."""
+    path = Path(derived_dir) / "latency_chain.csv"
+    chain = pd.read_csv(path) if path.exists() else pd.DataFrame()
+    smallest = int(chain.bytes_per_transfer.min()) if len(chain) else None
+    macros = {_name("chain smallest size"): size(smallest) if smallest is not None else NOT_MEASURED}
+    for where, at in (("smallest", smallest), ("stream", stream_smallest)):
+        for level in WORKING_SETS:
+            rows = chain[(chain.bytes_per_transfer == at) & (chain.level == level)] if len(chain) else chain
+            for form, short in CHAIN_SHORT.items():
+                for mechanism in MECHANISMS:
+                    match = rows[(rows.chain == form) & (rows.mechanism == mechanism)] if len(rows) else rows
+                    found = match.iloc[0] if len(match) else None
+                    macros[_name("chain", where, short, mechanism, level)] = (
+                        number(found.cycles_per_transfer_median) if found is not None else NOT_MEASURED)
+                    if mechanism == TMA:
+                        macros[_name("chain", where, short, "tma minus plain", level)] = (
+                            number(found.cycles_minus_plain_loads) if found is not None
+                            and not math.isnan(found.cycles_minus_plain_loads) else NOT_MEASURED)
+                        macros[_name("chain", where, short, "tma minus cp async", level)] = (
+                            number(found.cycles_minus_cp_async) if found is not None
+                            and not math.isnan(found.cycles_minus_cp_async) else NOT_MEASURED)
+                        macros[_name("chain", where, short, "tma percent of full", level)] = (
+                            percent(found.fraction_of_full, 0) if found is not None
+                            and not math.isnan(found.fraction_of_full) else NOT_MEASURED)
+    return macros
+
+
 def _reproducibility(facts: Facts) -> dict[str, str]:
     every = facts.repeat("every configuration")
     crossings = facts.repeat("crossover sizes")
@@ -139,7 +172,8 @@ def _run(provenance: dict) -> dict[str, str]:
 def macros(derived_dir: Path, provenance: dict) -> dict[str, str]:
     facts = Facts.load(derived_dir)
     tma_hbm = facts.peak("hbm", TMA)
-    out = {**_bandwidth(facts), **_crossovers(facts), **_latency(facts), **_reproducibility(facts),
+    out = {**_bandwidth(facts), **_crossovers(facts), **_latency(facts),
+           **_latency_chain(derived_dir, int(facts.latency.bytes_per_transfer.min())), **_reproducibility(facts),
            **_run(provenance)}
     if tma_hbm is not None:
         out[_name("tma best stages")] = str(int(tma_hbm.stages))

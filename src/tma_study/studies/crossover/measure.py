@@ -3,7 +3,9 @@
 Writes, atomically into ``out_dir``:
 - ``stream.csv``    one row per (mechanism, knobs, transfer size, working set): time and GB/s
 - ``ceilings.csv``  device-to-device copy and pure-read stream, measured in the same run
-- ``latency.csv``   one transfer's latency per (mechanism, size, level), clock64 pointer chase
+- ``latency.csv``   one transfer's latency per (chase form, mechanism, size, level), clock64 pointer
+                    chase: the full dependent chain at every size, and at the chain sizes the forms
+                    that remove one cost at a time down to the issue-to-arrival latency
 - ``provenance.json``
 
 Every configuration's checksum is checked against the host reference before it is timed;
@@ -13,6 +15,7 @@ the checksum output is poisoned before each check.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -85,7 +88,7 @@ def _chunk_tensor_map(device_array, nbytes: int, bytes_per_transfer: int):
 
 
 def _kernels(study: dict, configs: list[StreamConfig]):
-    """(stream kernels, latency kernels by mechanism, the read-ceiling kernel, StudyKernels),
+    """(stream kernels by mechanism, chase kernels by name, the read-ceiling kernel, StudyKernels),
     loaded from the kernel cache, each allowed the dynamic shared memory its sweep needs."""
     from tma_kernels import launch
     from tma_kernels.crossover.latency import latency_dynamic_shared_bytes
@@ -93,13 +96,18 @@ def _kernels(study: dict, configs: list[StreamConfig]):
 
     kernels = StudyKernels("crossover", study)
     streams, latencies = {}, {}
+    sizes = [*study["bytes_per_transfer"], *study["latency"].get("chain_bytes_per_transfer", [])]
     for mechanism in study["mechanisms"]:
         streams[mechanism] = kernels[f"stream_{mechanism}"]
         launch.set_max_dynamic_shared_bytes(streams[mechanism], max(
             dynamic_shared_bytes(c.stages, c.stage_bytes) for c in configs if c.mechanism == mechanism))
-        latencies[mechanism] = kernels[f"latency_{mechanism}"]
-        launch.set_max_dynamic_shared_bytes(
-            latencies[mechanism], latency_dynamic_shared_bytes(max(study["bytes_per_transfer"])))
+        for size in sizes:
+            for chase in chases([mechanism], size, study["bytes_per_transfer"],
+                                study["latency"].get("chain_bytes_per_transfer", [])):
+                if chase.kernel_name not in latencies:
+                    latencies[chase.kernel_name] = kernels[chase.kernel_name]
+                    launch.set_max_dynamic_shared_bytes(latencies[chase.kernel_name],
+                                                        latency_dynamic_shared_bytes(max(sizes)))
     return streams, latencies, kernels["read_stream"], kernels
 
 
@@ -187,49 +195,108 @@ def _ceiling_cases(read_kernel, working_sets: dict, sm_count: int) -> list[tuple
     return cases
 
 
+@dataclass(frozen=True)
+class Chase:
+    """One form of the pointer chase (raw column ``chain``): which kernel, with how many threads."""
+    chain: str
+    mechanism: str
+    kernel_name: str
+    threads: int
+
+    @property
+    def checks_chain_result(self) -> bool:
+        """The issue-to-arrival kernels also report waits given up and (plain loads) a checksum."""
+        return self.kernel_name.startswith("issue_to_arrival")
+
+
+def chases(mechanisms, size: int, full_sizes, chain_sizes) -> list[Chase]:
+    """The chase forms measured at ``size``, from the full dependent chain down to the transfer's
+    own issue-to-arrival latency (each form drops one cost of the one before; docs in
+    kernels/crossover/latency.py and latency_chain.py):
+
+    full                        every thread of the CTA runs the producer and waits, one __syncthreads per hop
+    one_thread                  the same kernel in a one-thread CTA: no other thread issues, waits or syncs
+    issue_to_arrival            one thread, the bare transfer, a try_wait loop (the published chase's form)
+    issue_to_arrival_hint       the same waiting with a suspend-time hint (mbarrier mechanisms)
+    issue_to_arrival_test_wait  the same polling test_wait, which never suspends (mbarrier mechanisms)
+    """
+    from .kernels import chain_kernel_name
+    forms = []
+    for mechanism in mechanisms:
+        if size in full_sizes or size in chain_sizes:
+            forms.append(Chase("full", mechanism, f"latency_{mechanism}", LATENCY_THREADS[mechanism]))
+        if size not in chain_sizes:
+            continue
+        forms.append(Chase("one_thread", mechanism, f"latency_{mechanism}", 1))
+        for chain, wait in CHAIN_WAITS.items():
+            if mechanism != "plain_loads" or wait == "try_wait":
+                forms.append(Chase(chain, mechanism, chain_kernel_name(mechanism, wait), 1))
+    return forms
+
+
+CHAIN_WAITS = {"issue_to_arrival": "try_wait", "issue_to_arrival_hint": "try_wait_hint",
+               "issue_to_arrival_test_wait": "test_wait"}
+
+
 def _measure_latency(study: dict, kernels: dict, gpu: gpu_mod.GpuInfo) -> pd.DataFrame:
-    """Pointer chases: cold (L2 flushed first, data from HBM) then warm (same chunks, from L2)."""
+    """Pointer chases: cold (L2 flushed first, data from HBM) then warm (same chunks, from L2),
+    for every chase form (:func:`chases`) at every size; ``kernels``: loaded kernels by name."""
     from numba import cuda
     from numba.cuda.cudadrv.driver import device_memset
     from tma_kernels.crossover.latency import latency_dynamic_shared_bytes
+    from tma_kernels.crossover.latency_chain import RESULT_WORDS
 
     from tma_study.harness.progress import Progress
     settings = study["latency"]
     nbytes, hops = settings["hbm_bytes"], settings["hops"]
+    full_sizes = study["bytes_per_transfer"]
+    chain_sizes = settings.get("chain_bytes_per_transfer", [])
+    sizes = sorted(set(full_sizes) | set(chain_sizes))
     scratch = cuda.device_array(L2_FLUSH_FACTOR * gpu.l2_bytes // ELEMENT_BYTES, np.uint32)
-    result = cuda.device_array(3, np.uint64)
+    result = cuda.device_array(RESULT_WORDS, np.uint64)
+    sentinel = np.full(RESULT_WORDS, 2**63, dtype=np.uint64)
     rng = fresh_rng()
     rows = []
-    progress = Progress("crossover latency", len(study["bytes_per_transfer"]) * len(kernels))
-    for size in study["bytes_per_transfer"]:
+    progress = Progress("crossover latency", sum(len(chases(study["mechanisms"], size, full_sizes, chain_sizes))
+                                                 for size in sizes))
+    for size in sizes:
         chunk_count = nbytes // size
+        words_per_chunk = size // ELEMENT_BYTES
         successor = reference.chase_chain(chunk_count, rng)
         words = rng.integers(0, 2**32, size=nbytes // ELEMENT_BYTES, dtype=np.uint32)
-        words[np.arange(chunk_count) * (size // ELEMENT_BYTES)] = successor
+        words[np.arange(chunk_count) * words_per_chunk] = successor
         chain = cuda.to_device(words)
         tmap = _chunk_tensor_map(chain, nbytes, size)
         address = int(chain.__cuda_array_interface__["data"][0])
-        for mechanism, kernel in kernels.items():
-            progress.step(f"{mechanism} B={size}")
+        for chase in chases(study["mechanisms"], size, full_sizes, chain_sizes):
+            progress.step(f"{chase.chain} {chase.mechanism} B={size}")
+            kernel = kernels[chase.kernel_name]
             samples = {"hbm": [], "l2": []}
             for _ in range(settings["repeats"]):
                 start = int(rng.integers(chunk_count))
-                want = reference.follow(successor, start, hops)
+                path = reference.chase_path(successor, start, hops)
+                want = int(successor[path[-1]])
                 device_memset(scratch, 0, scratch.nbytes)      # evicts the chain from L2
                 for level in ("hbm", "l2"):        # second chase re-reads the chunks the first left in L2
-                    result.copy_to_device(np.full(3, 2**63, dtype=np.uint64))
-                    kernel[1, LATENCY_THREADS[mechanism], 0, latency_dynamic_shared_bytes(size)](
-                        address, tmap.address if mechanism == "tma_tile" else 0,
+                    result.copy_to_device(sentinel)
+                    kernel[1, chase.threads, 0, latency_dynamic_shared_bytes(size)](
+                        address, tmap.address if chase.mechanism == "tma_tile" else 0,
                         size.bit_length() - 1, chunk_count - 1, start, hops, 1, result)
-                    cycles, nanoseconds, final = (int(v) for v in result.copy_to_host())
+                    cycles, nanoseconds, final, given_up, checksum = (int(v) for v in result.copy_to_host())
+                    name = f"latency chase {chase.chain} {chase.mechanism} B={size} ({level})"
+                    if chase.checks_chain_result and given_up != 0:
+                        raise timing.CorrectnessError(f"{name}: a wait saw no completion and gave up")
                     if final != want:
-                        raise timing.CorrectnessError(
-                            f"latency chase {mechanism} B={size}: ended at chunk {final}, expected {want}")
+                        raise timing.CorrectnessError(f"{name}: ended at chunk {final}, expected {want}")
+                    if chase.checks_chain_result and chase.mechanism == "plain_loads":
+                        expected = reference.chunk_word_sum(words, words_per_chunk, path)
+                        if checksum != expected:
+                            raise timing.CorrectnessError(f"{name}: checksum {checksum}, expected {expected}")
                     samples[level].append((cycles / hops, nanoseconds / hops))
             for level, values in samples.items():
                 cycles = summarize([c for c, _ in values])
-                rows.append({"mechanism": mechanism, "bytes_per_transfer": size, "level": level,
-                             "chase_bytes": nbytes, "hops": hops, "threads_per_cta": LATENCY_THREADS[mechanism],
+                rows.append({"chain": chase.chain, "mechanism": chase.mechanism, "bytes_per_transfer": size,
+                             "level": level, "chase_bytes": nbytes, "hops": hops, "threads_per_cta": chase.threads,
                              **cycles.as_columns("cycles_per_transfer"),
                              "ns_per_transfer_median": float(np.median([n for _, n in values]))})
         del chain, tmap

@@ -47,6 +47,24 @@ def chase_chain(chunk_count: int, rng: np.random.Generator) -> np.ndarray:
     return successor
 
 
+def chase_path(successor: np.ndarray, start: int, hops: int) -> np.ndarray:
+    """The ``hops`` chunks a chase from ``start`` reads, in order (the last one's word 0 is where
+    it ends: ``successor[path[-1]]``)."""
+    path = np.empty(hops, dtype=np.int64)
+    chunk = start
+    for hop in range(hops):
+        path[hop] = chunk
+        chunk = int(successor[chunk])
+    return path
+
+
+def chunk_word_sum(words: np.ndarray, words_per_chunk: int, path: np.ndarray) -> int:
+    """Sum modulo 2**64 of every uint32 word of the chunks in ``path`` (each visit counted): the
+    plain-loads issue-to-arrival chase's checksum."""
+    chunks = words.reshape(-1, words_per_chunk)[path]
+    return int(chunks.astype(np.uint64).sum(dtype=np.uint64)) & UINT64_MASK
+
+
 def follow(successor: np.ndarray, start: int, hops: int) -> int:
     """The chunk reached after ``hops`` steps from ``start``."""
     chunk = start

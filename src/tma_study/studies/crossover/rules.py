@@ -84,7 +84,8 @@ def _latency(facts: Facts) -> dict | None:
         rule = "a lone dependent transfer: cp.async at every measured size (TMA's round trip is longer)"
     evidence = "; ".join(f"{LEVEL_NAMES[level]}: TMA/cp.async latency {ratio.iloc[0]:.2f} at "
                          f"{human_bytes(ratio.index[0])}" for level, ratio, _ in rows)
-    return {"situation": "latency-bound loads (one transfer at a time, dependent)", "rule": rule,
+    return {"situation": "latency-bound loads (one transfer at a time, every consumer thread waiting on it)",
+            "rule": rule,
             "evidence": evidence, "figure": "crossover_latency", "claims": ("crossover_tma_latency_higher_small",)}
 
 

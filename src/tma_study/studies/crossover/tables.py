@@ -46,6 +46,33 @@ def crossover_table(crossover: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+CHAIN_LABELS = {"full": "full chain", "one_thread": "one thread", "issue_to_arrival": "issue-arrival, try_wait",
+                "issue_to_arrival_hint": "issue-arrival, hint", "issue_to_arrival_test_wait": "issue-arrival, test_wait"}
+CHAIN_MECHANISMS = {"tma_tile": "TMA", "bulk_copy": "bulk", "cp_async": "cp.async", "plain_loads": "plain"}
+LEVEL_LABELS = {"hbm": "HBM", "l2": "L2"}
+
+
+def latency_chain_table(chain: pd.DataFrame) -> pd.DataFrame:
+    """One row per (size, level, chase form): each mechanism's cycles per transfer, and TMA's
+    difference to cp.async and to plain loads in the same form."""
+    if chain.empty:
+        return pd.DataFrame({"chase form": ["not measured: this run chased the full chain only"]})
+    rows = []
+    for (size, level, step, form), group in chain.groupby(["bytes_per_transfer", "level", "step", "chain"]):
+        cycles = group.set_index("mechanism").cycles_per_transfer_median
+        tma = group[group.mechanism == "tma_tile"]
+
+        def cell(value):
+            return "" if pd.isna(value) else f"{value:.0f}"
+
+        rows.append({"transfer": human_bytes(size), "from": LEVEL_LABELS.get(level, level),
+                     "chase form": CHAIN_LABELS.get(form, form),
+                     **{CHAIN_MECHANISMS[m]: cell(cycles.get(m, float("nan"))) for m in CHAIN_MECHANISMS},
+                     "TMA - cp.async": cell(tma.cycles_minus_cp_async.iloc[0]) if len(tma) else "",
+                     "TMA - plain": cell(tma.cycles_minus_plain_loads.iloc[0]) if len(tma) else ""})
+    return pd.DataFrame(rows)
+
+
 def write_tables(derived_dir: Path, provenance: dict, tables_dir: Path) -> None:
     derived_dir = Path(derived_dir)
     source = source_line(provenance)
@@ -56,6 +83,14 @@ def write_tables(derived_dir: Path, provenance: dict, tables_dir: Path) -> None:
                 "crossover_crossovers",
                 "Transfer size from which a TMA tensor load is never slower than each alternative "
                 f"(ties within the measured spread count as not slower). {source}.")
+    write_table(latency_chain_table(pd.read_csv(derived_dir / "latency_chain.csv")), tables_dir,
+                "crossover_latency_chain",
+                "Latency of one dependent transfer (SM cycles, median of repeats) in each chase form, each "
+                "dropping one cost of the one above: full chain (every thread of the CTA issues its share and "
+                "waits on the mbarrier, one __syncthreads per hop); one thread (the same kernel in a one-thread "
+                "CTA); issue-arrival (one thread, the bare transfer, a try_wait loop: the published chase), then "
+                "with a suspend-time hint or a test_wait poll instead. Plain loads wait on registers: their "
+                f"try_wait row stands for every wait form. {source}.")
     write_table(run_table(provenance), tables_dir, "crossover_run",
                 "How the crossover data were measured (from provenance.json).")
     repeat = pd.read_csv(derived_dir / "reproducibility.csv")
