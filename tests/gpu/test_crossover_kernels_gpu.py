@@ -67,6 +67,7 @@ SIZES = (256, 4096, 65536)
 ACCESS_ORDERS = ("scattered", "sequential")
 NEGATIVE_SIZE = 4096
 LATENCY_SIZES = (256, 65536)
+CHAIN_SIZES = (16, 256)          # every chase form (measure.chases), as config.yaml's latency section
 CHASE_BYTES = 16 * MiB
 CHASE_HOPS = 300  # not a multiple of any chunk count here: the chase cannot end where it began
 WORD_BITS = 32
@@ -141,7 +142,8 @@ def gpu():
 def compiled():
     """(stream kernels, latency kernels, read kernel), loaded from the kernel cache and
     configured by measure.py."""
-    study = {"mechanisms": list(MECHANISMS), "bytes_per_transfer": list(SIZES)}
+    study = {"mechanisms": list(MECHANISMS), "bytes_per_transfer": list(SIZES),
+             "latency": {"chain_bytes_per_transfer": list(CHAIN_SIZES)}}
     return measure._kernels(study, STREAM_CONFIGS)[:3]
 
 
@@ -199,6 +201,40 @@ def test_stream_check_fails_on_a_flipped_word(mechanism, gpu, compiled):
 
 
 # ---------------------------------------------------------------- latency chase
+CHAIN_FORMS = [(chase, size) for size in CHAIN_SIZES
+               for chase in measure.chases(MECHANISMS, size, [], CHAIN_SIZES) if chase.chain != "full"]
+
+
+@pytest.mark.parametrize("chase, bytes_per_transfer", CHAIN_FORMS,
+                         ids=[f"{c.chain}-{c.mechanism}-{b}" for c, b in CHAIN_FORMS])
+def test_every_chase_form_ends_at_the_chunk_follow_predicts(chase, bytes_per_transfer, compiled):
+    """The one-thread and issue-to-arrival chases (a bounded wait: a lost completion ends the
+    kernel with result[3] = 1 instead of hanging)."""
+    _, latencies, _ = compiled
+    seed, rng = fresh_rng()
+    chunk_count = CHASE_BYTES // bytes_per_transfer
+    words_per_chunk = bytes_per_transfer // measure.ELEMENT_BYTES
+    successor = reference.chase_chain(chunk_count, rng)
+    words = rng.integers(1, 2**32, size=CHASE_BYTES // measure.ELEMENT_BYTES, dtype=np.uint32)
+    words[np.arange(chunk_count) * words_per_chunk] = successor
+    chain = cuda.to_device(words)
+    tmap = measure._chunk_tensor_map(chain, CHASE_BYTES, bytes_per_transfer)
+    start = int(rng.integers(chunk_count))
+    path = reference.chase_path(successor, start, CHASE_HOPS)
+    d_result = cuda.to_device(rng.integers(2**32, 2**63, size=5, dtype=np.uint64))
+    latencies[chase.kernel_name][1, chase.threads, 0, latency_dynamic_shared_bytes(bytes_per_transfer)](
+        int(chain.__cuda_array_interface__["data"][0]), tmap.address if chase.mechanism == "tma_tile" else 0,
+        bytes_per_transfer.bit_length() - 1, chunk_count - 1, start, CHASE_HOPS, 1, d_result)
+    cuda.synchronize()
+    cycles, nanoseconds, final, given_up, checksum = (int(v) for v in d_result.copy_to_host())
+    assert final == int(successor[path[-1]]), f"seed={seed}: ended at chunk {final}"
+    assert 0 < cycles < 2**32 and 0 < nanoseconds < 2**32, (cycles, nanoseconds)
+    if chase.checks_chain_result:
+        assert given_up == 0
+        if chase.mechanism == "plain_loads":
+            assert checksum == reference.chunk_word_sum(words, words_per_chunk, path), f"seed={seed}"
+
+
 @pytest.mark.parametrize("bytes_per_transfer", LATENCY_SIZES)
 @pytest.mark.parametrize("mechanism", list(MECHANISMS))
 def test_latency_chase_ends_at_the_chunk_follow_predicts(mechanism, bytes_per_transfer, compiled):
@@ -216,7 +252,7 @@ def test_latency_chase_ends_at_the_chunk_follow_predicts(mechanism, bytes_per_tr
     assert want != start
     # poison above any chunk index, so it can never pass for a result
     d_result = cuda.to_device(rng.integers(2**32, 2**63, size=3, dtype=np.uint64))
-    latencies[mechanism][
+    latencies[f"latency_{mechanism}"][
         1, measure.LATENCY_THREADS[mechanism], 0, latency_dynamic_shared_bytes(bytes_per_transfer)
     ](
         address,

@@ -96,14 +96,14 @@ def _kernels(study: dict, configs: list[StreamConfig]):
 
     kernels = StudyKernels("crossover", study)
     streams, latencies = {}, {}
-    sizes = [*study["bytes_per_transfer"], *study["latency"].get("chain_bytes_per_transfer", [])]
+    chain_sizes = study.get("latency", {}).get("chain_bytes_per_transfer", [])
+    sizes = [*study["bytes_per_transfer"], *chain_sizes]
     for mechanism in study["mechanisms"]:
         streams[mechanism] = kernels[f"stream_{mechanism}"]
         launch.set_max_dynamic_shared_bytes(streams[mechanism], max(
             dynamic_shared_bytes(c.stages, c.stage_bytes) for c in configs if c.mechanism == mechanism))
         for size in sizes:
-            for chase in chases([mechanism], size, study["bytes_per_transfer"],
-                                study["latency"].get("chain_bytes_per_transfer", [])):
+            for chase in chases([mechanism], size, study["bytes_per_transfer"], chain_sizes):
                 if chase.kernel_name not in latencies:
                     latencies[chase.kernel_name] = kernels[chase.kernel_name]
                     launch.set_max_dynamic_shared_bytes(latencies[chase.kernel_name],
