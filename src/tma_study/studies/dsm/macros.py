@@ -10,6 +10,7 @@ from tma_study.report.numbers import camel, number, size
 from .aggregate import with_pattern
 
 SIZE_WORDS = {2: "two", 4: "four", 8: "eight", 16: "sixteen"}
+NOT_MEASURED = "n/a"
 
 
 def macros(derived_dir: Path, provenance: dict) -> dict[str, str]:
@@ -32,6 +33,12 @@ def macros(derived_dir: Path, provenance: dict) -> dict[str, str]:
         if r.cluster_size != 2 and not pd.isna(r.fraction_of_cluster_two):
             out[camel("dsm", prefix, "read drop percent from two cluster", words)] = number(
                 100 * (1 - r.fraction_of_cluster_two))
+    for prefix in ("", "pair"):             # a run without the pair pattern: its names say so
+        for n, words in SIZE_WORDS.items():
+            out.setdefault(camel("dsm", prefix, "read gbps cluster", words), NOT_MEASURED)
+            out.setdefault(camel("dsm", prefix, "read bytes per cycle cluster", words), NOT_MEASURED)
+            if n != 2:
+                out.setdefault(camel("dsm", prefix, "read drop percent from two cluster", words), NOT_MEASURED)
     winners = pd.read_csv(derived_dir / "winners.csv")
     largest = winners[winners.cluster_size == winners.cluster_size.max()]
     if len(largest):
