@@ -121,11 +121,12 @@ def test_broadcast_delivers_every_tile_to_every_cta(variant, n, tile, stages):
     case.check()
 
 
-@pytest.mark.parametrize("remote,n", [(True, 2), (True, 16), (False, 1)])
-def test_neighbour_read_checksums(remote, n):
+@pytest.mark.parametrize("pattern,n", [("ring", 2), ("ring", 16), ("pair", 4), ("pair", 16), ("own", 1)])
+def test_neighbour_read_checksums(pattern, n):
     from numba import cuda
-    kernel = cuda.jit(bandwidth.SIGNATURE)(make_neighbour_read(remote))
-    dsm_measure.NeighbourReadCase(kernel, remote, n, 1, 256, 3, gpu().sm_count).check()
+    remote = pattern != dsm_measure.LOCAL_PATTERN
+    kernel = cuda.jit(bandwidth.SIGNATURE)(make_neighbour_read(remote, pattern if remote else "ring"))
+    dsm_measure.NeighbourReadCase(kernel, pattern, n, 1, 256, 3, gpu().sm_count).check()
 
 
 def test_latency_chases_end_where_the_host_says():
