@@ -36,7 +36,8 @@ def test_dsm_winner_that_changed_is_named_and_primitives_sit_side_by_side(tmp_pa
     assert (remote.ref, remote.other, remote.moved) == ("200", "210 (+5.0 %)", "other")
     local = table.loc["latency, cluster of 2, own smem, ld.shared: cycles per load"]
     assert local.moved == "no"
-    bandwidth = table.loc["bandwidth, cluster of 2, neighbour's smem (ring: CTA r+1 mod n), 128-bit ld.shared::cluster: GB/s"]
+    bandwidth = table.loc["bandwidth, cluster of 2, neighbour's smem (ring: CTA r+1 mod n), "
+                          "128-bit ld.shared::cluster: GB/s"]
     assert (bandwidth.other, bandwidth.moved) == ("3030 (+1.0 %)", "no")
 
 

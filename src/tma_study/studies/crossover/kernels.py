@@ -51,7 +51,7 @@ def compile_list(study_config: dict | None = None) -> list[KernelBuild]:
     kernels += [KernelBuild(f"latency_{m}", latency_kernel(m), LATENCY_SIGNATURE, EXPECTED_SASS[m] + ("CS2R",))
                 for m in MECHANISMS]
     kernels += [KernelBuild(chain_kernel_name(m, wait), chain_kernel(m, wait), CHAIN_SIGNATURE,
-                            CHAIN_ISSUE_SASS[m] + CHAIN_WAIT_SASS.get(wait if m != "plain_loads" else "", ()) + ("CS2R",))
+                            CHAIN_ISSUE_SASS[m] + (CHAIN_WAIT_SASS[wait] if m != "plain_loads" else ()) + ("CS2R",))
                 for m in MECHANISMS for wait in chain_waits(m)]
     kernels.append(KernelBuild("read_stream", read_stream, READ_SIGNATURE, ("LDG.E.128",)))
     return kernels

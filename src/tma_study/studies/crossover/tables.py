@@ -47,7 +47,8 @@ def crossover_table(crossover: pd.DataFrame) -> pd.DataFrame:
 
 
 CHAIN_LABELS = {"full": "full chain", "one_thread": "one thread", "issue_to_arrival": "issue-arrival, try_wait",
-                "issue_to_arrival_hint": "issue-arrival, hint", "issue_to_arrival_test_wait": "issue-arrival, test_wait"}
+                "issue_to_arrival_hint": "issue-arrival, hint",
+                "issue_to_arrival_test_wait": "issue-arrival, test_wait"}
 CHAIN_MECHANISMS = {"tma_tile": "TMA", "bulk_copy": "bulk", "cp_async": "cp.async", "plain_loads": "plain"}
 LEVEL_LABELS = {"hbm": "HBM", "l2": "L2"}
 

@@ -62,7 +62,8 @@ def compare_runs(derived_dirs: dict[str, Path], reference: str) -> pd.DataFrame:
     winners = {label: _read(derived_dirs[label], "winners.csv", ["working_set", "cluster_size", "tile_bytes"])
                for label in labels}
     latency = {label: _read(derived_dirs[label], "latency.csv", ["cluster_size", "target"]) for label in labels}
-    bandwidth = {label: _read(derived_dirs[label], "bandwidth.csv", ["path", "pattern", "cluster_size"]) for label in labels}
+    bandwidth = {label: _read(derived_dirs[label], "bandwidth.csv", ["path", "pattern", "cluster_size"])
+                 for label in labels}
 
     def winner_row(key, found):
         working_set, cluster_size, tile = key
