@@ -16,6 +16,7 @@ shape each operand is several times the L2 size. Needs PyTorch and the compile s
 from __future__ import annotations
 
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -52,11 +53,12 @@ def _pci_bus_id(torch) -> str:
 
 
 def _check(torch, problem, name: str, run, correctness: dict) -> dict:
-    """One correctness check of ``run`` (enqueues D = A . B^T on the default stream) on fresh data."""
+    """One correctness check of ``run`` (enqueues D = A . B^T on the default stream; returns D, or
+    None when it wrote problem.d) on fresh data."""
     problem.refill()
-    run()
+    d = run()
     torch.cuda.synchronize()
-    return gemm_measure.check_sampled(torch, problem.a, problem.b, problem.d, correctness, name)
+    return gemm_measure.check_sampled(torch, problem.a, problem.b, problem.d if d is None else d, correctness, name)
 
 
 def measure(study: dict, gpu_probe: dict, out_dir: Path, compile_dir: Path = COMPILE_DIR) -> None:
@@ -105,6 +107,9 @@ def measure(study: dict, gpu_probe: dict, out_dir: Path, compile_dir: Path = COM
 
     monitor = Monitor(_pci_bus_id(torch))
     print(f"gemm_paired: clocks from {monitor.describe()}", flush=True)
+    if not monitor.available:
+        print("gemm_paired: WARNING: no NVML, so no SM clock per sample: the state claims cannot be checked",
+              file=sys.stderr, flush=True)
     runner = SampleRunner(torch, stream, monitor, study["clock_poll_s"])
     deadline = DEADLINE_FACTOR * estimate + DEADLINE_SLACK_S
     rows, states = [], {}
