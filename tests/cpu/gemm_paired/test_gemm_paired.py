@@ -242,6 +242,7 @@ def test_pairs_and_ratios_recover_the_synthetic_shares(analysed, study_config):
         assert r.fraction_of_cublas_median == pytest.approx(FRACTION[names.index(r.candidate)])
         assert r.pairs == per_state[r.state] and r.passes == (r.fraction_of_cublas_median >= 0.95)
         assert r.fraction_of_cublas_q1 <= r.fraction_of_cublas_median <= r.fraction_of_cublas_q3
+        assert r.abba_median == pytest.approx(r.fraction_of_cublas_median, rel=1e-5)
     bar = pd.read_csv(derived / "bar.csv")
     assert sorted(bar.state) == ["burst", "sustained"] and (bar.candidate == names[0]).all()
     assert (bar.candidates == len(names)).all()
@@ -278,3 +279,12 @@ def test_every_claim_evaluates_on_synthetic_data(analysed, tmp_path):
     assert len(claims) == 3
     outcomes = {c.id: evaluate(c, results) for c in claims}
     assert all(o.status == "PASS" for o in outcomes.values()), {k: (o.status, o.reason) for k, o in outcomes.items()}
+
+
+def test_abba_cancels_an_advantage_of_the_first_slot():
+    from tma_study.studies.gemm_paired.aggregate import abba
+    true, edge = 0.97, 1.04            # whoever runs first is 4 % faster
+    pairs = pd.DataFrame({"pair": range(6)})
+    pairs["candidate_first"] = pairs.pair % 2 == 1
+    pairs["fraction_of_cublas"] = np.where(pairs.candidate_first, true * edge, true / edge)
+    assert abba(pairs).tolist() == pytest.approx([true] * 3)

@@ -47,6 +47,14 @@ def _spread(values: pd.Series, prefix: str) -> dict:
             f"{prefix}_max": values.max(), f"{prefix}_relative_iqr": (q3 - q1) / median}
 
 
+def abba(group: pd.DataFrame) -> pd.Series:
+    """Geometric means of consecutive pairs (0 and 1, 2 and 3, ...): one opened by cuBLAS, one by
+    the candidate, so an effect of the first slot cancels (a diagnostic beside the pairs' median)."""
+    ordered = group.sort_values("pair")
+    both = ordered.groupby(ordered.pair // 2).fraction_of_cublas
+    return np.sqrt(both.prod())[both.size() == 2]
+
+
 def ratios(paired: pd.DataFrame) -> pd.DataFrame:
     """Per (state, candidate): the paired ratios' spread and each side's medians."""
     rows = []
@@ -57,6 +65,7 @@ def ratios(paired: pd.DataFrame) -> pd.DataFrame:
                      "required_fraction": BAR_FRACTION,
                      "candidate_first_median": group[group.candidate_first].fraction_of_cublas.median(),
                      "cublas_first_median": group[~group.candidate_first].fraction_of_cublas.median(),
+                     "abba_median": abba(group).median(),
                      **{f"{side}_{c}_median": group[f"{side}_{c}"].median()
                         for side in ("candidate", "cublas")
                         for c in ("tflops", "sm_clock_mhz_mean", "power_w_mean")},
