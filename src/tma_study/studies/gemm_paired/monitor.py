@@ -41,7 +41,7 @@ class Monitor:
     def __init__(self, pci_bus_id: str | None):
         self.handle, self.nvml, self.why_not = None, None, ""
         try:
-            from cuda.bindings import nvml
+            nvml = _nvml_module()
             nvml.init_v2()
             self.handle = nvml.device_get_handle_by_pci_bus_id_v2(pci_bus_id)
             self.nvml = nvml
@@ -70,6 +70,15 @@ class Monitor:
 
     def temperature_c(self) -> float:
         return float(_temperature(self.nvml, self.handle)) if self.available else float("nan")
+
+
+def _nvml_module():
+    """cuda.bindings.nvml (cuda-bindings >= 13.2), else its experimental predecessor _nvml (13.1)."""
+    try:
+        from cuda.bindings import nvml
+    except ImportError:
+        from cuda.bindings import _nvml as nvml
+    return nvml
 
 
 def _temperature(nvml, handle) -> float:
