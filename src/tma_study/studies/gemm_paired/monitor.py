@@ -73,7 +73,7 @@ class Monitor:
 
 
 def _nvml_module():
-    """cuda.bindings.nvml (cuda-bindings >= 13.2), else its experimental predecessor _nvml (13.1)."""
+    """cuda.bindings.nvml, else its experimental predecessor cuda.bindings._nvml (cuda-bindings 13.1)."""
     try:
         from cuda.bindings import nvml
     except ImportError:
