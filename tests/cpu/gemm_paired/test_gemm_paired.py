@@ -148,6 +148,9 @@ class CountingMonitor(Monitor):
         if temperature:
             readings.temperature_c.append(60.0)
 
+    def temperature_c(self):
+        return 60.0
+
 
 def test_runner_times_each_sample_and_reads_while_it_runs(study_config):
     stream, monitor = FakeStream(), CountingMonitor()

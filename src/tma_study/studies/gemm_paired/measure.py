@@ -43,13 +43,9 @@ ESTIMATE_TFLOPS = 600.0           # for the time estimate only
 DEADLINE_FACTOR, DEADLINE_SLACK_S = 5.0, 60.0
 
 
-def _pci_bus_id(torch) -> str:
+def _pci_bus_id(gpu) -> str | None:
     """The PCI bus id of the GPU this process uses, for NVML (which ignores CUDA_VISIBLE_DEVICES)."""
-    device = pinned_device() or {}
-    if device.get("pci_bus_id"):
-        return device["pci_bus_id"]
-    p = torch.cuda.get_device_properties(torch.cuda.current_device())
-    return f"{p.pci_domain_id:08x}:{p.pci_bus_id:02x}:{p.pci_device_id:02x}.0"
+    return (pinned_device() or {}).get("pci_bus_id") or gpu.pci_bus_id
 
 
 def _check(torch, problem, name: str, run, correctness: dict) -> dict:
@@ -105,7 +101,7 @@ def measure(study: dict, gpu_probe: dict, out_dir: Path, compile_dir: Path = COM
         launch()
     stream.synchronize()
 
-    monitor = Monitor(_pci_bus_id(torch))
+    monitor = Monitor(_pci_bus_id(gpu))
     print(f"gemm_paired: clocks from {monitor.describe()}", flush=True)
     if not monitor.available:
         print("gemm_paired: WARNING: no NVML, so no SM clock per sample: the state claims cannot be checked",
