@@ -146,14 +146,16 @@ def chain_decomposition(latency: pd.DataFrame) -> pd.DataFrame:
     form's place in CHAIN_ORDER (each drops one cost of the one before), ``fraction_of_full``:
     its cycles over the full chain's (same mechanism, size, level), ``cycles_minus_cp_async``
     and ``cycles_minus_plain_loads``: its cycles less cp.async's and plain loads' in the same form
-    (plain loads have no wait form: their issue_to_arrival stands for all three)."""
+    (plain loads have no wait form: their issue_to_arrival stands for all three), and
+    ``fraction_of_cp_async_full``: its cycles over cp.async's full chain (the copies spread over the
+    CTA's threads, cp.async's best form at sizes of more than one copy)."""
     latency = with_chain(latency)
     sizes = latency[latency.chain != "full"].bytes_per_transfer.unique()
     rows = latency[latency.bytes_per_transfer.isin(sizes)].copy()
     if rows.empty:
         return pd.DataFrame(columns=["chain", "step", *CHASE_KEY, "threads_per_cta", "cycles_per_transfer_median",
                                      "cycles_per_transfer_iqr", "ns_per_transfer_median", "fraction_of_full",
-                                     "cycles_minus_cp_async", "cycles_minus_plain_loads"])
+                                     "cycles_minus_cp_async", "cycles_minus_plain_loads", "fraction_of_cp_async_full"])
     rows["step"] = rows.chain.map({c: i for i, c in enumerate(CHAIN_ORDER)})
     cycles = rows.set_index(["chain", *CHASE_KEY]).cycles_per_transfer_median
     full = {key[1:]: value for key, value in cycles.items() if key[0] == "full"}
@@ -168,8 +170,11 @@ def chain_decomposition(latency: pd.DataFrame) -> pd.DataFrame:
     rows["cycles_minus_cp_async"] = [r.cycles_per_transfer_median - other(r, "cp_async") for r in rows.itertuples()]
     rows["cycles_minus_plain_loads"] = [r.cycles_per_transfer_median - other(r, "plain_loads")
                                         for r in rows.itertuples()]
+    rows["fraction_of_cp_async_full"] = [r.cycles_per_transfer_median / full.get(("cp_async", r.bytes_per_transfer, r.level),
+                                                                                  float("nan")) for r in rows.itertuples()]
     columns = ["chain", "step", *CHASE_KEY, "threads_per_cta", "cycles_per_transfer_median", "cycles_per_transfer_iqr",
-               "ns_per_transfer_median", "fraction_of_full", "cycles_minus_cp_async", "cycles_minus_plain_loads"]
+               "ns_per_transfer_median", "fraction_of_full", "cycles_minus_cp_async", "cycles_minus_plain_loads",
+               "fraction_of_cp_async_full"]
     return rows[columns].sort_values(["bytes_per_transfer", "level", "mechanism", "step"]).reset_index(drop=True)
 
 
