@@ -8,7 +8,8 @@ STUDY = Study(
     question="When every CTA of a cluster needs the same tile, does TMA multicast beat each CTA "
              "loading its own copy, and how much of a loss at large clusters is scheduling?",
     raw_files=("stream.csv", "occupancy.csv", "traffic.csv"),
-    derived_files=("best.csv", "speedup.csv", "break_even.csv", "scheduling.csv", "traffic.csv"),
+    derived_files=("best.csv", "speedup.csv", "break_even.csv", "scheduling.csv", "traffic.csv", "compute.csv",
+                   "compute_boundary.csv"),
     figures=("multicast_scaling", "multicast_2d"),
     tables=("multicast_summary", "multicast_2d", "multicast_traffic", "multicast_run"),
     kernels=f"{_HERE}.kernels:compile_list",
