@@ -77,11 +77,36 @@ def synthetic_rows(lose_from_rounds=8):
         requested = delivered if c.variant != "multicast" else c.steps_total * (
             c.cluster_x * c.tile_bytes + c.cluster_y * c.b_tile_bytes)
         rows.append({**cols, "grid_ctas": clusters * c.cluster_size, "clusters": clusters,
-                     "max_active_clusters": clusters, "busy_cta_share": 1.0, "bytes_delivered": delivered,
-                     "bytes_requested": requested, "time_us_median": time_us, "time_us_iqr": 0.001 * time_us,
-                     "delivered_gbps": delivered / (time_us * 1e3), "requested_gbps": requested / (time_us * 1e3),
-                     "sm_clock_mhz_mean": 1980.0, "timing_status": "ok"})
+                     "max_active_clusters": clusters if c.variant != "no_cluster" else None, "busy_cta_share": 1.0,
+                     "bytes_delivered": delivered, "bytes_requested": requested,
+                     "time_us_median": time_us, "time_us_q1": 0.9995 * time_us, "time_us_q3": 1.0005 * time_us,
+                     "time_us_iqr": 0.001 * time_us, "time_us_min": 0.999 * time_us, "time_us_max": 1.001 * time_us,
+                     "time_relative_stdev": 0.001, "samples": 20, "sm_clock_mhz_mean": 1980.0, "timing_status": "ok",
+                     "delivered_gbps": delivered / (time_us * 1e3), "requested_gbps": requested / (time_us * 1e3)})
     return pd.DataFrame(rows)
+
+
+def test_a_run_with_compute_rows_passes_the_raw_schema_and_aggregates(tmp_path):
+    import json
+    import shutil
+
+    from tma_study.harness import raw_data
+    from tma_study.studies.multicast import STUDY
+    from tma_study.studies.multicast.aggregate import aggregate
+    raw = tmp_path / "raw"
+    shutil.copytree(REPO_ROOT / "results" / "h200" / "multicast", raw)
+    compute = synthetic_rows()
+    compute.to_csv(raw / "compute.csv", index=False)
+    record = json.loads((raw / "provenance.json").read_text())
+    stream_rows = len(pd.read_csv(raw / "stream.csv"))
+    with pytest.raises(raw_data.RawDataError, match="configurations"):
+        raw_data.load(STUDY, raw)                   # provenance counts the stream rows only
+    record["configurations"] = stream_rows + len(compute)
+    (raw / "provenance.json").write_text(json.dumps(record))
+    aggregate(raw, tmp_path / "derived")
+    table = pd.read_csv(tmp_path / "derived" / "compute.csv")
+    assert len(table) == len(compute[compute.variant == "multicast"])
+    assert len(pd.read_csv(tmp_path / "derived" / "compute_boundary.csv")) == 3
 
 
 def test_compute_speedups_ratio_and_boundary_follow_the_timings():
