@@ -128,6 +128,7 @@ def score_multicast_l2(gains: pd.DataFrame, boundary: pd.DataFrame | None, sm_co
             "wrong_where_clocks_differ": int((wrong & clocks).sum()),
             "wrong_in_two_waves_or_fewer": int((wrong & few_waves).sum()),
             "wrong_unexplained": int((wrong & ~clocks & ~few_waves).sum()),
+            "fraction_wrong_explained": _fraction(int((wrong & (clocks | few_waves)).sum()), int(wrong.sum())),
             "fraction_agree_same_clocks_over_two_waves": _fraction(int((mask & right & ~clocks & ~few_waves).sum()),
                                                                    int((mask & ~clocks & ~few_waves).sum()))})
     return rows
