@@ -107,6 +107,17 @@ def test_a_run_with_compute_rows_passes_the_raw_schema_and_aggregates(tmp_path):
     table = pd.read_csv(tmp_path / "derived" / "compute.csv")
     assert len(table) == len(compute[compute.variant == "multicast"])
     assert len(pd.read_csv(tmp_path / "derived" / "compute_boundary.csv")) == 3
+    # the paper tier reads the measured sweep: table, macros, the rule of thumb
+    from tma_study.studies.multicast.macros import macros
+    from tma_study.studies.multicast.rules import rules_of_thumb
+    from tma_study.studies.multicast.tables import write_tables
+    write_tables(tmp_path / "derived", record, tmp_path / "tables")
+    assert "wins from own-copy L2 read rate" in (tmp_path / "tables" / "multicast_compute.md").read_text()
+    numbers = macros(tmp_path / "derived", record)
+    assert numbers["multicastComputeWins"] == str(int((table.multicast_status == "win").sum()))
+    assert "not measured" not in numbers["multicastComputeWinFromPercentTwoByTwo"]
+    rule = next(r for r in rules_of_thumb(tmp_path / "derived", record) if r["figure"] == "multicast_compute")
+    assert "multicast_wins_from_an_l2_read_rate" in rule["claims"]
 
 
 def test_compute_speedups_ratio_and_boundary_follow_the_timings():
