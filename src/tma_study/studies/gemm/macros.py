@@ -123,7 +123,8 @@ def _rules(rules: pd.DataFrame) -> dict[str, str]:
 
 L2_RULE_MACROS = ("gemmMulticastLtwoRuleAgreePercent", "gemmMulticastLtwoRuleComparisons",
                   "gemmMulticastLtwoRuleWrong", "gemmMulticastLtwoRuleWrongClocks",
-                  "gemmMulticastLtwoRuleWrongWaves", "gemmMulticastLtwoRuleAgreePercentSameClocksManyWaves")
+                  "gemmMulticastLtwoRuleWrongWaves", "gemmMulticastLtwoRuleAgreePercentSameClocksManyWaves",
+                  "gemmMulticastLtwoRuleBestThresholdPercent")
 
 
 def _l2_rule(rules: pd.DataFrame) -> dict[str, str]:
@@ -137,7 +138,7 @@ def _l2_rule(rules: pd.DataFrame) -> dict[str, str]:
     r = rows.iloc[0]
     values = (percent(r.fraction_agree, 0), number(r.comparisons), number(r.comparisons - r.agree),
               number(r.wrong_where_clocks_differ), number(r.wrong_in_two_waves_or_fewer),
-              percent(r.fraction_agree_same_clocks_over_two_waves, 0))
+              percent(r.fraction_agree_same_clocks_over_two_waves, 0), percent(r.best_threshold_fraction_agree, 0))
     return dict(zip(L2_RULE_MACROS, values))
 
 

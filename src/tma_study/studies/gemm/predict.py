@@ -88,6 +88,17 @@ def gemm_l2_read_gbps(gains: pd.DataFrame) -> pd.Series:
     return gains.tflops_1x1 * 1e3 * bytes_per_flop                # TFLOP/s x B/FLOP = TB/s; in GB/s
 
 
+def best_threshold_agreement(rate: pd.Series, win: pd.Series) -> int:
+    """The most comparisons any single threshold on ``rate`` (win at or above it) gets right: the
+    ceiling of every rule of this form, whatever the microbenchmark's boundary."""
+    order = np.argsort(-rate.to_numpy(), kind="stable")
+    wins = win.to_numpy()[order]
+    # threshold just above the k-th highest rate: the k highest predicted wins
+    right = [int((~wins).sum())] + list(np.cumsum(np.where(wins, 1, -1)) + int((~wins).sum()))
+    distinct = np.r_[True, np.diff(rate.to_numpy()[order]) != 0][1:].tolist() + [True]     # no split of equal rates
+    return max(r for r, ok in zip(right, [True, *distinct]) if ok)
+
+
 def score_multicast_l2(gains: pd.DataFrame, boundary: pd.DataFrame | None, sm_count: int) -> list[dict]:
     if boundary is None or boundary.empty:
         return [{"rule": "multicast_l2", "status": NOT_MEASURED_TEXT + ": the multicast study's raw data have no "
@@ -129,6 +140,10 @@ def score_multicast_l2(gains: pd.DataFrame, boundary: pd.DataFrame | None, sm_co
             "wrong_in_two_waves_or_fewer": int((wrong & few_waves).sum()),
             "wrong_unexplained": int((wrong & ~clocks & ~few_waves).sum()),
             "fraction_wrong_explained": _fraction(int((wrong & (clocks | few_waves)).sum()), int(wrong.sum())),
+            # the ceiling of any L2-read-rate threshold per cluster shape, chosen on the GEMM data themselves
+            "best_threshold_fraction_agree": _fraction(
+                sum(best_threshold_agreement(fraction[mask & (busy.cluster == c)], gemm_win[mask & (busy.cluster == c)])
+                    for c in busy.cluster[mask].unique()), int(mask.sum())),
             "fraction_agree_same_clocks_over_two_waves": _fraction(int((mask & right & ~clocks & ~few_waves).sum()),
                                                                    int((mask & ~clocks & ~few_waves).sum()))})
     return rows

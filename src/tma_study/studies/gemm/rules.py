@@ -127,11 +127,13 @@ def _l2_rule(rules: pd.DataFrame) -> dict | None:
     else:
         rule = ("the L2 read rate alone does not decide multicast in a GEMM: measure the cluster shape, at one power "
                 "state and on grids of more than two waves")
-        claims = ("gemm_multicast_l2_rule_misses_are_clocks_or_waves",)
+        claims = ("gemm_multicast_l2_rule_misses_are_clocks_or_waves", "gemm_no_l2_threshold_reaches_80_percent")
     evidence = (f"right in {100 * every.fraction_agree:.0f} % of {every.comparisons:.0f} cluster variants ({per_shape}); "
                 f"of the {every.comparisons - every.agree:.0f} wrong, {every.wrong_where_clocks_differ:.0f} ran at another "
                 f"SM clock than their 1x1 variant and {every.wrong_in_two_waves_or_fewer:.0f} in two waves or fewer; "
-                f"{100 * every.fraction_agree_same_clocks_over_two_waves:.0f} % right where neither")
+                f"{100 * every.fraction_agree_same_clocks_over_two_waves:.0f} % right where neither; no threshold on the "
+                f"L2 read rate, even one chosen on the GEMM data, is right in more than "
+                f"{100 * every.best_threshold_fraction_agree:.0f} %")
     return {"situation": "predicting TMA multicast's gain in a GEMM from its L2 read rate", "rule": rule,
             "evidence": evidence, "figure": "gemm_rules", "claims": claims}
 

@@ -163,7 +163,9 @@ def _multicast_l2_result(r) -> str:
             f"{100 * r.median_l2_read_fraction:.0f} % of the {r.l2_read_ceiling_gbps:.0f} GB/s ceiling; wrong: "
             f"{r.wrong_gemm_wins_below:.0f} GEMM wins below the boundary, {r.wrong_predicted_wins:.0f} predicted wins "
             f"that were not; of the wrong, {r.wrong_where_clocks_differ:.0f} with different SM clocks, "
-            f"{r.wrong_in_two_waves_or_fewer:.0f} in grids of two waves or fewer, {r.wrong_unexplained:.0f} neither")
+            f"{r.wrong_in_two_waves_or_fewer:.0f} in grids of two waves or fewer, {r.wrong_unexplained:.0f} neither; "
+            f"the best threshold per shape, chosen on these GEMM data, would be right in "
+            f"{100 * r.best_threshold_fraction_agree:.0f} %")
 
 
 def rules_table(rules: pd.DataFrame) -> pd.DataFrame:
