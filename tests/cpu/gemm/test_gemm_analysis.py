@@ -363,5 +363,7 @@ def test_multicast_l2_rule_predicts_a_win_from_the_boundary_and_counts_its_misse
     assert every.wrong_gemm_wins_below == 2 and every.wrong_predicted_wins == 1
     assert every.wrong_where_clocks_differ == 1 and every.wrong_in_two_waves_or_fewer == 1
     assert every.wrong_unexplained == 2 and np.isclose(every.fraction_wrong_explained, 1 / 3)
+    # the best threshold on these data predicts a win everywhere: right for the 3 wins of 5
+    assert np.isclose(every.best_threshold_fraction_agree, 0.6)
     missing = pd.DataFrame(score_multicast_l2(gains, None, 132))
     assert missing.status.iloc[0].startswith("NOT MEASURED")
