@@ -50,6 +50,7 @@ else:
         ax.set_xlabel(label)
         ax.grid(alpha=0.3)
     axes[0].set_xscale("symlog", linthresh=0.1)
+    axes[0].set_xlim(left=0)
     axes[0].set_ylabel("multicast speedup\n(vs the better own-copy variant)")
     axes[0].legend(title="cluster", fontsize=8, loc="best")
 finish(fig, provenance, pdf)

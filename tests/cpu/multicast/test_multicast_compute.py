@@ -118,6 +118,14 @@ def test_a_run_with_compute_rows_passes_the_raw_schema_and_aggregates(tmp_path):
     assert "not measured" not in numbers["multicastComputeWinFromPercentTwoByTwo"]
     rule = next(r for r in rules_of_thumb(tmp_path / "derived", record) if r["figure"] == "multicast_compute")
     assert "multicast_wins_from_an_l2_read_rate" in rule["claims"]
+    # the figure draws the measured sweep
+    import runpy
+    from types import SimpleNamespace
+    snakemake = SimpleNamespace(params=SimpleNamespace(derived=str(tmp_path / "derived")),
+                                input=SimpleNamespace(provenance=str(raw / "provenance.json")),
+                                output=SimpleNamespace(pdf=str(tmp_path / "multicast_compute.pdf")))
+    runpy.run_path(str(REPO_ROOT / "notebooks" / "multicast_compute.py"), init_globals={"snakemake": snakemake})
+    assert (tmp_path / "multicast_compute.png").stat().st_size > 10000
 
 
 def test_compute_speedups_ratio_and_boundary_follow_the_timings():
