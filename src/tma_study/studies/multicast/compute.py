@@ -95,6 +95,7 @@ def boundary(compute: pd.DataFrame) -> pd.DataFrame:
         rows.append({"status": "measured", "cluster_x": x, "cluster_y": y, "cluster_size": x * y,
                      "rows": len(group), "wins": len(wins), "losses": int((group.multicast_status == "loss").sum()),
                      "max_speedup": float(group.speedup_over_best_alternative.max()),
+                     "has_boundary": start is not None,
                      "win_from_l2_read_fraction": float(fractions[start]) if start is not None else np.nan,
                      "below_it_l2_read_fraction": float(fractions[start - 1]) if start else np.nan,
                      "wins_min_consumer_to_load": float(wins.consumer_to_load.min()) if len(wins) else np.nan,
