@@ -139,7 +139,7 @@ def test_compute_speedups_ratio_and_boundary_follow_the_timings():
     assert np.allclose(zero.consumer_to_load, 0.0)
     assert (table.l2_read_fraction <= 1.0 + 1e-12).all() and np.isclose(table.l2_read_fraction.max(), 1.0)
     bound = compute_mod.boundary(table)
-    assert len(bound) == 3 and (bound.wins > 0).all()
+    assert len(bound) == 3 and (bound.wins > 0).all() and bound.has_boundary.all()
     # from the boundary up no row is a loss; the row just below it is one
     for r in bound.itertuples():
         rows = table[(table.cluster_x == r.cluster_x) & (table.cluster_y == r.cluster_y)]
