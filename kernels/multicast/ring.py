@@ -29,6 +29,11 @@ Two kernels from one source (``multicast`` is fixed at build time):
   empty barrier counts ``consumer_warps * sharers`` arrivals. Barrier init is published with
   ``fence.mbarrier_init.release.cluster`` plus a cluster barrier; a second cluster barrier
   before exit keeps a CTA alive while peers may still multicast into it or arrive on it.
+
+``cluster_compute_stream`` is the same ring with two runtime knobs: ``work_rounds`` dependent
+IMADs per loaded word before the checksum (consumer time per stage), and ``same_tiles``: every
+cluster reads the same tile sequence (tile index from its own step count), so own copies of many
+clusters all read the same L2-resident lines and multicast divides those L2 reads.
 """
 from numba import cuda, int32, int64, uint16, uint32, uint64
 from tma_kernels.ptx import (
@@ -46,7 +51,7 @@ from tma_kernels.ptx import (
     tma_load_2d_multicast,
 )
 
-from .consume import make_consume
+from .consume import make_consume, make_consume_compute
 
 MAX_STAGES = 8
 RING_ALIGN_BYTES = 128
@@ -63,6 +68,7 @@ SIGNATURE = ("void(uint64, uint64, int64, int64, int64, int32, int32, int32, int
              "uint64[::1])")
 
 consume_local = make_consume(ld_shared_v4_u32)
+consume_compute = make_consume_compute(ld_shared_v4_u32)
 
 
 RELEASES = ("warp", "cta")
@@ -76,17 +82,56 @@ def cluster_stream(multicast: bool, release: str = "warp"):
     the consumer warps first meet at a named barrier, then one warp arrives once per CTA
     (as many remote arrives as sharers, instead of consumer warps x sharers).
     """
-    if release not in RELEASES:
-        raise ValueError(f"release {release!r} is not one of {RELEASES}")
-    per_cta = release == "cta"
-    produce = _producer(multicast)
-    consume = _consumer(multicast, per_cta)
+    run = _ring(multicast, release, compute=False)
 
     def cluster_stream(a_map, b_map, a_tiles, b_tiles, steps_total, a_tile_bytes, b_tile_bytes,
                        stages, cluster_x, cluster_y, consumer_threads, checksums):
         ring = cuda.shared.array(0, uint32)
         full = cuda.shared.array(MAX_STAGES, uint64)
         empty = cuda.shared.array(MAX_STAGES, uint64)
+        run(smem_u32(ring), smem_u32(full), smem_u32(empty), a_map, b_map, a_tiles, b_tiles, steps_total,
+            a_tile_bytes, b_tile_bytes, stages, cluster_x, cluster_y, consumer_threads, checksums, int32(0),
+            int32(0))
+
+    return cluster_stream
+
+
+# SIGNATURE, then work_rounds (LCG steps per loaded word, kernels/multicast/consume.py) and
+# same_tiles (1: every cluster reads the same tile sequence, its own step count k instead of the
+# global step q, so all clusters hit the same L2 lines at once)
+COMPUTE_SIGNATURE = SIGNATURE.removesuffix(")") + ", int32, int32)"
+
+
+def cluster_compute_stream(multicast: bool, release: str = "warp"):
+    """The ring with the compute consumer (compile with COMPUTE_SIGNATURE): each stage's words
+    are churned ``work_rounds`` times before the checksum, and ``same_tiles`` picks the tile
+    order; ``multicast`` and ``release`` as in :func:`cluster_stream`."""
+    run = _ring(multicast, release, compute=True)
+
+    def cluster_compute_stream(a_map, b_map, a_tiles, b_tiles, steps_total, a_tile_bytes, b_tile_bytes,
+                               stages, cluster_x, cluster_y, consumer_threads, checksums, work_rounds, same_tiles):
+        ring = cuda.shared.array(0, uint32)
+        full = cuda.shared.array(MAX_STAGES, uint64)
+        empty = cuda.shared.array(MAX_STAGES, uint64)
+        run(smem_u32(ring), smem_u32(full), smem_u32(empty), a_map, b_map, a_tiles, b_tiles, steps_total,
+            a_tile_bytes, b_tile_bytes, stages, cluster_x, cluster_y, consumer_threads, checksums, work_rounds,
+            same_tiles)
+
+    return cluster_compute_stream
+
+
+def _ring(multicast: bool, release: str, compute: bool):
+    """The kernel body as an inline device function over the shared-memory addresses of the ring
+    and its barriers (the kernels declare the shared arrays)."""
+    if release not in RELEASES:
+        raise ValueError(f"release {release!r} is not one of {RELEASES}")
+    per_cta = release == "cta"
+    produce = _producer(multicast)
+    consume = _consumer(multicast, per_cta, compute)
+
+    @cuda.jit(device=True, inline=True)
+    def run(ring_raw, full_smem, empty_smem, a_map, b_map, a_tiles, b_tiles, steps_total, a_tile_bytes,
+            b_tile_bytes, stages, cluster_x, cluster_y, consumer_threads, checksums, work_rounds, same_tiles):
         tid = cuda.threadIdx.x
         size = cluster_x * cluster_y
         rank = cuda.blockIdx.x % size
@@ -97,9 +142,7 @@ def cluster_stream(multicast: bool, release: str = "warp"):
         has_b = b_tile_bytes > 0
         stage_bytes = a_tile_bytes + b_tile_bytes
         consumer_warps = consumer_threads // WARP
-        ring_smem = (smem_u32(ring) + uint32(RING_ALIGN_BYTES - 1)) & ~uint32(RING_ALIGN_BYTES - 1)
-        full_smem = smem_u32(full)
-        empty_smem = smem_u32(empty)
+        ring_smem = (ring_raw + uint32(RING_ALIGN_BYTES - 1)) & ~uint32(RING_ALIGN_BYTES - 1)
         if tid == 0:
             releases = 1 if per_cta else consumer_warps
             if multicast:
@@ -118,15 +161,16 @@ def cluster_stream(multicast: bool, release: str = "warp"):
         checksum = uint64(0)
         if tid == consumer_threads:
             produce(a_map, b_map, a_tiles, b_tiles, steps_total, a_tile_bytes, a_rows, b_rows, has_b, stage_bytes,
-                    stages, cluster_x, cluster_y, x, y, int64(group), groups, ring_smem, full_smem, empty_smem)
+                    stages, cluster_x, cluster_y, x, y, int64(group), groups, ring_smem, full_smem, empty_smem,
+                    same_tiles)
         elif tid < consumer_threads:
             checksum = consume(steps_total, stage_bytes, stages, cluster_x, x, y, has_b, size, tid,
-                               consumer_threads, int64(group), groups, ring_smem, full_smem, empty_smem)
+                               consumer_threads, int64(group), groups, ring_smem, full_smem, empty_smem, work_rounds)
         if multicast:
             cluster_sync()
         checksums[cuda.blockIdx.x * cuda.blockDim.x + tid] = checksum
 
-    return cluster_stream
+    return run
 
 
 def _producer(multicast: bool):
@@ -134,7 +178,7 @@ def _producer(multicast: bool):
 
     @cuda.jit(device=True, inline=True)
     def produce(a_map, b_map, a_tiles, b_tiles, steps_total, a_tile_bytes, a_rows, b_rows, has_b, stage_bytes,
-                stages, cluster_x, cluster_y, x, y, q, groups, ring_smem, full_smem, empty_smem):
+                stages, cluster_x, cluster_y, x, y, q, groups, ring_smem, full_smem, empty_smem, same_tiles):
         a_slice_rows = a_rows // cluster_y
         b_slice_rows = b_rows // cluster_x
         a_mask = 0
@@ -149,8 +193,9 @@ def _producer(multicast: bool):
                 mbarrier_wait_parity(empty_smem + uint32(s * MBARRIER_BYTES), ((k // stages) - 1) & 1)
             mbarrier_arrive_expect_tx(full_bar, stage_bytes)
             stage = ring_smem + uint32(s * stage_bytes)
-            a_row = int32(((q * cluster_x + x) % a_tiles) * a_rows)
-            b_row = int32(((q * cluster_y + y) % b_tiles) * b_rows) if has_b else int32(0)
+            t = int64(k) if same_tiles != 0 else q       # the tile sequence: the cluster's own, or shared
+            a_row = int32(((t * cluster_x + x) % a_tiles) * a_rows)
+            b_row = int32(((t * cluster_y + y) % b_tiles) * b_rows) if has_b else int32(0)
             if multicast:
                 tma_load_2d_multicast(stage + uint32(y * a_slice_rows * ROW_BYTES), a_map, full_bar,
                                       0, a_row + y * a_slice_rows, uint16(a_mask))
@@ -167,21 +212,26 @@ def _producer(multicast: bool):
     return produce
 
 
-def _consumer(multicast: bool, per_cta: bool):
-    """A consumer thread's loop: fold each stage into the checksum, then release the stage in
-    every CTA writing into it (warp ``"warp"`` release, or warp 0 for the CTA under ``"cta"``)."""
+def _consumer(multicast: bool, per_cta: bool, compute: bool):
+    """A consumer thread's loop: fold each stage into the checksum (churning each word
+    ``work_rounds`` times first when ``compute``), then release the stage in every CTA writing
+    into it (warp ``"warp"`` release, or warp 0 for the CTA under ``"cta"``)."""
 
     @cuda.jit(device=True, inline=True)
     def consume(steps_total, stage_bytes, stages, cluster_x, x, y, has_b, size, tid, consumer_threads, q,
-                groups, ring_smem, full_smem, empty_smem):
+                groups, ring_smem, full_smem, empty_smem, work_rounds):
         checksum = uint64(0)
         lane = tid % WARP
         k = 0
         while q < steps_total:
             s = k % stages
             mbarrier_wait_parity(full_smem + uint32(s * MBARRIER_BYTES), (k // stages) & 1)
-            checksum = consume_local(ring_smem + uint32(s * stage_bytes), stage_bytes, tid,
-                                     consumer_threads, checksum)
+            if compute:
+                checksum = consume_compute(ring_smem + uint32(s * stage_bytes), stage_bytes, tid,
+                                           consumer_threads, checksum, work_rounds)
+            else:
+                checksum = consume_local(ring_smem + uint32(s * stage_bytes), stage_bytes, tid,
+                                         consumer_threads, checksum)
             if per_cta:
                 named_barrier_sync(CONSUMER_BARRIER, consumer_threads)
             else:

@@ -9,6 +9,8 @@ naming the CTAs that differ.
 - multicast ring: 1-D broadcast at cluster sizes 1, 2, 4, 16 and 2-D shapes 2x2, 4x2, 1x2,
   for each variant (own copy without/with a cluster launch, multicast), small and large
   tiles, 2 and 4 stages;
+- the compute ring (consumer churning every word, own or shared tile order) at 1x1, 1x2 and
+  2x2, each variant;
 - DSM broadcast (pull, push) and the multicast variant at cluster sizes 2, 4, 16;
 - the checks fail when one word of the operand changes after the reference was taken;
 - DSM neighbour reads (remote at 2 and 16, local) and the latency chase end where the host
@@ -28,7 +30,7 @@ from tma_kernels.dsm import (
     make_broadcast,
     make_neighbour_read,
 )
-from tma_kernels.multicast import SIGNATURE, cluster_stream
+from tma_kernels.multicast import COMPUTE_SIGNATURE, SIGNATURE, cluster_compute_stream, cluster_stream
 
 from tma_study import gpu as gpu_mod
 from tma_study.harness.timing import CorrectnessError
@@ -36,7 +38,7 @@ from tma_study.studies.dsm import measure as dsm_measure
 from tma_study.studies.dsm.grid import BroadcastConfig
 from tma_study.studies.multicast import measure as mc_measure
 from tma_study.studies.multicast.device import ChecksumOutputs, Operand
-from tma_study.studies.multicast.grid import ClusterConfig, fits
+from tma_study.studies.multicast.grid import ClusterConfig, ComputeConfig, fits
 
 OPERAND_BYTES = 4 * 2**20
 CONSUMERS = 256
@@ -46,6 +48,8 @@ KERNELS = {
     "cluster_stream_multicast": (cluster_stream(True), SIGNATURE),
     "cluster_stream_own_copy_cta_release": (cluster_stream(False, "cta"), SIGNATURE),
     "cluster_stream_multicast_cta_release": (cluster_stream(True, "cta"), SIGNATURE),
+    "cluster_compute_stream_own_copy": (cluster_compute_stream(False), COMPUTE_SIGNATURE),
+    "cluster_compute_stream_multicast": (cluster_compute_stream(True), COMPUTE_SIGNATURE),
     "broadcast_dsm_pull": (make_broadcast("dsm_pull"), broadcast.SIGNATURE),
     "broadcast_dsm_push": (make_broadcast("dsm_push"), broadcast.SIGNATURE),
     "dsm_neighbour_read": (make_neighbour_read(True), bandwidth.SIGNATURE),
@@ -61,7 +65,7 @@ def gpu():
 
 @functools.cache
 def ring_kernels():
-    return mc_measure.compile_kernels()
+    return mc_measure.compile_kernels(compute=True)
 
 
 @functools.cache
@@ -95,6 +99,21 @@ RING_CASES = [
 @pytest.mark.parametrize("pattern,variant,shape,tile,stages", RING_CASES)
 def test_ring_delivers_every_tile_to_every_cta(pattern, variant, shape, tile, stages, release):
     config = ring_config(pattern, variant, shape, tile, stages, release=release)
+    assert fits(config, gpu().smem_per_sm_bytes)
+    case = mc_measure.Case(config, ring_kernels(), operands(), gpu().sm_count, _outputs)
+    case.check()
+
+
+COMPUTE_CASES = [("no_cluster", (1, 1)), *[(v, shape) for shape in ((1, 2), (2, 2))
+                                            for v in ("no_cluster", "cluster", "multicast")]]
+
+
+@pytest.mark.parametrize("order", ["spread", "shared"])
+@pytest.mark.parametrize("rounds", [0, 5])
+@pytest.mark.parametrize("variant,shape", COMPUTE_CASES)
+def test_compute_ring_delivers_churned_tiles_to_every_cta(variant, shape, rounds, order):
+    config = ComputeConfig("2d", variant, shape[0], shape[1], 8192, 4, 1, CONSUMERS, "small", OPERAND_BYTES,
+                           2 * OPERAND_BYTES, "warp", rounds, order)
     assert fits(config, gpu().smem_per_sm_bytes)
     case = mc_measure.Case(config, ring_kernels(), operands(), gpu().sm_count, _outputs)
     case.check()

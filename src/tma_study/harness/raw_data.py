@@ -269,7 +269,7 @@ def counted_configurations(frame: pd.DataFrame, schema: FileSchema) -> int:
 
 def _check_count(frames: dict, schema, provenance: dict, raw_dir: Path) -> None:
     counted = {name: counted_configurations(frames[name], f) for name, f in schema.files.items()
-               if f.configurations}
+               if f.configurations and name in frames}      # a file runs before it existed lack counts none
     total = sum(counted.values())
     if counted and total != provenance["configurations"]:
         parts = " + ".join(f"{name} {n} ({schema.files[name].configurations})" for name, n in counted.items())

@@ -77,6 +77,7 @@ class FileSchema:
     timed: bool = False
     derived: dict = field(default_factory=dict)
     checks: tuple[dict, ...] = ()
+    optional: bool = False                # may be absent (runs measured before it existed)
 
 
 @dataclass(frozen=True)
@@ -104,7 +105,8 @@ def _file_schema(name: str, spec: dict) -> FileSchema:
         checks = TIMING_CHECKS + checks
     return FileSchema(name=name, what=spec["what"], columns=columns, key=tuple(spec.get("key", ())),
                       configurations=spec.get("configurations"), timed=bool(spec.get("timed")),
-                      derived=dict(spec.get("derived", {})), checks=tuple(checks))
+                      derived=dict(spec.get("derived", {})), checks=tuple(checks),
+                      optional=bool(spec.get("optional")))
 
 
 def load(study, path: Path | None = None) -> StudySchema:

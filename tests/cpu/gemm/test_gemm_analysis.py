@@ -340,3 +340,30 @@ def test_the_bar_and_multicast_rules_follow_the_data(throttled, tmp_path):
                             "median_gain": [0.99, 1.05], "wins": [1, 3], "comparisons": [4, 4]})
     rule = _multicast_rule(summary)["rule"]
     assert "fp8_e4m3 cluster 2x1 (1.05x)" in rule and "object" not in rule
+
+
+def test_multicast_l2_rule_predicts_a_win_from_the_boundary_and_counts_its_misses():
+    import numpy as np
+
+    from tma_study.studies.gemm.predict import gemm_l2_read_gbps, score_multicast_l2
+    # bf16 128x128x64 at 1x1 reads (128+128) x 2 B per 2 x 128 x 128 FLOP = 1/64 B/FLOP: 640 TFLOP/s -> 10 TB/s
+    def row(gain, tflops_1x1, m, clocks_differ=False):
+        return {"arch": "sm90", "dtype": "bf16", "tile": "128x128x64", "cluster": "1x2", "cluster_m": 1,
+                "cluster_n": 2, "m": m, "n": 8192, "status": "measured", "cluster_exceeds_tiles": False,
+                "tflops_1x1": tflops_1x1, "gain": gain, "spread": 0.0, "clocks_differ": clocks_differ}
+    gains = pd.DataFrame([row(1.10, 640, 8192), row(1.00, 640, 8192), row(1.10, 64, 8192),
+                          row(1.00, 64, 8192), row(1.10, 64, 128, True)])
+    assert np.allclose(gemm_l2_read_gbps(gains.iloc[:1]), 10000.0)
+    boundary = pd.DataFrame({"cluster_x": [1], "cluster_y": [2], "win_from_l2_read_fraction": [0.5],
+                             "l2_read_ceiling_gbps": [10000.0]})
+    every = pd.DataFrame(score_multicast_l2(gains, boundary, 132)).set_index("scope").loc["every cluster"]
+    # right: the fast win (predicted win) and the slow tie; wrong: the fast tie (predicted win), the
+    # slow win and the slow win on a one-wave grid whose clocks differ
+    assert every.predicted_wins == 2 and every.gemm_wins == 3 and every.agree == 2
+    assert every.wrong_gemm_wins_below == 2 and every.wrong_predicted_wins == 1
+    assert every.wrong_where_clocks_differ == 1 and every.wrong_in_two_waves_or_fewer == 1
+    assert every.wrong_unexplained == 2 and np.isclose(every.fraction_wrong_explained, 1 / 3)
+    # the best threshold on these data predicts a win everywhere: right for the 3 wins of 5
+    assert np.isclose(every.best_threshold_fraction_agree, 0.6)
+    missing = pd.DataFrame(score_multicast_l2(gains, None, 132))
+    assert missing.status.iloc[0].startswith("NOT MEASURED")

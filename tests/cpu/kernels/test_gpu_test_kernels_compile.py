@@ -221,6 +221,10 @@ EXPECTED_PTX = {
     "cluster_stream_own_copy_cta_release": [TMA_LOAD, "bar.sync"],
     "cluster_stream_multicast_cta_release": [TMA_LOAD + ".multicast::cluster", "mbarrier.arrive.shared::cluster.b64",
                                              "bar.sync"],
+    # the compute consumer's churn: w = w * 1664525 + 1013904223 (kernels/multicast/consume.py)
+    "cluster_compute_stream_own_copy": [TMA_LOAD, "ld.shared::cta.v4.u32", "mad.lo.s32", "1664525, 1013904223"],
+    "cluster_compute_stream_multicast": [TMA_LOAD + ".multicast::cluster", "mbarrier.arrive.shared::cluster.b64",
+                                         "mad.lo.s32", "1664525, 1013904223"],
     "broadcast_dsm_pull": [TMA_LOAD, "ld.shared::cluster.v4.u32", "mbarrier.arrive.release.cluster",
                            "mbarrier.try_wait.parity.acquire.cluster"],
     "broadcast_dsm_push": [TMA_LOAD, "cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes",

@@ -64,7 +64,9 @@ def test_every_committed_data_set_follows_its_schema(folder):
 def test_every_study_has_a_raw_schema_for_each_file_it_measures():
     for study in STUDIES.values():
         measured = set(study.measured_files) - {"provenance.json"}
-        assert set(raw_schema.load(study).files) == measured, study.name
+        files = raw_schema.load(study).files
+        assert {name for name, f in files.items() if not f.optional} == measured, study.name
+        assert not {name for name, f in files.items() if f.optional} & set(study.raw_files), study.name
 
 
 def test_the_kernels_a_run_timed_are_checked_where_recorded(tmp_path, crossover, capsys):

@@ -42,7 +42,7 @@ import pandas as pd
 from tma_study.harness import raw_data
 
 from . import STUDY
-from .predict import crossover_verdicts, multicast_verdicts, rules
+from .predict import crossover_verdicts, multicast_boundary, multicast_verdicts, rules
 from .rows import (
     ACCUMULATION_COLUMN,
     BYTES_PER_ELEMENT,
@@ -323,6 +323,7 @@ def aggregate(raw_dir: Path, derived_dir: Path, repeat_dir: Path | None = None) 
     # the other studies' raw data beside this run, read (and checked) before anything is written
     crossover = crossover_verdicts(raw_dir.parent / "crossover")
     multicast_rule = multicast_verdicts(raw_dir.parent / "multicast")
+    l2_boundary = multicast_boundary(raw_dir.parent / "multicast")
     measured = with_cublas_fraction(gemm, TimingLimits.of(raw.provenance))
     speedups = speedup(measured, gemm, kernels)
     gains, gain_summary = multicast(measured, gemm)
@@ -333,5 +334,6 @@ def aggregate(raw_dir: Path, derived_dir: Path, repeat_dir: Path | None = None) 
     _write(gain_summary, derived_dir / "multicast_summary.csv")
     _write(cublas_fractions(measured, gemm), derived_dir / "cublas.csv")
     _write(bar(gemm, measured), derived_dir / "bar.csv")
-    _write(rules(speedups, crossover, gains, multicast_rule, raw_dir.parent / "multicast"), derived_dir / "rules.csv")
+    _write(rules(speedups, crossover, gains, multicast_rule, raw_dir.parent / "multicast", l2_boundary,
+                 int(raw.provenance["gpu"].get("sm_count") or 132)), derived_dir / "rules.csv")
     _write(status_counts(gemm, measured), derived_dir / "status.csv")

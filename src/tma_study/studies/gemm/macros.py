@@ -121,6 +121,27 @@ def _rules(rules: pd.DataFrame) -> dict[str, str]:
     return out
 
 
+L2_RULE_MACROS = ("gemmMulticastLtwoRuleAgreePercent", "gemmMulticastLtwoRuleComparisons",
+                  "gemmMulticastLtwoRuleWrong", "gemmMulticastLtwoRuleWrongClocks",
+                  "gemmMulticastLtwoRuleWrongWaves", "gemmMulticastLtwoRuleAgreePercentSameClocksManyWaves",
+                  "gemmMulticastLtwoRuleBestThresholdPercent")
+
+
+def _l2_rule(rules: pd.DataFrame) -> dict[str, str]:
+    """The multicast study's L2-read-rate boundary scored on the GEMM (rules.csv rule multicast_l2);
+    '(not measured)' without the multicast study's compute sweep, so the text still builds."""
+    rows = rules[(rules.rule == "multicast_l2") & (rules.status == MEASURED)] if "rule" in rules else rules.iloc[0:0]
+    if "scope" in rows:
+        rows = rows[rows.scope == "every cluster"]
+    if rows.empty:
+        return dict.fromkeys(L2_RULE_MACROS, "(not measured)")
+    r = rows.iloc[0]
+    values = (percent(r.fraction_agree, 0), number(r.comparisons), number(r.comparisons - r.agree),
+              number(r.wrong_where_clocks_differ), number(r.wrong_in_two_waves_or_fewer),
+              percent(r.fraction_agree_same_clocks_over_two_waves, 0), percent(r.best_threshold_fraction_agree, 0))
+    return dict(zip(L2_RULE_MACROS, values))
+
+
 def _accumulation(measured: pd.DataFrame) -> dict[str, str]:
     """``gemmFpeightAccumulation<Load>``: how the run's fp8 rows of each load mechanism accumulated
     ('with promotion', 'without promotion', or 'with and without promotion' if they differ)."""
@@ -161,6 +182,7 @@ def macros(derived_dir: Path, provenance: dict) -> dict[str, str]:
     if "median_gain" in summary.columns:
         out |= _multicast(summary)
     out |= _rules(pd.read_csv(derived_dir / "rules.csv"))
+    out |= _l2_rule(pd.read_csv(derived_dir / "rules.csv"))
     measured = pd.read_csv(derived_dir / "measured.csv")
     if "dtype" in measured.columns:
         out |= _accumulation(measured)

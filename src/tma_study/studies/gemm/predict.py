@@ -16,6 +16,14 @@ same table the other study writes to its ``derived/`` folder. Nothing here types
   each TMA cluster variant's gain over the same variant at 1x1 (win, tie or loss within
   TIE_TOLERANCE or the runs' spread). Comparisons where the cluster exceeds the problem's tile
   grid are left out (CTAs without a tile: the multicast pattern has none) and counted.
+- multicast_l2: the multicast study's compute sweep boundary (its ``compute_boundary.csv``): at
+  each cluster shape, multicast wins from an own-copy L2 read rate of ``win_from_l2_read_fraction``
+  of the L2 read ceiling the sweep measured. A GEMM variant's own-copy L2 read rate is what its
+  1x1 variant reads: TFLOP/s x bytes per FLOP, (tile M + tile N) x element bytes / (2 tile M tile N)
+  (every CTA reads an A and a B tile per K step). Predicted: win at or above the boundary, not
+  faster below it (or where the sweep saw no win at that shape). Scored win vs not-faster on the
+  same comparisons as the multicast rule; each wrong prediction is counted by what else differs:
+  the two variants' SM clocks (power state) and grids of at most two waves of tiles.
 """
 from __future__ import annotations
 
@@ -29,6 +37,7 @@ from tma_study.studies.crossover import STUDY as CROSSOVER_STUDY
 from tma_study.studies.crossover import aggregate as crossover_aggregate
 from tma_study.studies.multicast import STUDY as MULTICAST_STUDY
 from tma_study.studies.multicast import aggregate as multicast_aggregate
+from tma_study.studies.multicast import compute as multicast_compute
 
 from .rows import BYTES_PER_ELEMENT, MEASURED, NOT_MEASURED_TEXT, TIE_TOLERANCE
 
@@ -57,6 +66,87 @@ def multicast_stream_verdicts(stream: pd.DataFrame) -> pd.DataFrame:
     """The 2-D pattern verdicts of the multicast study's (checked, timed) stream rows."""
     table = multicast_aggregate.speedups(multicast_aggregate.best_configurations(stream))
     return table[table.pattern == "2d"]
+
+
+def multicast_boundary(multicast_raw: Path) -> pd.DataFrame | None:
+    """The multicast study's compute-sweep boundary per cluster shape (its compute_boundary.csv),
+    or None where its raw data have no compute sweep."""
+    if not (multicast_raw / "stream.csv").exists():
+        return None
+    compute = raw_data.load(MULTICAST_STUDY, multicast_raw).frames.get("compute.csv")
+    if compute is None:
+        return None
+    table = multicast_compute.boundary(multicast_compute.compute_speedups(raw_data.ok_rows(compute)))
+    return table if "win_from_l2_read_fraction" in table.columns else None
+
+
+def gemm_l2_read_gbps(gains: pd.DataFrame) -> pd.Series:
+    """Own-copy L2 read rate of each comparison's 1x1 variant: TFLOP/s x bytes per FLOP."""
+    tile = gains.tile.str.split("x", expand=True).astype(int)
+    tile_m, tile_n = tile[0], tile[1]
+    bytes_per_flop = gains.dtype.map(BYTES_PER_ELEMENT) * (tile_m + tile_n) / (2 * tile_m * tile_n)
+    return gains.tflops_1x1 * 1e3 * bytes_per_flop                # TFLOP/s x B/FLOP = TB/s; in GB/s
+
+
+def best_threshold_agreement(rate: pd.Series, win: pd.Series) -> int:
+    """The most comparisons any single threshold on ``rate`` (win at or above it) gets right: the
+    ceiling of every rule of this form, whatever the microbenchmark's boundary."""
+    order = np.argsort(-rate.to_numpy(), kind="stable")
+    wins = win.to_numpy()[order]
+    # threshold just above the k-th highest rate: the k highest predicted wins
+    right = [int((~wins).sum())] + list(np.cumsum(np.where(wins, 1, -1)) + int((~wins).sum()))
+    distinct = np.r_[True, np.diff(rate.to_numpy()[order]) != 0][1:].tolist() + [True]     # no split of equal rates
+    return max(r for r, ok in zip(right, [True, *distinct]) if ok)
+
+
+def score_multicast_l2(gains: pd.DataFrame, boundary: pd.DataFrame | None, sm_count: int) -> list[dict]:
+    if boundary is None or boundary.empty:
+        return [{"rule": "multicast_l2", "status": NOT_MEASURED_TEXT + ": the multicast study's raw data have no "
+                                                                       "compute sweep (compute.csv)"}]
+    if gains.empty or "status" not in gains or not (gains.status == MEASURED).any():
+        return [{"rule": "multicast_l2", "status": NOT_MEASURED_TEXT + ": no TMA cluster variant was compared "
+                                                                       "with its 1x1 variant"}]
+    busy = gains[(gains.status == MEASURED) & ~gains.cluster_exceeds_tiles.astype(bool)]
+    outcome = _gemm_verdict(busy.gain, busy.spread)
+    ceiling = float(boundary.l2_read_ceiling_gbps.iloc[0])
+    fraction = gemm_l2_read_gbps(busy) / ceiling
+    start = boundary.set_index(["cluster_x", "cluster_y"]).win_from_l2_read_fraction
+    threshold = pd.Series([start.get((r.cluster_m, r.cluster_n), np.nan) for r in busy.itertuples()], index=busy.index)
+    predicted_win = threshold.notna() & (fraction >= threshold)
+    gemm_win = outcome == "win"
+    right = predicted_win == gemm_win
+    tiles = np.ceil(busy.m / busy.tile.str.split("x").str[0].astype(int)) \
+        * np.ceil(busy.n / busy.tile.str.split("x").str[1].astype(int))
+    few_waves = tiles <= 2 * sm_count
+    clocks = busy.clocks_differ.astype(bool) if "clocks_differ" in busy else pd.Series(False, index=busy.index)
+    rows = []
+    for scope in [EVERY_CLUSTER, *sorted(busy.cluster.unique())]:
+        mask = (busy.cluster == scope) if scope != EVERY_CLUSTER else pd.Series(True, index=busy.index)
+        wrong = mask & ~right
+        at = boundary[(boundary.cluster_x == int(scope[0])) & (boundary.cluster_y == int(scope[-1]))] \
+            if scope != EVERY_CLUSTER else boundary.iloc[0:0]
+        rows.append({
+            "rule": "multicast_l2", "status": MEASURED, "working_set": "compute sweep", "scope": scope,
+            "comparisons": int(mask.sum()), "predicted_wins": int((mask & predicted_win).sum()),
+            "gemm_wins": int((mask & gemm_win).sum()), "gemm_ties": int((mask & (outcome == "tie")).sum()),
+            "gemm_losses": int((mask & (outcome == "loss")).sum()),
+            "agree": int((mask & right).sum()), "fraction_agree": _fraction(int((mask & right).sum()), int(mask.sum())),
+            "l2_read_ceiling_gbps": ceiling,
+            "win_from_l2_read_fraction": float(at.win_from_l2_read_fraction.iloc[0]) if len(at) else np.nan,
+            "median_l2_read_fraction": float(fraction[mask].median()),
+            "wrong_gemm_wins_below": int((wrong & gemm_win).sum()),
+            "wrong_predicted_wins": int((wrong & predicted_win).sum()),
+            "wrong_where_clocks_differ": int((wrong & clocks).sum()),
+            "wrong_in_two_waves_or_fewer": int((wrong & few_waves).sum()),
+            "wrong_unexplained": int((wrong & ~clocks & ~few_waves).sum()),
+            "fraction_wrong_explained": _fraction(int((wrong & (clocks | few_waves)).sum()), int(wrong.sum())),
+            # the ceiling of any L2-read-rate threshold per cluster shape, chosen on the GEMM data themselves
+            "best_threshold_fraction_agree": _fraction(
+                sum(best_threshold_agreement(fraction[mask & (busy.cluster == c)], gemm_win[mask & (busy.cluster == c)])
+                    for c in busy.cluster[mask].unique()), int(mask.sum())),
+            "fraction_agree_same_clocks_over_two_waves": _fraction(int((mask & right & ~clocks & ~few_waves).sum()),
+                                                                   int((mask & ~clocks & ~few_waves).sum()))})
+    return rows
 
 
 def _fraction(part: int, whole: int) -> float:
@@ -139,10 +229,13 @@ def score_multicast(gains: pd.DataFrame, verdicts: pd.DataFrame | None, multicas
 
 
 def rules(speedups: pd.DataFrame, crossover: pd.DataFrame | None, gains: pd.DataFrame | None = None,
-          multicast: pd.DataFrame | None = None, multicast_raw: Path | None = None) -> pd.DataFrame:
+          multicast: pd.DataFrame | None = None, multicast_raw: Path | None = None,
+          boundary: pd.DataFrame | None = None, sm_count: int = 132) -> pd.DataFrame:
     """How often the crossover and multicast studies' rules name the GEMM winner (one row per
     rule, operand location and scope)."""
+    gains = gains if gains is not None else pd.DataFrame()
     rows = score_crossover(speedups, crossover)
-    rows += score_multicast(gains if gains is not None else pd.DataFrame(), multicast,
+    rows += score_multicast(gains, multicast,
                             Path(multicast_raw) if multicast_raw else Path("results/<label>/multicast"))
+    rows += score_multicast_l2(gains, boundary, sm_count)
     return pd.DataFrame(rows)

@@ -112,6 +112,32 @@ def _prediction_rules(rules: pd.DataFrame) -> list[dict]:
     return rows
 
 
+def _l2_rule(rules: pd.DataFrame) -> dict | None:
+    """Whether the multicast study's L2-read-rate boundary predicts the GEMM's cluster variants."""
+    rows = rules[(rules.rule == "multicast_l2") & (rules.status == MEASURED)]
+    if rows.empty:
+        return None
+    every = rows[rows.scope == "every cluster"].iloc[0]
+    holds = every.fraction_agree >= MULTICAST_VERDICT_HOLDS
+    per_shape = "; ".join(f"{r.scope} {100 * r.fraction_agree:.0f} %" for r in rows[rows.scope != "every cluster"].itertuples())
+    if holds:
+        rule = ("predict multicast's gain from the 1x1 kernel's L2 read rate (TFLOP/s x bytes per FLOP) against "
+                "the L2 read ceiling, with the multicast study's boundary per cluster shape")
+        claims = ("gemm_multicast_l2_rule_predicts",)
+    else:
+        rule = ("the L2 read rate alone does not decide multicast in a GEMM: measure the cluster shape, at one power "
+                "state and on grids of more than two waves")
+        claims = ("gemm_multicast_l2_rule_misses_are_clocks_or_waves", "gemm_no_l2_threshold_reaches_80_percent")
+    evidence = (f"right in {100 * every.fraction_agree:.0f} % of {every.comparisons:.0f} cluster variants ({per_shape}); "
+                f"of the {every.comparisons - every.agree:.0f} wrong, {every.wrong_where_clocks_differ:.0f} ran at another "
+                f"SM clock than their 1x1 variant and {every.wrong_in_two_waves_or_fewer:.0f} in two waves or fewer; "
+                f"{100 * every.fraction_agree_same_clocks_over_two_waves:.0f} % right where neither; no threshold on the "
+                f"L2 read rate, even one chosen on the GEMM data, is right in more than "
+                f"{100 * every.best_threshold_fraction_agree:.0f} %")
+    return {"situation": "predicting TMA multicast's gain in a GEMM from its L2 read rate", "rule": rule,
+            "evidence": evidence, "figure": "gemm_rules", "claims": claims}
+
+
 def _bar_rule(bar: pd.DataFrame) -> dict | None:
     r = bar.iloc[0]
     if r.status != MEASURED:
@@ -144,5 +170,6 @@ def rules_of_thumb(derived_dir: Path, provenance: dict) -> list[dict]:
         rows.append(_multicast_rule(summary))
     if rules is not None:
         rows += _prediction_rules(rules)
+        rows.append(_l2_rule(rules))
     rows.append(_bar_rule(pd.read_csv(derived_dir / "bar.csv")))
     return [row for row in rows if row is not None]

@@ -154,6 +154,20 @@ def _multicast_result(r) -> str:
                    f"{r.left_out_not_measured:.0f} not measured")
 
 
+def _multicast_l2_result(r) -> str:
+    start = ("no win in the sweep at this shape" if pd.isna(r.win_from_l2_read_fraction)
+             else f"wins from {100 * r.win_from_l2_read_fraction:.0f} %")
+    scope = "" if r.scope == "every cluster" else f" ({start})"
+    return (f"right in {r.agree:.0f} of {r.comparisons:.0f} ({100 * r.fraction_agree:.0f} %){scope}: predicted wins "
+            f"{r.predicted_wins:.0f}, GEMM wins {r.gemm_wins:.0f}; GEMM's own-copy L2 read rate a median "
+            f"{100 * r.median_l2_read_fraction:.0f} % of the {r.l2_read_ceiling_gbps:.0f} GB/s ceiling; wrong: "
+            f"{r.wrong_gemm_wins_below:.0f} GEMM wins below the boundary, {r.wrong_predicted_wins:.0f} predicted wins "
+            f"that were not; of the wrong, {r.wrong_where_clocks_differ:.0f} with different SM clocks, "
+            f"{r.wrong_in_two_waves_or_fewer:.0f} in grids of two waves or fewer, {r.wrong_unexplained:.0f} neither; "
+            f"the best threshold per shape, chosen on these GEMM data, would be right in "
+            f"{100 * r.best_threshold_fraction_agree:.0f} %")
+
+
 def rules_table(rules: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for r in rules.itertuples():
@@ -162,6 +176,9 @@ def rules_table(rules: pd.DataFrame) -> pd.DataFrame:
         elif r.rule == "crossover":
             rows.append({"rule": f"crossover ({r.working_set}: TMA from {r.crossover_bytes:.0f} B)",
                          "result": _crossover_result(r)})
+        elif r.rule == "multicast_l2":
+            rows.append({"rule": f"multicast from the L2 read rate (compute sweep; {r.scope})",
+                         "result": _multicast_l2_result(r)})
         else:
             rows.append({"rule": f"multicast ({r.working_set}, 2-D pattern at the A tile; {r.scope})",
                          "result": _multicast_result(r)})
@@ -280,7 +297,9 @@ def write_tables(derived_dir: Path, provenance: dict, tables_dir: Path) -> None:
                           "Do the crossover and multicast studies' rules predict the GEMM winner? Crossover: TMA "
                           "vs cp.async, same schedule and tile, 1x1 cluster. Multicast: each TMA cluster variant "
                           "over the same variant at 1x1, against the multicast study's 2-D verdict at the GEMM's "
-                          f"cluster shape and A tile. {source}.", [4.0, 12.0])
+                          "cluster shape and A tile; from the L2 read rate: win where the 1x1 variant's L2 read "
+                          "rate (TFLOP/s x bytes per FLOP) reaches the fraction of the L2 read ceiling from which "
+                          f"the multicast study's compute sweep saw multicast win at that shape. {source}.", [4.0, 12.0])
     write_table(status_table(_read(derived_dir / "status.csv")), tables_dir, "gemm_status",
                 "What was measured, per architecture and load mechanism, and why the rest was not; of the "
                 "measured rows, how many kept fewer samples than the run asked for (min_samples) and how many "

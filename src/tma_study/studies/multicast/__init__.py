@@ -6,11 +6,13 @@ _HERE = __name__
 STUDY = Study(
     name="multicast",
     question="When every CTA of a cluster needs the same tile, does TMA multicast beat each CTA "
-             "loading its own copy, and how much of a loss at large clusters is scheduling?",
+             "loading its own copy, how much of a loss at large clusters is scheduling, and from which "
+             "consumer work and L2 read rate does multicast start to win?",
     raw_files=("stream.csv", "occupancy.csv", "traffic.csv"),
-    derived_files=("best.csv", "speedup.csv", "break_even.csv", "scheduling.csv", "traffic.csv"),
-    figures=("multicast_scaling", "multicast_2d"),
-    tables=("multicast_summary", "multicast_2d", "multicast_traffic", "multicast_run"),
+    derived_files=("best.csv", "speedup.csv", "break_even.csv", "scheduling.csv", "traffic.csv", "compute.csv",
+                   "compute_boundary.csv"),
+    figures=("multicast_scaling", "multicast_2d", "multicast_compute"),
+    tables=("multicast_summary", "multicast_2d", "multicast_traffic", "multicast_compute", "multicast_run"),
     kernels=f"{_HERE}.kernels:compile_list",
     measure=f"{_HERE}.measure:measure",
     aggregate=f"{_HERE}.aggregate:aggregate",

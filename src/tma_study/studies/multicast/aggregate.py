@@ -13,6 +13,10 @@ Writes into ``derived_dir``:
 - ``scheduling.csv``  per (pattern, working set, shape, tile): of multicast's distance from the
                       cluster-free launch, the part a cluster launch of the same binary already
                       costs (scheduling) and the part multicast itself adds or saves
+- ``compute.csv``     the compute sweep (compute.py): multicast against own copies per working
+                      set, tile order, work rounds, shape and tile, with the consumer-to-load time
+                      ratio and the own copies' L2 read rate against the L2 read ceiling
+- ``compute_boundary.csv`` per cluster shape: the L2 read fraction from which multicast wins
 """
 from __future__ import annotations
 
@@ -25,6 +29,7 @@ from tma_study.harness import raw_data
 from tma_study.atomic import atomic_write_text
 
 from . import STUDY
+from . import compute as compute_mod
 from .traffic import traffic_config, traffic_configs
 
 SHAPE = ["pattern", "working_set", "cluster_x", "cluster_y"]
@@ -39,12 +44,12 @@ def _write(frame: pd.DataFrame, path: Path) -> None:
     atomic_write_text(path, frame.to_csv(index=False))
 
 
-def best_configurations(stream: pd.DataFrame) -> pd.DataFrame:
+def best_configurations(stream: pd.DataFrame, group: list[str] = GROUP) -> pd.DataFrame:
     stream = stream.assign(relative_iqr=stream.time_us_iqr / stream.time_us_median)
-    best = stream.loc[stream.groupby(GROUP)["time_us_median"].idxmin()]
-    columns = [*GROUP, *KNOBS, "steps_total", "stage_bytes", "bytes_delivered", "bytes_requested",
+    best = stream.loc[stream.groupby(group)["time_us_median"].idxmin()]
+    columns = [*group, *KNOBS, "steps_total", "stage_bytes", "bytes_delivered", "bytes_requested",
                "time_us_median", "relative_iqr", "delivered_gbps", "requested_gbps", "sm_clock_mhz_mean"]
-    return best[columns].sort_values(GROUP).reset_index(drop=True)
+    return best[columns].sort_values(group).reset_index(drop=True)
 
 
 def _status(ratio: float, tolerance: float) -> str:
@@ -53,15 +58,15 @@ def _status(ratio: float, tolerance: float) -> str:
     return "tie" if ratio >= 1 - tolerance else "loss"
 
 
-def speedups(best: pd.DataFrame) -> pd.DataFrame:
+def speedups(best: pd.DataFrame, shape: list[str] = SHAPE) -> pd.DataFrame:
     """Multicast against each alternative at the same shape and tile (same work per launch)."""
-    wide = best.pivot_table(index=[*SHAPE, "tile_bytes"], columns="variant",
+    wide = best.pivot_table(index=[*shape, "tile_bytes"], columns="variant",
                             values=["time_us_median", "relative_iqr", "delivered_gbps"])
     rows = []
     for index, r in wide.iterrows():
         if "multicast" not in r["time_us_median"] or pd.isna(r["time_us_median"]["multicast"]):
             continue
-        row = dict(zip([*SHAPE, "tile_bytes"], index))
+        row = dict(zip([*shape, "tile_bytes"], index))
         t, spread = r["time_us_median"], r["relative_iqr"]
         for variant in ("multicast", *ALTERNATIVES):
             row[f"{variant}_time_us"] = t.get(variant, np.nan)
@@ -153,3 +158,7 @@ def aggregate(raw_dir: Path, derived_dir: Path, repeat_dir: Path | None = None) 
     _write(break_even(speedup), derived_dir / "break_even.csv")
     _write(scheduling(speedup), derived_dir / "scheduling.csv")
     _write(traffic(raw["traffic.csv"], raw.provenance["config"]), derived_dir / "traffic.csv")
+    compute = raw.frames.get("compute.csv")
+    compute_table = compute_mod.compute_speedups(raw_data.ok_rows(compute) if compute is not None else None)
+    _write(compute_table, derived_dir / "compute.csv")
+    _write(compute_mod.boundary(compute_table), derived_dir / "compute_boundary.csv")

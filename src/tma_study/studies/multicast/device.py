@@ -34,13 +34,15 @@ class Operand:
             return
         self.words = np.frombuffer(fresh_rng().bytes(self.nbytes), dtype=np.uint32)
         self.device.copy_to_device(self.words)
-        self._checks: dict[tuple[int, int], np.ndarray] = {}
+        self._checks: dict[tuple[int, int, int], np.ndarray] = {}
         self.generation = generation
 
-    def checks(self, tile_bytes: int, vector_offset: int = 0) -> np.ndarray:
-        key = (tile_bytes, vector_offset)
+    def checks(self, tile_bytes: int, vector_offset: int = 0, work_rounds: int = 0) -> np.ndarray:
+        """Per-tile checks of the words (churned ``work_rounds`` times: the compute consumer)."""
+        key = (tile_bytes, vector_offset, work_rounds)
         if key not in self._checks:
-            self._checks[key] = reference.tile_checks(self.words, tile_bytes, vector_offset)
+            self._checks[key] = reference.tile_checks(reference.churned(self.words, work_rounds), tile_bytes,
+                                                      vector_offset)
         return self._checks[key]
 
     def tiles(self, tile_bytes: int) -> int:

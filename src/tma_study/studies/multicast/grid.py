@@ -134,3 +134,56 @@ def cluster_configs(study: dict, smem_per_sm_bytes: int, patterns=("1d", "2d")) 
                     configs += [c for c in _ctas_choices(study["ctas_per_sm"], base, smem_per_sm_bytes)
                                 if slices_whole(c)]
     return configs
+
+
+TILE_ORDERS = ("spread", "shared")     # kernels/multicast/ring.py: same_tiles = 0 or 1
+
+
+@dataclass(frozen=True)
+class ComputeConfig(ClusterConfig):
+    """A 2-D (GEMM-like) configuration of the compute sweep: the ring's consumer churns every
+    loaded word ``work_rounds`` times (dependent IMADs) before its checksum, and ``tile_order``
+    says whether each cluster reads its own tiles (``spread``, as the load-only sweep) or every
+    cluster reads the same tile sequence at once (``shared``: own copies all read the same L2 lines)."""
+
+    work_rounds: int = 0
+    tile_order: str = "spread"
+
+    @property
+    def key(self) -> str:
+        return f"compute/{super().key}/w{self.work_rounds}/o{self.tile_order}"
+
+    @property
+    def same_tiles(self) -> int:
+        return int(self.tile_order == "shared")
+
+    @property
+    def words_per_stage(self) -> int:
+        return self.stage_bytes // 4
+
+    def columns(self) -> dict:
+        return {**super().columns(), "words_per_stage": self.words_per_stage,
+                "imads_per_stage": self.words_per_stage * self.work_rounds}
+
+
+def compute_configs(study: dict, smem_per_sm_bytes: int) -> list[ComputeConfig]:
+    """The compute sweep (``study["compute"]``; empty without it): every working set, tile order,
+    work rounds, 2-D cluster shape (and the 1x1 baseline), variant and A tile that fits."""
+    sweep = study.get("compute")
+    if not sweep:
+        return []
+    shapes = [tuple(shape) for shape in sweep["cluster_shapes_2d"]]
+    if (1, 1) not in shapes:
+        shapes = [(1, 1), *shapes]
+    configs = []
+    for name, ws in sweep["working_sets"].items():
+        for order, rounds, (cluster_x, cluster_y) in itertools.product(sweep["tile_orders"], sweep["work_rounds"],
+                                                                       shapes):
+            variants = ("no_cluster",) if cluster_x * cluster_y == 1 else study["variants"]
+            for variant, tile, stages, consumers in itertools.product(
+                    variants, sweep["tile_bytes_2d"], sweep["stages"], sweep["consumer_threads"]):
+                base = ComputeConfig("2d", variant, cluster_x, cluster_y, tile, stages, 1, consumers, name,
+                                     ws["bytes"], ws["unique_bytes_per_launch"], "warp", rounds, order)
+                configs += [c for c in _ctas_choices(sweep["ctas_per_sm"], base, smem_per_sm_bytes)
+                            if slices_whole(c)]
+    return configs

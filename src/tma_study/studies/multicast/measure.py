@@ -4,10 +4,12 @@ Writes, atomically into ``out_dir``:
 - ``stream.csv``       one row per configuration (grid.py): time, delivered and requested bytes
 - ``occupancy.csv``    max active clusters per cluster size and ring (the occupancy API)
 - ``traffic.csv``      L2 -> SM bytes of a few configurations, counted by ncu (traffic.py)
+- ``compute.csv``      one row per configuration of the compute sweep (grid.ComputeConfig: the
+                       consumer churns every word ``work_rounds`` times; tile order spread or shared)
 - ``provenance.json``
 
 Before it is timed, every configuration runs once on fresh random operands with poisoned
-outputs, and every CTA's checksum must equal the host's for the tiles that CTA must get.
+outputs, and every CTA's checksum must equal the host's for the (churned) tiles that CTA must get.
 """
 from __future__ import annotations
 
@@ -25,7 +27,7 @@ from tma_study.harness.kernel_builds import StudyKernels
 from tma_study.harness.progress import Progress
 
 from . import reference
-from .grid import ROW_BYTES, ClusterConfig, cluster_configs
+from .grid import ROW_BYTES, ClusterConfig, ComputeConfig, cluster_configs, compute_configs
 from .traffic import run_under_ncu
 
 
@@ -35,11 +37,19 @@ def kernel_name(multicast: bool, release: str) -> str:
     return f"cluster_stream_{'multicast' if multicast else 'own_copy'}" + ("" if release == "warp" else f"_{release}_release")
 
 
-def compile_kernels(releases=("warp", "cta"), study_kernels: StudyKernels | None = None) -> dict:
-    """{(multicast, release): loaded kernel} for the builds of the ring, from the kernel cache."""
+COMPUTE = "compute"             # the release slot of the compute builds in compile_kernels' keys
+
+
+def compile_kernels(releases=("warp", "cta"), study_kernels: StudyKernels | None = None, compute: bool = False) -> dict:
+    """{(multicast, release): loaded kernel} for the builds of the ring, from the kernel cache;
+    with ``compute``, (multicast, COMPUTE) for the compute-consumer builds too."""
     study_kernels = study_kernels or StudyKernels("multicast", {})
-    return {(multicast, release): study_kernels[kernel_name(multicast, release)]
-            for multicast in (False, True) for release in releases}
+    kernels = {(multicast, release): study_kernels[kernel_name(multicast, release)]
+               for multicast in (False, True) for release in releases}
+    if compute:
+        kernels |= {(multicast, COMPUTE): study_kernels[f"cluster_compute_stream_{'multicast' if multicast else 'own_copy'}"]
+                    for multicast in (False, True)}
+    return kernels
 
 
 def requested_bytes(config: ClusterConfig) -> int:
@@ -59,7 +69,8 @@ class Case:
         self.config = config
         multicast = VARIANT_KERNEL[config.variant]
         clustered = config.variant != "no_cluster"
-        kernel = kernels[(multicast, config.release)]
+        computes = isinstance(config, ComputeConfig)
+        kernel = kernels[(multicast, COMPUTE if computes else config.release)]
         self.grid = persistent_grid(kernel, config.cluster_size, clustered, config.threads_per_cta,
                                     config.dynamic_shared_bytes, config.ctas_per_sm, sm_count)
         self.a, self.b = operands[(config.working_set, "a")], operands.get((config.working_set, "b"))
@@ -72,6 +83,8 @@ class Case:
                 self.a.tiles(config.tile_bytes), self.b.tiles(config.tile_bytes) if has_b else 1,
                 config.steps_total, config.tile_bytes, config.b_tile_bytes, config.stages,
                 config.cluster_x, config.cluster_y, config.consumer_threads, self.out)
+        if computes:
+            args += (config.work_rounds, config.same_tiles)
         self.launch = launcher(kernel, self.grid, clustered, config.threads_per_cta,
                                config.dynamic_shared_bytes, args)
 
@@ -80,18 +93,20 @@ class Case:
 
         from .device import poison
         c = self.config
-        generation = (c.pattern, c.working_set)
+        computes = isinstance(c, ComputeConfig)
+        rounds = c.work_rounds if computes else 0
+        generation = ("compute" if computes else c.pattern, c.working_set)
         self.a.ensure_fresh(generation)
         b_checks = None
         if c.pattern == "2d":
             self.b.ensure_fresh(generation)
-            b_checks = self.b.checks(c.tile_bytes, c.tile_bytes // reference.VECTOR_BYTES)
+            b_checks = self.b.checks(c.tile_bytes, c.tile_bytes // reference.VECTOR_BYTES, rounds)
         poison(self.out)
         self.launch(0)
         cuda.synchronize()
         got = reference.per_cta(self.out.copy_to_host(), self.grid.ctas)
-        want = reference.cta_expected(self.a.checks(c.tile_bytes), b_checks, c.steps_total, self.grid.ctas,
-                                      c.cluster_x, c.cluster_y)
+        want = reference.cta_expected(self.a.checks(c.tile_bytes, 0, rounds), b_checks, c.steps_total,
+                                      self.grid.ctas, c.cluster_x, c.cluster_y, computes and c.same_tiles == 1)
         problem = reference.mismatches(got, want, c.cluster_size)
         if problem:
             raise timing.CorrectnessError(f"{c.key}: {problem}")
@@ -118,6 +133,13 @@ def make_operands(study: dict, patterns) -> dict:
         if "2d" in patterns:
             operands[(name, "b")] = Operand(f"{name}/b", ws["bytes"])
     return operands
+
+
+def make_compute_operands(study: dict) -> dict:
+    """The compute sweep's A and B operands per working set (its own sizes)."""
+    from .device import Operand
+    return {(name, part): Operand(f"compute/{name}/{part}", ws["bytes"])
+            for name, ws in study.get("compute", {}).get("working_sets", {}).items() for part in ("a", "b")}
 
 
 def l2_resident(config: ClusterConfig, l2_bytes: int) -> bool:
@@ -151,16 +173,21 @@ def measure(study: dict, gpu_probe: dict, out_dir: Path) -> None:
     clocks_before = provenance.nvidia_smi_clocks()
     patterns = ("1d", "2d") if study.get("cluster_shapes_2d") else ("1d",)
     configs = cluster_configs(study, gpu.smem_per_sm_bytes, patterns)
+    compute = compute_configs(study, gpu.smem_per_sm_bytes)
     study_kernels = StudyKernels("multicast", study)
-    kernels = compile_kernels(tuple(study["releases"]), study_kernels)
+    kernels = compile_kernels(tuple(study["releases"]), study_kernels, compute=bool(compute))
     timing_started = provenance.utc_now()       # the kernels' compile (or cache lookup) and loading end here
     operands = make_operands(study, patterns)
     outputs = ChecksumOutputs()
-    progress = Progress("multicast setup", len(configs))
+    compute_operands = make_compute_operands(study)
+    progress = Progress("multicast setup", len(configs) + len(compute))
     cases = []
     for c in configs:
         progress.step(c.key)
         cases.append(Case(c, kernels, operands, gpu.sm_count, outputs))
+    for c in compute:
+        progress.step(c.key)
+        cases.append(Case(c, kernels, compute_operands, gpu.sm_count, outputs))
     timed = [case.timed_case(l2_resident(case.config, gpu.l2_bytes)) for case in cases]
     timings = timing.run(timed, study="multicast", **study["timing"])
 
@@ -170,7 +197,8 @@ def measure(study: dict, gpu_probe: dict, out_dir: Path) -> None:
         cols = case.columns()
         rows.append({**cols, **t, "delivered_gbps": cols["bytes_delivered"] / (t["time_us_median"] * 1e3),
                      "requested_gbps": cols["bytes_requested"] / (t["time_us_median"] * 1e3)})
-    stream = pd.DataFrame(rows)
+    stream = pd.DataFrame(rows[:len(configs)])
+    compute_rows = pd.DataFrame(rows[len(configs):])
     with tempfile.TemporaryDirectory() as workdir:
         traffic = pd.DataFrame(run_under_ncu(study, Path(workdir)))
     record = provenance.build(
@@ -178,11 +206,13 @@ def measure(study: dict, gpu_probe: dict, out_dir: Path) -> None:
         extra={"nvidia_smi_before": clocks_before, "nvidia_smi_after": provenance.nvidia_smi_clocks(),
                "timer": "cuda-bench (nvbench) cold samples: L2 flushed before every sample; device events; "
                         "an L2-resident working set is made resident by an untimed pass inside each sample",
-               "configurations": len(configs), "timing_started_utc": timing_started, **study_kernels.provenance(),
+               "configurations": len(configs) + len(compute), "timing_started_utc": timing_started, **study_kernels.provenance(),
                "numpy_row_stack_shim_applied": numpy_compat.SHIM_APPLIED})
     with atomic.staged_directory(out_dir) as staging:
         study_kernels.table().to_csv(staging / "kernels.csv", index=False)
         stream.to_csv(staging / "stream.csv", index=False)
+        if compute:
+            compute_rows.to_csv(staging / "compute.csv", index=False)
         occupancy_table(kernels, configs).to_csv(staging / "occupancy.csv", index=False)
         traffic.to_csv(staging / "traffic.csv", index=False)
         (staging / "provenance.json").write_text(json.dumps(record, indent=2, default=str) + "\n")

@@ -69,6 +69,29 @@ def _scheduling_rule(scheduling: pd.DataFrame) -> dict | None:
             "figure": "multicast_scaling", "claims": ("multicast_cluster_launch_costs_at_four_and_more",)}
 
 
+def _compute_rule(boundary: pd.DataFrame) -> dict | None:
+    """Where multicast starts to win once the consumer computes (compute_boundary.csv)."""
+    if "win_from_l2_read_fraction" not in boundary.columns:
+        return None
+    ceiling = boundary.l2_read_ceiling_gbps.iloc[0]
+    found = boundary[boundary.win_from_l2_read_fraction.notna()]
+    shapes = "; ".join(f"{r.cluster_x}x{r.cluster_y} from {100 * r.win_from_l2_read_fraction:.0f} %"
+                       for r in found.itertuples())
+    if found.empty:
+        rule = ("do not expect multicast to pay even when the consumer computes or every cluster reads the same "
+                "tiles: no cluster shape won from any L2 read rate")
+    else:
+        rule = (f"use multicast where own copies would read L2 near its ceiling ({ceiling:.0f} GB/s): your 1x1 "
+                f"kernel's L2 read rate = stage bytes per CTA x CTAs / stage time (a GEMM: TFLOP/s x bytes per FLOP); "
+                f"wins from {shapes} of the ceiling")
+    evidence = (f"compute sweep (work rounds per word, own or shared tiles, HBM and L2): multicast wins "
+                f"{int(boundary.wins.sum())}, loses {int(boundary.losses.sum())} of {int(boundary.rows.sum())}; best "
+                f"speedup {boundary.max_speedup.max():.2f}")
+    return {"situation": "a GEMM-like kernel whose consumer computes on each stage", "rule": rule,
+            "evidence": evidence, "figure": "multicast_compute",
+            "claims": ("multicast_wins_from_an_l2_read_rate", "multicast_not_faster_when_the_consumer_dominates")}
+
+
 def rules_of_thumb(derived_dir: Path, provenance: dict) -> list[dict]:
     derived_dir = Path(derived_dir)
     break_even = pd.read_csv(derived_dir / "break_even.csv")
@@ -77,5 +100,6 @@ def rules_of_thumb(derived_dir: Path, provenance: dict) -> list[dict]:
             _pattern_rule(break_even, "2d", "GEMM-like A/B sharing across a cluster, loads only (no math)",
                           "multicast_2d", ("multicast_close_at_two_ctas_gemm_pattern",)),
             _traffic_rule(pd.read_csv(derived_dir / "traffic.csv")),
-            _scheduling_rule(pd.read_csv(derived_dir / "scheduling.csv"))]
+            _scheduling_rule(pd.read_csv(derived_dir / "scheduling.csv")),
+            _compute_rule(pd.read_csv(derived_dir / "compute_boundary.csv"))]
     return [row for row in rows if row is not None]

@@ -52,6 +52,26 @@ def traffic_table(traffic: pd.DataFrame) -> pd.DataFrame:
     } for r in traffic.sort_values(["cluster_size", "variant"]).itertuples()])
 
 
+def compute_table(boundary: pd.DataFrame) -> pd.DataFrame:
+    """Per cluster shape: where multicast wins in the compute sweep (compute_boundary.csv)."""
+    if "win_from_l2_read_fraction" not in boundary.columns:
+        return pd.DataFrame({"compute sweep": boundary.status})
+
+    def percent(v) -> str:
+        return "-" if pd.isna(v) else f"{100 * v:.0f} %"
+
+    def ratio(v) -> str:
+        return "-" if pd.isna(v) else f"{v:.2f}"
+
+    return pd.DataFrame([{
+        "cluster": _shape(r), "multicast wins / loses / compared": f"{r.wins} / {r.losses} / {r.rows}",
+        "best speedup": f"{r.max_speedup:.2f}",
+        "wins from own-copy L2 read rate (of ceiling)": percent(r.win_from_l2_read_fraction),
+        "highest loss or tie below it": percent(r.below_it_l2_read_fraction),
+        "consumer / load time of the wins": f"{ratio(r.wins_min_consumer_to_load)} .. {ratio(r.wins_max_consumer_to_load)}",
+    } for r in boundary.sort_values(["cluster_size", "cluster_x"]).itertuples()])
+
+
 def write_tables(derived_dir: Path, provenance: dict, tables_dir: Path) -> None:
     derived_dir = Path(derived_dir)
     source = source_line(provenance)
@@ -72,5 +92,15 @@ def write_tables(derived_dir: Path, provenance: dict, tables_dir: Path) -> None:
                 "operand streamed from HBM): L2 read sectors requested by the SMs' load path (lts__t_sectors_srcunit_"
                 "tex_op_read x 32 B), bytes the crossbar delivered to the SMs (l1tex__m_xbar2l1tex_read_bytes) and "
                 f"DRAM reads, each per byte of the operand. {source}.")
+    boundary = pd.read_csv(derived_dir / "compute_boundary.csv")
+    ceiling = (f" L2 read ceiling: {boundary.l2_read_ceiling_gbps.iloc[0]:.0f} GB/s, the highest own-copy rate of the "
+               "sweep." if "l2_read_ceiling_gbps" in boundary.columns else "")
+    write_table(compute_table(boundary), tables_dir, "multicast_compute",
+                "The GEMM-like pattern with a consumer that computes: every loaded word goes through work_rounds "
+                "dependent IMADs before the checksum, each cluster reading its own tiles or every cluster the same "
+                "ones, from HBM and L2 (A = B tile of 8 and 16 KiB, 4 stages, one CTA per SM). Per cluster shape: "
+                "how often multicast beat, tied or lost to the better own-copy variant, the own copies' L2 read "
+                "rate from which it never lost and won at least once, and the consumer-to-load time ratios where "
+                f"it won.{ceiling} {source}.")
     write_table(run_table(provenance), tables_dir, "multicast_run",
                 "How the multicast data were measured (from provenance.json).")
