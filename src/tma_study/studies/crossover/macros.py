@@ -128,6 +128,13 @@ def _latency_chain(derived_dir: Path, stream_smallest: int) -> dict[str, str]:
                         macros[_name("chain", where, short, "tma percent of full", level)] = (
                             percent(found.fraction_of_full, 0) if found is not None
                             and not math.isnan(found.fraction_of_full) else NOT_MEASURED)
+                        cp_full = found.get("fraction_of_cp_async_full", math.nan) if found is not None else math.nan
+                        macros[_name("chain", where, short, "tma percent of cp async full", level)] = (
+                            NOT_MEASURED if math.isnan(cp_full) else percent(cp_full, 0))
+            tma = rows[rows.mechanism == TMA].set_index("chain").cycles_per_transfer_median if len(rows) else {}
+            macros[_name("chain", where, "tma producer path", level)] = (
+                number(tma["one_thread"] - tma["issue_to_arrival"])
+                if {"one_thread", "issue_to_arrival"} <= set(getattr(tma, "index", ())) else NOT_MEASURED)
     return macros
 
 

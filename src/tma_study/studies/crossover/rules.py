@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import pandas as pd
+
 from tma_study.report.tables import human_bytes
 
 from .facts import BULK, CP_ASYNC, TMA, Facts, crossover_size, describe_crossover
@@ -67,7 +69,23 @@ def _tensor_vs_bulk(facts: Facts) -> dict | None:
             "figure": "crossover_bandwidth", "claims": ("crossover_tma_equals_bulk_copy",)}
 
 
-def _latency(facts: Facts) -> dict | None:
+def _producer_path_cycles(derived_dir: Path) -> dict | None:
+    """From the chase decomposition (latency_chain.csv), TMA's own latency and what the stage
+    producer adds to it, at the smallest chased size from L2: None where only the full chain ran."""
+    path = Path(derived_dir) / "latency_chain.csv"
+    chain = pd.read_csv(path) if path.exists() else pd.DataFrame()
+    if chain.empty:
+        return None
+    rows = chain[(chain.mechanism == "tma_tile") & (chain.level == "l2")]
+    size = rows.bytes_per_transfer.min()
+    cycles = rows[rows.bytes_per_transfer == size].set_index("chain").cycles_per_transfer_median
+    if not {"issue_to_arrival", "one_thread"} <= set(cycles.index):
+        return None
+    return {"bytes": int(size), "own": float(cycles["issue_to_arrival"]),
+            "producer": float(cycles["one_thread"] - cycles["issue_to_arrival"])}
+
+
+def _latency(facts: Facts, derived_dir: Path) -> dict | None:
     rows = []
     for level in ("hbm", "l2"):
         ratio = facts.latency_ratio(level)
@@ -77,20 +95,26 @@ def _latency(facts: Facts) -> dict | None:
     if not rows:
         return None
     crossing = [f for _, _, f in rows if f is not None]
-    if crossing:
-        rule = (f"a lone dependent transfer below {human_bytes(min(crossing))}: cp.async "
-                f"(TMA's round trip is longer)")
-    else:
-        rule = "a lone dependent transfer: cp.async at every measured size (TMA's round trip is longer)"
-    evidence = "; ".join(f"{LEVEL_NAMES[level]}: TMA/cp.async latency {ratio.iloc[0]:.2f} at "
+    below = f"below {human_bytes(min(crossing))}" if crossing else "at every measured size"
+    evidence = "; ".join(f"{LEVEL_NAMES[level]}: full-chain TMA/cp.async latency {ratio.iloc[0]:.2f} at "
                          f"{human_bytes(ratio.index[0])}" for level, ratio, _ in rows)
+    path = _producer_path_cycles(derived_dir)
+    if path is None:
+        rule = f"a lone dependent transfer {below}: cp.async (TMA's round trip is longer)"
+        claims = ("crossover_tma_latency_higher_small",)
+    else:
+        rule = (f"a lone dependent transfer: TMA issued on a short path (coordinates ready, no stage loop); "
+                f"through a general stage producer, cp.async {below}")
+        evidence += (f"; TMA's own issue-to-arrival latency from L2 at {human_bytes(path['bytes'])}: "
+                     f"{path['own']:.0f} cycles, the stage producer's instructions add {path['producer']:.0f}")
+        claims = ("crossover_tma_latency_higher_small", "crossover_tma_chain_cost_is_the_producer_path",
+                  "crossover_lean_tma_beats_every_cp_async_chain")
     return {"situation": "latency-bound loads (one transfer at a time, every consumer thread waiting on it)",
-            "rule": rule,
-            "evidence": evidence, "figure": "crossover_latency", "claims": ("crossover_tma_latency_higher_small",)}
+            "rule": rule, "evidence": evidence, "figure": "crossover_latency", "claims": claims}
 
 
 def rules_of_thumb(derived_dir: Path, provenance: dict) -> list[dict]:
     facts = Facts.load(derived_dir)
     rows = [_streaming(facts, "hbm"), _streaming(facts, "l2"), _bytes_in_flight(facts), _tensor_vs_bulk(facts),
-            _latency(facts)]
+            _latency(facts, derived_dir)]
     return [row for row in rows if row is not None]
