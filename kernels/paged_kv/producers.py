@@ -15,7 +15,9 @@ Each path is ``look_up`` + ``produce`` (``make_producer``). The kernel's produce
 (before it waits on ``empty``), the wait, ``produce`` K and V of tile k from ``pages``
 (looked up one iteration earlier), then ``pages = next_pages``.
 
-- ``tma``: ``look_up`` (lane 0 of the producer warp) loads one page-table entry per
+- ``tma`` (the default load shape, ``tma_box`` ``chunk``; the others: tma_boxes.py, ``tile``
+  one rank-5 box a tile as FA3, ``slot`` / ``slot_lanes`` one box per swizzle atom and chunk,
+  from lane 0 or from a lane per slot): ``look_up`` (lane 0 of the producer warp) loads one page-table entry per
   *slot* of the tile, a slot being the smallest box the swizzle allows
   (``TILE_ALIGN_BYTES / row_bytes`` rows: 8 for 128-byte rows), all issued before any is
   used, a tile ahead like the cp.async path's (FA3's TMA path loads its page index before
@@ -64,9 +66,12 @@ from tma_kernels.ptx import (
     cp_async_mbarrier_arrive_noinc,
     mbarrier_arrive_expect_tx,
     tma_load_4d,
+    tma_load_5d,
 )
 
-from .geometry import PIECE_BYTES, TILE_ALIGN_BYTES, tile_offset
+from .geometry import PIECE_BYTES, tile_offset
+from .tma_boxes import TMA_BOXES
+from .tma_boxes import slot_rows as tma_slot_rows
 
 FULL_MASK = 0xFFFFFFFF
 WARP_LANES = 32
@@ -131,7 +136,11 @@ def copy_source_lane(lane, copy, pieces_per_row):
 # ---------------------------------------------------------------- the two paths
 def make_tma_producer(variant):
     """``look_up`` and ``produce`` (same arguments as the cp.async ones) for the TMA path of
-    ``variant``: ``pages`` holds the entries of the tile's ``page_entries`` slots."""
+    ``variant``, in the load shape of ``variant.tma_box`` (tma_boxes.py): ``pages`` holds the
+    entries of the tile's ``page_entries`` slots."""
+    box = TMA_BOXES[variant.tma_box]
+    if box.whole_tile:
+        return _make_tile_box_producer(variant)
     block_n = variant.block_n
     log2_block_n = block_n.bit_length() - 1
     row_bytes = variant.row_bytes
@@ -139,12 +148,15 @@ def make_tma_producer(variant):
     chunk_bytes = block_n * row_bytes
     chunk_elements = row_bytes // variant.element_bytes
     tile_bytes = variant.kv_tile_bytes
-    slot_rows = min(block_n, TILE_ALIGN_BYTES // row_bytes)     # geometry.check_page_size
+    slot_rows = tma_slot_rows(variant)          # runner.check_page_size: a page holds whole slots
     page_entries = block_n // slot_rows
+    per_slot = box.per_slot                     # a box per slot, chunks inner
+    spread = box.lanes                          # slot s issued by lane s
+    all_lanes_look_up = spread
 
     @cuda.jit(device=True, inline=True)
     def look_up(pages, page_table, batch, first_row, kv_len, log2_page_size, producer_rank):
-        if producer_rank == 0:
+        if producer_rank == 0 or all_lanes_look_up:
             last_page = (kv_len - 1) >> log2_page_size
             for slot in range(page_entries):
                 row = first_row + slot * slot_rows
@@ -155,18 +167,45 @@ def make_tma_producer(variant):
                 log2_page_size, kv_heads, producer_rank):
         if producer_rank == 0:
             mbarrier_arrive_expect_tx(full, tile_bytes)
-            box_rows_mask = (1 << min(log2_page_size, log2_block_n)) - 1
-            row_mask = (1 << log2_page_size) - 1
-            for slot in range(page_entries):
-                tile_row = slot * slot_rows
-                if tile_row & box_rows_mask == 0:                   # a box starts here
-                    box_dst = dst + uint32(tile_row * row_bytes)
-                    for chunk in range(chunks):
-                        tma_load_4d(box_dst + uint32(chunk * chunk_bytes), tensor_map, full,
-                                    chunk * chunk_elements, kv_head, (first_row + tile_row) & row_mask,
-                                    pages[slot])
+        if spread:
+            cuda.syncwarp()                     # the barrier is armed before any lane's box lands
+        box_rows_mask = (1 << min(log2_page_size, log2_block_n)) - 1
+        row_mask = (1 << log2_page_size) - 1
+        for slot in range(page_entries):
+            tile_row = slot * slot_rows
+            issuer = (slot & (WARP_LANES - 1)) if spread else 0
+            starts = per_slot or tile_row & box_rows_mask == 0          # a box starts here
+            if producer_rank == issuer and starts:
+                box_dst = dst + uint32(tile_row * row_bytes)
+                for chunk in range(chunks):
+                    tma_load_4d(box_dst + uint32(chunk * chunk_bytes), tensor_map, full,
+                                chunk * chunk_elements, kv_head, (first_row + tile_row) & row_mask,
+                                pages[slot])
 
     return types.SimpleNamespace(page_entries=page_entries, look_up=look_up, produce=produce)
+
+
+def _make_tile_box_producer(variant):
+    """tma_box ``tile`` (FlashAttention-3's shape): one rank-5 box, (row_bytes, block_n, chunks, 1,
+    1) at (0, row in page, 0, kv_head, page), lands the whole tile; lane 0 looks up its one page
+    (runner.check_page_size: the page holds the tile's rows) and issues it."""
+    tile_bytes = variant.kv_tile_bytes
+
+    @cuda.jit(device=True, inline=True)
+    def look_up(pages, page_table, batch, first_row, kv_len, log2_page_size, producer_rank):
+        if producer_rank == 0:
+            last_page = (kv_len - 1) >> log2_page_size
+            pages[0] = page_table[batch, min(first_row >> log2_page_size, last_page)]
+
+    @cuda.jit(device=True, inline=True)
+    def produce(dst, tensor_map, pool, full, page_table, pages, batch, kv_head, first_row, kv_len,
+                log2_page_size, kv_heads, producer_rank):
+        if producer_rank == 0:
+            mbarrier_arrive_expect_tx(full, tile_bytes)
+            tma_load_5d(dst, tensor_map, full, 0, first_row & ((1 << log2_page_size) - 1), 0, kv_head,
+                        pages[0])
+
+    return types.SimpleNamespace(page_entries=1, look_up=look_up, produce=produce)
 
 
 def make_cp_async_producer(variant):
