@@ -136,11 +136,13 @@ def copy_source_lane(lane, copy, pieces_per_row):
 # ---------------------------------------------------------------- the two paths
 def make_tma_producer(variant):
     """``look_up`` and ``produce`` (same arguments as the cp.async ones) for the TMA path of
-    ``variant``, in the load shape of ``variant.tma_box`` (tma_boxes.py): ``pages`` holds the
-    entries of the tile's ``page_entries`` slots."""
+    ``variant``, in the load shape of ``variant.tma_box`` (tma_boxes.py; here the default,
+    ``chunk``): ``pages`` holds the entries of the tile's ``page_entries`` slots."""
     box = TMA_BOXES[variant.tma_box]
     if box.whole_tile:
         return _make_tile_box_producer(variant)
+    if box.per_slot:
+        return _make_slot_box_producer(variant, box.lanes)
     block_n = variant.block_n
     log2_block_n = block_n.bit_length() - 1
     row_bytes = variant.row_bytes
@@ -150,13 +152,50 @@ def make_tma_producer(variant):
     tile_bytes = variant.kv_tile_bytes
     slot_rows = tma_slot_rows(variant)          # runner.check_page_size: a page holds whole slots
     page_entries = block_n // slot_rows
-    per_slot = box.per_slot                     # a box per slot, chunks inner
-    spread = box.lanes                          # slot s issued by lane s
-    all_lanes_look_up = spread
 
     @cuda.jit(device=True, inline=True)
     def look_up(pages, page_table, batch, first_row, kv_len, log2_page_size, producer_rank):
-        if producer_rank == 0 or all_lanes_look_up:
+        if producer_rank == 0:
+            last_page = (kv_len - 1) >> log2_page_size
+            for slot in range(page_entries):
+                row = first_row + slot * slot_rows
+                pages[slot] = page_table[batch, min(row >> log2_page_size, last_page)]
+
+    @cuda.jit(device=True, inline=True)
+    def produce(dst, tensor_map, pool, full, page_table, pages, batch, kv_head, first_row, kv_len,
+                log2_page_size, kv_heads, producer_rank):
+        if producer_rank == 0:
+            mbarrier_arrive_expect_tx(full, tile_bytes)
+            box_rows_mask = (1 << min(log2_page_size, log2_block_n)) - 1
+            row_mask = (1 << log2_page_size) - 1
+            for slot in range(page_entries):
+                tile_row = slot * slot_rows
+                if tile_row & box_rows_mask == 0:                   # a box starts here
+                    box_dst = dst + uint32(tile_row * row_bytes)
+                    for chunk in range(chunks):
+                        tma_load_4d(box_dst + uint32(chunk * chunk_bytes), tensor_map, full,
+                                    chunk * chunk_elements, kv_head, (first_row + tile_row) & row_mask,
+                                    pages[slot])
+
+    return types.SimpleNamespace(page_entries=page_entries, look_up=look_up, produce=produce)
+
+
+def _make_slot_box_producer(variant, spread: bool):
+    """tma_box ``slot`` / ``slot_lanes``: a box of one swizzle atom of rows per chunk, slot by
+    slot with the chunks inner (both halves of a token's row requested back to back); lane 0
+    issues every box, or (``spread``) lane s the boxes of slot s, after lane 0 armed the
+    barrier and the warp converged. Every lane that issues looks its slots' pages up."""
+    row_bytes = variant.row_bytes
+    chunks = variant.chunks
+    chunk_bytes = variant.block_n * row_bytes
+    chunk_elements = row_bytes // variant.element_bytes
+    tile_bytes = variant.kv_tile_bytes
+    slot_rows = tma_slot_rows(variant)
+    page_entries = variant.block_n // slot_rows      # <= 16: a lane each
+
+    @cuda.jit(device=True, inline=True)
+    def look_up(pages, page_table, batch, first_row, kv_len, log2_page_size, producer_rank):
+        if producer_rank == 0 or (spread and producer_rank < page_entries):
             last_page = (kv_len - 1) >> log2_page_size
             for slot in range(page_entries):
                 row = first_row + slot * slot_rows
@@ -168,17 +207,13 @@ def make_tma_producer(variant):
         if producer_rank == 0:
             mbarrier_arrive_expect_tx(full, tile_bytes)
         if spread:
-            cuda.syncwarp()                     # the barrier is armed before any lane's box lands
-        box_rows_mask = (1 << min(log2_page_size, log2_block_n)) - 1
+            cuda.syncwarp()                     # armed before any lane's box can complete on it
         row_mask = (1 << log2_page_size) - 1
         for slot in range(page_entries):
-            tile_row = slot * slot_rows
-            issuer = (slot & (WARP_LANES - 1)) if spread else 0
-            starts = per_slot or tile_row & box_rows_mask == 0          # a box starts here
-            if producer_rank == issuer and starts:
-                box_dst = dst + uint32(tile_row * row_bytes)
+            if producer_rank == (slot if spread else 0):
+                tile_row = slot * slot_rows
                 for chunk in range(chunks):
-                    tma_load_4d(box_dst + uint32(chunk * chunk_bytes), tensor_map, full,
+                    tma_load_4d(dst + uint32(chunk * chunk_bytes + tile_row * row_bytes), tensor_map, full,
                                 chunk * chunk_elements, kv_head, (first_row + tile_row) & row_mask,
                                 pages[slot])
 
