@@ -16,7 +16,7 @@ Each path is ``look_up`` + ``produce`` (``make_producer``). The kernel's produce
 (looked up one iteration earlier), then ``pages = next_pages``.
 
 - ``tma`` (the default load shape, ``tma_box`` ``chunk``; the others: tma_boxes.py, ``tile``
-  one rank-5 box a tile as FA3, ``slot`` / ``slot_lanes`` one box per swizzle atom and chunk,
+  one rank-5 box a tile as FA3 (``tile_evict_last``: with its L2 evict-last hint), ``slot`` / ``slot_lanes`` one box per swizzle atom and chunk,
   from lane 0 or from a lane per slot): ``look_up`` (lane 0 of the producer warp) loads one page-table entry per
   *slot* of the tile, a slot being the smallest box the swizzle allows
   (``TILE_ALIGN_BYTES / row_bytes`` rows: 8 for 128-byte rows), all issued before any is
@@ -65,8 +65,10 @@ from tma_kernels.ptx import (
     cp_async_cg16,
     cp_async_mbarrier_arrive_noinc,
     mbarrier_arrive_expect_tx,
+    l2_policy_evict_last,
     tma_load_4d,
     tma_load_5d,
+    tma_load_5d_cache_hint,
 )
 
 from .geometry import PIECE_BYTES, tile_offset
@@ -223,8 +225,10 @@ def _make_slot_box_producer(variant, spread: bool):
 def _make_tile_box_producer(variant):
     """tma_box ``tile`` (FlashAttention-3's shape): one rank-5 box, (row_bytes, block_n, chunks, 1,
     1) at (0, row in page, 0, kv_head, page), lands the whole tile; lane 0 looks up its one page
-    (runner.check_page_size: the page holds the tile's rows) and issues it."""
+    (runner.check_page_size: the page holds the tile's rows) and issues it; ``tile_evict_last``
+    with an L2 evict-last policy, as FA3's K/V loads."""
     tile_bytes = variant.kv_tile_bytes
+    evict_last = TMA_BOXES[variant.tma_box].evict_last
 
     @cuda.jit(device=True, inline=True)
     def look_up(pages, page_table, batch, first_row, kv_len, log2_page_size, producer_rank):
@@ -237,8 +241,12 @@ def _make_tile_box_producer(variant):
                 log2_page_size, kv_heads, producer_rank):
         if producer_rank == 0:
             mbarrier_arrive_expect_tx(full, tile_bytes)
-            tma_load_5d(dst, tensor_map, full, 0, first_row & ((1 << log2_page_size) - 1), 0, kv_head,
-                        pages[0])
+            row_in_page = first_row & ((1 << log2_page_size) - 1)
+            if evict_last:
+                tma_load_5d_cache_hint(dst, tensor_map, full, 0, row_in_page, 0, kv_head, pages[0],
+                                       l2_policy_evict_last())
+            else:
+                tma_load_5d(dst, tensor_map, full, 0, row_in_page, 0, kv_head, pages[0])
 
     return types.SimpleNamespace(page_entries=1, look_up=look_up, produce=produce)
 

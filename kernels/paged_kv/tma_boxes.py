@@ -15,6 +15,8 @@ is ``head_bytes`` long, rows of one head are ``kv_heads * head_bytes`` apart.
                 the chunk as a map dimension of stride row_bytes, so one box of
                 (row_bytes, block_n, chunks, 1, 1) lands the whole tile in one UTMALDG.5D; lane 0
                 issues it. Needs page_size >= block_n (FA3 asserts page_size % kBlockN == 0)
+    tile_evict_last  ``tile`` with FlashAttention-3's L2 hint on its K/V loads
+                (``CacheHintSm90::EVICT_LAST``; here ``createpolicy.fractional.L2::evict_last``)
     slot        rank 4 as ``chunk``; one box per swizzle atom of rows (``slot_rows``: 8 rows of
                 128 B) per chunk, issued slot by slot with the chunks inner, so both halves of a
                 token's row are requested back to back; lane 0 issues them all
@@ -32,18 +34,21 @@ TILE_ALIGN_BYTES = 1024            # the SWIZZLE_128B pattern repeats every 1024
 class TmaBox:
     """One load shape. name: ``Variant.tma_box``; rank: the tensor map's; per_slot: one box per
     swizzle atom of rows; lanes: each slot's boxes issued by a lane of its own; whole_tile: one box
-    over every chunk (the page must hold the tile's rows)."""
+    over every chunk (the page must hold the tile's rows); evict_last: the loads carry an L2
+    evict-last policy."""
 
     name: str
     rank: int
     per_slot: bool = False
     lanes: bool = False
     whole_tile: bool = False
+    evict_last: bool = False
 
 
 TMA_BOXES = {box.name: box for box in (
     TmaBox("chunk", 4),
     TmaBox("tile", 5, whole_tile=True),
+    TmaBox("tile_evict_last", 5, whole_tile=True, evict_last=True),
     TmaBox("slot", 4, per_slot=True),
     TmaBox("slot_lanes", 4, per_slot=True, lanes=True),
 )}
@@ -70,7 +75,7 @@ def page_size_problem(variant, page_size: int) -> str | None:
                 f"{TILE_ALIGN_BYTES}-byte swizzle atom; the tma path needs min(page_size, block_n) * "
                 f"row_bytes to be a multiple of {TILE_ALIGN_BYTES}")
     if TMA_BOXES[variant.tma_box].whole_tile and page_size < variant.block_n:
-        return (f"tma_box 'tile' lands a tile of {variant.block_n} rows in one box, from one page: "
+        return (f"tma_box '{variant.tma_box}' lands a tile of {variant.block_n} rows in one box, from one page: "
                 f"it needs page_size >= block_n")
     return None
 
@@ -84,7 +89,7 @@ def map_geometry(variant, page_size: int, kv_heads: int, num_pages: int):
     token_stride = kv_heads * head_bytes
     page_stride = page_size * token_stride
     rows = box_rows(variant, page_size)
-    if variant.tma_box == "tile":
+    if TMA_BOXES[variant.tma_box].whole_tile:
         return ((row_elements, page_size, variant.chunks, kv_heads, num_pages),
                 (token_stride, variant.row_bytes, head_bytes, page_stride),
                 (row_elements, rows, variant.chunks, 1, 1))

@@ -38,6 +38,7 @@ def study_config():
 
 @pytest.mark.parametrize("box, present, absent", [
     ("chunk", "UTMALDG.4D", "UTMALDG.5D"), ("tile", "UTMALDG.5D", "UTMALDG.4D"),
+    ("tile_evict_last", "UTMALDG.5D", "UTMALDG.4D"),
     ("slot", "UTMALDG.4D", "UTMALDG.5D"), ("slot_lanes", "UTMALDG.4D", "UTMALDG.5D")])
 def test_each_load_shape_compiles_to_its_tma_instruction(box, present, absent):
     from tma_study.harness.kernel_builds import kernel_cache
@@ -48,6 +49,8 @@ def test_each_load_shape_compiles_to_its_tma_instruction(box, present, absent):
     assert counts.get(present) and not counts.get(absent), {k: v for k, v in counts.items() if "UTMA" in k}
     assert present in expected_sass(variant)
     assert compiled.spill_store_bytes == 0 and "LDGSTS" not in compiled.sass
+    boxes = [line for line in compiled.sass.splitlines() if "UTMALDG" in line]
+    assert all(("desc[" in line) == (box == "tile_evict_last") for line in boxes)    # the L2 policy operand
     if box == "slot_lanes":     # the warp converges after lane 0 arms the barrier, before any box
         assert counts.get("WARPSYNC.ALL", 0) + counts.get("WARPSYNC.COLLECTIVE", 0) > 0
 
@@ -97,9 +100,10 @@ def test_every_load_shape_lands_the_chunked_tile(dtype, head_dim, block_n, box):
     got = np.empty_like(want)
     rows = box_rows(variant, page_size)
     box_elements = int(np.prod(box_dims))
-    assert box_elements * element * {True: 1, False: variant.chunks}[box == "tile"] * (block_n // rows) \
+    whole_tile = TMA_BOXES[box].whole_tile
+    assert box_elements * element * (1 if whole_tile else variant.chunks) * (block_n // rows) \
         == variant.kv_tile_bytes                                  # the expect_tx bytes of a tile
-    if box == "tile":
+    if whole_tile:
         got[:] = tma_box_load(pool, dims, strides, box_dims, (0, first_row, 0, kv_head, page), element)
     else:
         chunk_elements = block_n * row_elements
@@ -131,11 +135,11 @@ def test_probe_runs_every_point_with_both_paths_and_every_shape(study_config):
     per_cell = pd.DataFrame([{"point": c.point, "page": c.sweep.page_size, "producer": c.producer} for c in configs])
     for (_, page), cell in per_cell.groupby(["point", "page"]):
         want = {f"cp_async p{w}" for w in study_config["cp_async_producer_warps"]}
-        want |= {f"tma {b}" for b in study_config["tma_boxes"] if b != "tile" or page >= 64}
+        want |= {f"tma {b}" for b in study_config["tma_boxes"] if not b.startswith("tile") or page >= 64}
         assert set(cell.producer) == want
     assert len({c.key for c in configs}) == len(configs)
     study_config["page_sizes"] = [32]
-    assert not any(c.tma_box == "tile" for c in probe_configs(study_config))
+    assert not any(c.tma_box.startswith("tile") for c in probe_configs(study_config))
 
 
 def test_check_config_names_the_point(study_config):
@@ -156,7 +160,7 @@ def synthetic_raw(folder: Path, study_config: dict) -> Path:
     cp.async at 92 % of the read ceiling, TMA shapes a little below."""
     from tma_study.studies.paged_kv.problem import timed_problem
     folder.mkdir(parents=True, exist_ok=True)
-    slowdown = {"": 1.0, "chunk": 1.05, "tile": 1.01, "slot": 1.03, "slot_lanes": 1.02}
+    slowdown = {"": 1.0, "chunk": 1.05, "tile": 1.01, "tile_evict_last": 1.015, "slot": 1.03, "slot_lanes": 1.02}
     rows = []
     for c in probe_configs(study_config):
         problem = timed_problem(c.sweep)

@@ -18,7 +18,7 @@ MMA_SASS = {"bf16": ("HMMA.16816.F32.BF16",), "e4m3": ("F2FP.F16.E4M3.UNPACK_B",
             "e4m3_pv_wgmma": ("QGMMA.64",)}
 PATH_SASS = {"tma": ("UTMALDG.4D",), "cp_async": ("LDGSTS.E.BYPASS.128",)}
 #: the TMA path's load shapes (tma_kernels.paged_kv.tma_boxes) whose map is not rank 4
-TMA_BOX_SASS = {"tile": ("UTMALDG.5D",)}
+TMA_BOX_SASS = {"tile": ("UTMALDG.5D",), "tile_evict_last": ("UTMALDG.5D",)}
 #: every attention kernel; PREEXIT: griddepcontrol.launch_dependents (the combine's early launch)
 CONSUMER_SASS = ("LDSM.16.MT88.4", "MUFU.EX2", "SYNCS.PHASECHK", "PREEXIT")
 #: Q or K through ldmatrix (mma.sync operands); the wgmma consumers' S^T reads K and Q from

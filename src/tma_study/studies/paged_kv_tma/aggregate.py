@@ -30,7 +30,7 @@ import yaml
 from tma_study.atomic import atomic_write_text
 from tma_study.config import REPO_ROOT
 
-TMA_BOXES = ("chunk", "tile", "slot", "slot_lanes")
+TMA_BOXES = ("chunk", "tile", "tile_evict_last", "slot", "slot_lanes")
 TENSOR_PEAK_KEY = {"bf16": "bf16_dense_tflops", "e4m3": "fp8_dense_tflops"}
 GPU_SPECS = REPO_ROOT / "config" / "gpu_specs.yaml"
 REFERENCE_GPU = "h200"

@@ -51,7 +51,8 @@ def write_tables(derived_dir: Path, provenance: dict, tables_dir: Path) -> None:
     write_table(points_frame(points), tables_dir, "paged_kv_tma_points",
                 "Paged-KV decode per load path and TMA load shape (best over page sizes; consumer and stages "
                 "fixed per point): K/V GB/s of cp.async and of each TMA shape (chunk: a box per 128-B chunk, "
-                "as the paged_kv sweep; tile: FlashAttention-3's one rank-5 box a tile; slot: a box per swizzle "
+                "as the paged_kv sweep; tile: FlashAttention-3's one rank-5 box a tile, tile evict last: with its "
+                "L2 evict-last hint; slot: a box per swizzle "
                 "atom, chunks inner; slot_lanes: the same from a lane each), the better path's share of the "
                 f"same run's pure-read stream ({read:.0f} GB/s) and of its copy ({copy:.0f} GB/s), and the "
                 "roofline: flops per K/V byte, whether bytes / read ceiling or flops / dense tensor peak bounds "
