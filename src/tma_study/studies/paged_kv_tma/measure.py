@@ -16,8 +16,8 @@ reduced ragged problem against the float64 reference, then the full-size problem
 must be bit-identical to every other kernel's of the point, page size and split count: cp.async
 and every TMA shape fill the same tiles), and each read stream's checksum must equal the host's
 sum of the buffer's words. Every tensor map of every TMA shape is encoded once before any
-timing, so a shape the driver refuses stops the run at once, naming it. L2 is flushed before
-every sample (harness.timing).
+timing: a shape the driver refuses is left out (printed, and named in provenance.json). L2 is
+flushed before every sample (harness.timing).
 """
 from __future__ import annotations
 
@@ -44,15 +44,16 @@ READ_THREADS = 256                  # per CTA, as the crossover study's read cei
 VECTOR_BYTES = 16
 
 
-def _encode_every_map(configs: list[ProbeConfig]) -> None:
-    """Encode each TMA shape's tensor map once over a small pool (driver only, no kernel): a map
-    the driver refuses stops the run here, before any compile wait or timing."""
+def _refused_boxes(configs: list[ProbeConfig]) -> dict[str, str]:
+    """{tma_box: the driver's refusal} for each TMA shape whose tensor map the driver does not
+    encode (each encoded once over a small pool, no kernel): its configurations are left out,
+    saying so, and the other shapes are timed."""
     from numba import cuda
     from tma_kernels import tensor_map
     from tma_kernels.paged_kv.runner import _RAW_DTYPE, TMA_L2_PROMOTION_BYTES
     from tma_kernels.paged_kv.tma_boxes import map_geometry
     pool = cuda.device_array(1 << 22, np.uint8)
-    seen = set()
+    seen, refused = set(), {}
     for config in configs:
         variant = config.variant()
         if variant.load_path != "tma":
@@ -68,9 +69,11 @@ def _encode_every_map(configs: list[ProbeConfig]) -> None:
             box_dims=box, swizzle=variant.tma_swizzle, l2_promotion_bytes=TMA_L2_PROMOTION_BYTES)
         try:
             tensor_map.encode(spec)
-        except Exception as error:
-            raise RuntimeError(f"tma_box {config.tma_box!r} ({config.key}): the driver refused its tensor map "
-                               f"{spec}: {error}; leave it out of config studies.paged_kv_tma.tma_boxes") from error
+        except Exception as error:      # the driver's own message, whatever its type
+            refused[config.tma_box] = f"{spec}: {error}"
+            print(f"[paged_kv_tma] tma_box {config.tma_box!r}: the driver refused its tensor map ({refused[config.tma_box]}); "
+                  "its configurations are left out", flush=True)
+    return refused
 
 
 def _attention_case(config: ProbeConfig, runner, pools: TimedPools, sm_count: int):
@@ -167,8 +170,8 @@ def measure(study: dict, gpu_probe: dict, out_dir: Path) -> None:
     gpu = gpu_mod.require_hopper(gpu_mod.detect())
     started = provenance.utc_now()
     clocks_before = provenance.nvidia_smi_clocks()
-    configs = probe_configs(study)
-    _encode_every_map(configs)
+    refused = _refused_boxes(probe_configs(study))
+    configs = [c for c in probe_configs(study) if c.tma_box not in refused]
     kernels = StudyKernels("paged_kv_tma", study)
     runners = _runners(configs, kernels)
     configs = [c for c in configs if c.variant() in runners]
@@ -205,7 +208,7 @@ def measure(study: dict, gpu_probe: dict, out_dir: Path) -> None:
                "configurations": len(configs), "kernel_variants": len(runners),
                "timing_started_utc": timing_started, **kernels.provenance(),
                "fa3_source": "Dao-AILab/flash-attention@0251105a2fb19d2957484b7f023cd8c115286ced hopper/",
-               "tma_l2_promotion_bytes": TMA_L2_PROMOTION_BYTES})
+               "tma_l2_promotion_bytes": TMA_L2_PROMOTION_BYTES, "tma_boxes_refused_by_driver": refused})
     timed = kernels.table(sorted(runner.variant.name for runner in runners.values()) + [READ_STREAM])
     with atomic.staged_directory(out_dir) as staging:
         pd.DataFrame(rows).to_csv(staging / "attention.csv", index=False)
