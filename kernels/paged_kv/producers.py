@@ -184,22 +184,28 @@ def make_tma_producer(variant):
 
 def _make_slot_box_producer(variant, spread: bool):
     """tma_box ``slot`` / ``slot_lanes``: a box of one swizzle atom of rows per chunk, slot by
-    slot with the chunks inner (both halves of a token's row requested back to back); lane 0
-    issues every box, or (``spread``) lane s the boxes of slot s, after lane 0 armed the
-    barrier and the warp converged. Every lane that issues looks its slots' pages up."""
+    slot with the chunks inner (both halves of a token's row requested back to back). ``slot``:
+    lane 0 looks every slot's page up and issues every box. ``slot_lanes`` (``spread``): lane s
+    looks up slot s's page alone (one entry a lane, kept in a register) and, after lane 0 armed
+    the barrier and the warp converged, issues slot s's boxes."""
     row_bytes = variant.row_bytes
     chunks = variant.chunks
     chunk_bytes = variant.block_n * row_bytes
     chunk_elements = row_bytes // variant.element_bytes
     tile_bytes = variant.kv_tile_bytes
     slot_rows = tma_slot_rows(variant)
-    page_entries = variant.block_n // slot_rows      # <= 16: a lane each
+    slots = variant.block_n // slot_rows             # <= 16: a lane each
+    page_entries = 1 if spread else slots
 
     @cuda.jit(device=True, inline=True)
     def look_up(pages, page_table, batch, first_row, kv_len, log2_page_size, producer_rank):
-        if producer_rank == 0 or (spread and producer_rank < page_entries):
-            last_page = (kv_len - 1) >> log2_page_size
-            for slot in range(page_entries):
+        last_page = (kv_len - 1) >> log2_page_size
+        if spread:
+            if producer_rank < slots:
+                row = first_row + producer_rank * slot_rows
+                pages[0] = page_table[batch, min(row >> log2_page_size, last_page)]
+        elif producer_rank == 0:
+            for slot in range(slots):
                 row = first_row + slot * slot_rows
                 pages[slot] = page_table[batch, min(row >> log2_page_size, last_page)]
 
@@ -208,11 +214,16 @@ def _make_slot_box_producer(variant, spread: bool):
                 log2_page_size, kv_heads, producer_rank):
         if producer_rank == 0:
             mbarrier_arrive_expect_tx(full, tile_bytes)
+        row_mask = (1 << log2_page_size) - 1
         if spread:
             cuda.syncwarp()                     # armed before any lane's box can complete on it
-        row_mask = (1 << log2_page_size) - 1
-        for slot in range(page_entries):
-            if producer_rank == (slot if spread else 0):
+            if producer_rank < slots:
+                tile_row = producer_rank * slot_rows
+                for chunk in range(chunks):
+                    tma_load_4d(dst + uint32(chunk * chunk_bytes + tile_row * row_bytes), tensor_map, full,
+                                chunk * chunk_elements, kv_head, (first_row + tile_row) & row_mask, pages[0])
+        elif producer_rank == 0:
+            for slot in range(slots):
                 tile_row = slot * slot_rows
                 for chunk in range(chunks):
                     tma_load_4d(dst + uint32(chunk * chunk_bytes + tile_row * row_bytes), tensor_map, full,

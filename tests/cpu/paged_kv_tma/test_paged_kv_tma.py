@@ -48,7 +48,7 @@ def test_each_load_shape_compiles_to_its_tma_instruction(box, present, absent):
     counts = compiled.opcode_counts()
     assert counts.get(present) and not counts.get(absent), {k: v for k, v in counts.items() if "UTMA" in k}
     assert present in expected_sass(variant)
-    assert compiled.spill_store_bytes == 0 and "LDGSTS" not in compiled.sass
+    assert compiled.spill_store_bytes == 0 and compiled.stack_frame_bytes == 0 and "LDGSTS" not in compiled.sass
     boxes = [line for line in compiled.sass.splitlines() if "UTMALDG" in line]
     assert all(("desc[" in line) == (box == "tile_evict_last") for line in boxes)    # the L2 policy operand
     if box == "slot_lanes":     # the warp converges after lane 0 arms the barrier, before any box
