@@ -235,3 +235,19 @@ def test_every_claim_evaluates_on_synthetic_data(analysed, tmp_path):
     for claim in claims:
         outcome = evaluate(claim, results)
         assert outcome.status in ("PASS", "FAIL"), (claim.id, outcome.reason)
+
+
+def test_every_probe_map_follows_the_drivers_documented_rules(study_config):
+    """Each TMA configuration's tensor map passes tensor_map.validate (the rules
+    cuTensorMapEncodeTiled documents); the measure step also encodes each once before timing."""
+    from tma_kernels import tensor_map
+    from tma_kernels.paged_kv.runner import _RAW_DTYPE
+    for config in probe_configs(study_config):
+        variant = config.variant()
+        if variant.load_path != "tma":
+            continue
+        s = config.sweep
+        dims, strides, box = map_geometry(variant, s.page_size, s.shape.kv_heads, 4096)
+        tensor_map.validate(tensor_map.TensorMapSpec(
+            dtype=_RAW_DTYPE[variant.dtype], global_address=1 << 20, global_dims=dims, global_strides_bytes=strides,
+            box_dims=box, swizzle=variant.tma_swizzle, l2_promotion_bytes=128))
