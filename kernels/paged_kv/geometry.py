@@ -26,6 +26,7 @@ from numba import cuda
 from tma_kernels.ptx.wgmma import M as WGMMA_M
 
 from .layouts import BF16, E4M3, LAYOUTS, SCORE_LAYOUTS, Layout
+from .tma_boxes import DEFAULT_TMA_BOX, TMA_BOXES
 ELEMENT_BYTES = {BF16: 2, E4M3: 1}
 LOAD_PATHS = ("tma", "cp_async")
 HEAD_DIMS = (64, 128, 256)
@@ -74,7 +75,7 @@ class Variant:
 
     dtype: "bf16" or "e4m3" (Q, K and V alike; fp32 accumulation and output).
     head_dim: 64, 128 or 256 elements per head.
-    load_path: "tma" (one TMA box per chunk per page slice) or "cp_async" (16-byte gather).
+    load_path: "tma" (TMA boxes of ``tma_box``'s shape) or "cp_async" (16-byte gather).
     block_n: KV tokens per tile (the ring's unit).
     consumer_warps: ``rows_per_warp`` query rows each; block_m = rows_per_warp * tile_warps
         (the warps of one group: all consumer warps, or for the row_split layouts 8 warps in 2
@@ -84,6 +85,8 @@ class Variant:
     causal: mask keys after each query's position (bottom-right aligned, as FlashAttention).
     score_layout: the consumer, one of layouts.LAYOUTS (the ladder: layouts.py; each its own
         file, consumer_<score_layout>.py).
+    tma_box: the TMA path's load shape, one of tma_boxes.TMA_BOXES (box per chunk, FA3's one box
+        per tile, boxes per swizzle atom from one lane or spread over lanes); cp_async: "chunk".
     rows_per_warp: query rows per consumer warp (the layout's ``rows_per_warp``): 16 for qk; 8
         or 16 for kq; 2, 4 or 8 for the shares_tile layouts (each warp of a group loads that many
         of the group_m = rows_per_warp x tile_warps rows, and every warp of the group computes
@@ -106,6 +109,7 @@ class Variant:
     min_ctas_per_sm: int = 1
     score_layout: str = "qk"
     rows_per_warp: int = ROWS_PER_WARP
+    tma_box: str = DEFAULT_TMA_BOX
 
     def __post_init__(self):
         _require("dtype", self.dtype, tuple(ELEMENT_BYTES))
@@ -122,6 +126,7 @@ class Variant:
         _require("stages", self.stages, STAGE_COUNTS)
         _require("producer_warps", self.producer_warps, PRODUCER_WARP_COUNTS)
         _require("rows_per_warp", self.rows_per_warp, self.layout.rows_per_warp)
+        _require("tma_box", self.tma_box, tuple(TMA_BOXES) if self.load_path == "tma" else (DEFAULT_TMA_BOX,))
         if not (isinstance(self.min_ctas_per_sm, int) and 1 <= self.min_ctas_per_sm <= SM90_MAX_CTAS_PER_SM):
             raise VariantError(f"min_ctas_per_sm={self.min_ctas_per_sm!r} is not an integer from 1 to "
                                f"{SM90_MAX_CTAS_PER_SM} (CTAs per SM on sm_90)")
@@ -277,7 +282,8 @@ class Variant:
                 f"_w{self.consumer_warps}_s{self.stages}_p{self.producer_warps}"
                 + ("_causal" if self.causal else "")
                 + (f"_m{self.min_ctas_per_sm}" if self.min_ctas_per_sm > 1 else "")
-                + (f"{self.layout.suffix}{self.rows_per_warp}" if self.layout.suffix else ""))
+                + (f"{self.layout.suffix}{self.rows_per_warp}" if self.layout.suffix else "")
+                + (f"_box{self.tma_box}" if self.tma_box != DEFAULT_TMA_BOX else ""))
 
 
 def resident_ctas_per_sm(registers: int, threads: int, shared_bytes: int) -> int:

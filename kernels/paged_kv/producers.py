@@ -15,7 +15,9 @@ Each path is ``look_up`` + ``produce`` (``make_producer``). The kernel's produce
 (before it waits on ``empty``), the wait, ``produce`` K and V of tile k from ``pages``
 (looked up one iteration earlier), then ``pages = next_pages``.
 
-- ``tma``: ``look_up`` (lane 0 of the producer warp) loads one page-table entry per
+- ``tma`` (the default load shape, ``tma_box`` ``chunk``; the others: tma_boxes.py, ``tile``
+  one rank-5 box a tile as FA3 (``tile_evict_last``: with its L2 evict-last hint), ``slot`` / ``slot_lanes`` one box per swizzle atom and chunk,
+  from lane 0 or from a lane per slot): ``look_up`` (lane 0 of the producer warp) loads one page-table entry per
   *slot* of the tile, a slot being the smallest box the swizzle allows
   (``TILE_ALIGN_BYTES / row_bytes`` rows: 8 for 128-byte rows), all issued before any is
   used, a tile ahead like the cp.async path's (FA3's TMA path loads its page index before
@@ -63,10 +65,15 @@ from tma_kernels.ptx import (
     cp_async_cg16,
     cp_async_mbarrier_arrive_noinc,
     mbarrier_arrive_expect_tx,
+    l2_policy_evict_last,
     tma_load_4d,
+    tma_load_5d,
+    tma_load_5d_cache_hint,
 )
 
-from .geometry import PIECE_BYTES, TILE_ALIGN_BYTES, tile_offset
+from .geometry import PIECE_BYTES, tile_offset
+from .tma_boxes import TMA_BOXES
+from .tma_boxes import slot_rows as tma_slot_rows
 
 FULL_MASK = 0xFFFFFFFF
 WARP_LANES = 32
@@ -131,7 +138,13 @@ def copy_source_lane(lane, copy, pieces_per_row):
 # ---------------------------------------------------------------- the two paths
 def make_tma_producer(variant):
     """``look_up`` and ``produce`` (same arguments as the cp.async ones) for the TMA path of
-    ``variant``: ``pages`` holds the entries of the tile's ``page_entries`` slots."""
+    ``variant``, in the load shape of ``variant.tma_box`` (tma_boxes.py; here the default,
+    ``chunk``): ``pages`` holds the entries of the tile's ``page_entries`` slots."""
+    box = TMA_BOXES[variant.tma_box]
+    if box.whole_tile:
+        return _make_tile_box_producer(variant)
+    if box.per_slot:
+        return _make_slot_box_producer(variant, box.lanes)
     block_n = variant.block_n
     log2_block_n = block_n.bit_length() - 1
     row_bytes = variant.row_bytes
@@ -139,7 +152,7 @@ def make_tma_producer(variant):
     chunk_bytes = block_n * row_bytes
     chunk_elements = row_bytes // variant.element_bytes
     tile_bytes = variant.kv_tile_bytes
-    slot_rows = min(block_n, TILE_ALIGN_BYTES // row_bytes)     # geometry.check_page_size
+    slot_rows = tma_slot_rows(variant)          # runner.check_page_size: a page holds whole slots
     page_entries = block_n // slot_rows
 
     @cuda.jit(device=True, inline=True)
@@ -167,6 +180,86 @@ def make_tma_producer(variant):
                                     pages[slot])
 
     return types.SimpleNamespace(page_entries=page_entries, look_up=look_up, produce=produce)
+
+
+def _make_slot_box_producer(variant, spread: bool):
+    """tma_box ``slot`` / ``slot_lanes``: a box of one swizzle atom of rows per chunk, slot by
+    slot with the chunks inner (both halves of a token's row requested back to back). ``slot``:
+    lane 0 looks every slot's page up and issues every box. ``slot_lanes`` (``spread``): lane s
+    looks up slot s's page alone (one entry a lane, kept in a register) and, after lane 0 armed
+    the barrier and the warp converged, issues slot s's boxes."""
+    row_bytes = variant.row_bytes
+    chunks = variant.chunks
+    chunk_bytes = variant.block_n * row_bytes
+    chunk_elements = row_bytes // variant.element_bytes
+    tile_bytes = variant.kv_tile_bytes
+    slot_rows = tma_slot_rows(variant)
+    slots = variant.block_n // slot_rows             # <= 16: a lane each
+    page_entries = 1 if spread else slots
+
+    @cuda.jit(device=True, inline=True)
+    def look_up(pages, page_table, batch, first_row, kv_len, log2_page_size, producer_rank):
+        last_page = (kv_len - 1) >> log2_page_size
+        if spread:
+            if producer_rank < slots:
+                row = first_row + producer_rank * slot_rows
+                pages[0] = page_table[batch, min(row >> log2_page_size, last_page)]
+        elif producer_rank == 0:
+            for slot in range(slots):
+                row = first_row + slot * slot_rows
+                pages[slot] = page_table[batch, min(row >> log2_page_size, last_page)]
+
+    @cuda.jit(device=True, inline=True)
+    def produce(dst, tensor_map, pool, full, page_table, pages, batch, kv_head, first_row, kv_len,
+                log2_page_size, kv_heads, producer_rank):
+        if producer_rank == 0:
+            mbarrier_arrive_expect_tx(full, tile_bytes)
+        row_mask = (1 << log2_page_size) - 1
+        if spread:
+            cuda.syncwarp()                     # armed before any lane's box can complete on it
+            if producer_rank < slots:
+                tile_row = producer_rank * slot_rows
+                for chunk in range(chunks):
+                    tma_load_4d(dst + uint32(chunk * chunk_bytes + tile_row * row_bytes), tensor_map, full,
+                                chunk * chunk_elements, kv_head, (first_row + tile_row) & row_mask, pages[0])
+        elif producer_rank == 0:
+            for slot in range(slots):
+                tile_row = slot * slot_rows
+                for chunk in range(chunks):
+                    tma_load_4d(dst + uint32(chunk * chunk_bytes + tile_row * row_bytes), tensor_map, full,
+                                chunk * chunk_elements, kv_head, (first_row + tile_row) & row_mask,
+                                pages[slot])
+
+    return types.SimpleNamespace(page_entries=page_entries, look_up=look_up, produce=produce)
+
+
+def _make_tile_box_producer(variant):
+    """tma_box ``tile`` (FlashAttention-3's shape): one rank-5 box, (row_bytes, block_n, chunks, 1,
+    1) at (0, row in page, 0, kv_head, page), lands the whole tile; lane 0 looks up its one page
+    (runner.check_page_size: the page holds the tile's rows) and issues it; ``tile_evict_last``
+    with an L2 evict-last policy, as FA3's K/V loads."""
+    tile_bytes = variant.kv_tile_bytes
+    evict_last = TMA_BOXES[variant.tma_box].evict_last
+
+    @cuda.jit(device=True, inline=True)
+    def look_up(pages, page_table, batch, first_row, kv_len, log2_page_size, producer_rank):
+        if producer_rank == 0:
+            last_page = (kv_len - 1) >> log2_page_size
+            pages[0] = page_table[batch, min(first_row >> log2_page_size, last_page)]
+
+    @cuda.jit(device=True, inline=True)
+    def produce(dst, tensor_map, pool, full, page_table, pages, batch, kv_head, first_row, kv_len,
+                log2_page_size, kv_heads, producer_rank):
+        if producer_rank == 0:
+            mbarrier_arrive_expect_tx(full, tile_bytes)
+            row_in_page = first_row & ((1 << log2_page_size) - 1)
+            if evict_last:
+                tma_load_5d_cache_hint(dst, tensor_map, full, 0, row_in_page, 0, kv_head, pages[0],
+                                       l2_policy_evict_last())
+            else:
+                tma_load_5d(dst, tensor_map, full, 0, row_in_page, 0, kv_head, pages[0])
+
+    return types.SimpleNamespace(page_entries=1, look_up=look_up, produce=produce)
 
 
 def make_cp_async_producer(variant):

@@ -2,9 +2,10 @@
 
 ``DeviceProblem`` uploads one problem's inputs (raw bf16 / e4m3 bits); ``AttentionRunner``
 compiles one :class:`~.geometry.Variant` and launches it (plus the split combine) on a
-``DeviceProblem``. For the TMA path it encodes one tensor map per pool (K and V): rank 4,
-innermost first ``(head_dim, kv_heads, page_size, num_pages)``, box
-``(row_bytes / element_bytes, 1, min(page_size, block_n), 1)``, swizzle matching the
+``DeviceProblem``. For the TMA path it encodes one tensor map per pool (K and V) of the
+variant's load shape (``tma_boxes.map_geometry``; the default ``chunk``: rank 4, innermost
+first ``(head_dim, kv_heads, page_size, num_pages)``, box
+``(row_bytes / element_bytes, 1, min(page_size, block_n), 1)``), swizzle matching the
 tile layout, L2 promotion ``TMA_L2_PROMOTION_BYTES``; the kernel passes the physical page as
 the outermost coordinate.
 """
@@ -14,7 +15,8 @@ import math
 
 import numpy as np
 
-from .geometry import TILE_ALIGN_BYTES, Variant, VariantError
+from .geometry import Variant, VariantError
+from .tma_boxes import map_geometry, page_size_problem
 
 LOG2_E = math.log2(math.e)
 # The K/V tensor maps' L2 promotion, as CUTLASS's make_tma_copy sets it, which FA3's K/V maps
@@ -30,12 +32,9 @@ def check_page_size(variant: Variant, page_size: int) -> None:
     if page_size < 1 or page_size & (page_size - 1):
         raise VariantError(f"page_size={page_size} must be a power of two")
     if variant.load_path == "tma":
-        box_rows = min(page_size, variant.block_n)
-        if (box_rows * variant.row_bytes) % TILE_ALIGN_BYTES:
-            raise VariantError(
-                f"page_size={page_size}: a TMA box of {box_rows} rows x {variant.row_bytes} B does "
-                f"not start on a {TILE_ALIGN_BYTES}-byte swizzle atom; the tma path needs "
-                f"min(page_size, block_n) * row_bytes to be a multiple of {TILE_ALIGN_BYTES}")
+        problem = page_size_problem(variant, page_size)
+        if problem:
+            raise VariantError(f"page_size={page_size}: {problem}")
 
 
 class DeviceProblem:
@@ -65,18 +64,15 @@ class DeviceProblem:
         """(K map, V map) device objects for ``variant``'s box (cached; keep self alive)."""
         from tma_kernels import tensor_map
         p = self.problem
-        box_rows = min(p.page_size, variant.block_n)
-        key = (box_rows, variant.row_bytes)
+        geometry = map_geometry(variant, p.page_size, p.kv_heads, self.k_pool.shape[0])
+        key = (geometry, variant.row_bytes)
         if key not in self._maps:
-            head_bytes = p.head_dim * p.element_bytes
             maps = []
             for pool in (self.k_pool, self.v_pool):
+                global_dims, strides, box_dims = map_geometry(variant, p.page_size, p.kv_heads, pool.shape[0])
                 spec = tensor_map.TensorMapSpec(
                     dtype=_RAW_DTYPE[p.dtype], global_address=self.address(pool),
-                    global_dims=(p.head_dim, p.kv_heads, p.page_size, pool.shape[0]),
-                    global_strides_bytes=(head_bytes, p.kv_heads * head_bytes,
-                                          p.page_size * p.kv_heads * head_bytes),
-                    box_dims=(variant.row_bytes // p.element_bytes, 1, box_rows, 1),
+                    global_dims=global_dims, global_strides_bytes=strides, box_dims=box_dims,
                     swizzle=variant.tma_swizzle, l2_promotion_bytes=TMA_L2_PROMOTION_BYTES)
                 maps.append(tensor_map.to_device(tensor_map.encode(spec), spec))
             self._maps[key] = tuple(maps)

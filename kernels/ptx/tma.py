@@ -73,6 +73,7 @@ tma_load_3d_multicast = _tensor_load(3, multicast=True)
 tma_load_4d_multicast = _tensor_load(4, multicast=True)
 tma_load_5d_multicast = _tensor_load(5, multicast=True)
 tma_load_2d_cache_hint = _tensor_load(2, cache_hint=True)
+tma_load_5d_cache_hint = _tensor_load(5, cache_hint=True)
 tma_store_1d = _tensor_store(1)
 tma_store_2d = _tensor_store(2)
 

@@ -227,6 +227,12 @@ def tma_load_hinted(out_u32, out_u64, global_address):
     ptx.tma_load_2d_cache_hint(tile, global_address, bar, 0, 1, out_u64[0])
 
 
+def tma_load_hinted_5d(out_u32, out_u64, global_address):
+    tile = ptx.smem_u32(cuda.shared.array(TILE_BYTES, numba.uint8))
+    bar = ptx.smem_u32(cuda.shared.array(BARRIER_WORDS, numba.uint64))
+    ptx.tma_load_5d_cache_hint(tile, global_address, bar, 0, 1, 2, 3, 4, out_u64[0])
+
+
 def tma_load_evict_first(out_u32, out_u64, global_address):
     tile = ptx.smem_u32(cuda.shared.array(TILE_BYTES, numba.uint8))
     bar = ptx.smem_u32(cuda.shared.array(BARRIER_WORDS, numba.uint64))
@@ -387,6 +393,7 @@ CASES = [
     *[(f"tma_load_{rank}d_multicast", tma_multicast_loads, [Op(f"UTMALDG.{rank}D.MULTICAST")])
       for rank in TENSOR_RANKS],
     ("tma_load_2d_cache_hint", tma_load_hinted, [HINTED_TMA_LOAD]),
+    ("tma_load_5d_cache_hint", tma_load_hinted_5d, [Line(r"^UTMALDG\.5D \[UR\d+\], \[UR\d+\], desc\[UR\d+\]$")]),
     # createpolicy with an immediate fraction folds to a constant: no instruction of its own.
     ("l2_policy_evict_first", tma_load_evict_first,
      [InPtx("createpolicy.fractional.L2::evict_first.b64"), HINTED_TMA_LOAD]),

@@ -17,6 +17,8 @@ from tma_study.harness.kernel_builds import KernelBuild
 MMA_SASS = {"bf16": ("HMMA.16816.F32.BF16",), "e4m3": ("F2FP.F16.E4M3.UNPACK_B", "HMMA.16816.F32"),
             "e4m3_pv_wgmma": ("QGMMA.64",)}
 PATH_SASS = {"tma": ("UTMALDG.4D",), "cp_async": ("LDGSTS.E.BYPASS.128",)}
+#: the TMA path's load shapes (tma_kernels.paged_kv.tma_boxes) whose map is not rank 4
+TMA_BOX_SASS = {"tile": ("UTMALDG.5D",), "tile_evict_last": ("UTMALDG.5D",)}
 #: every attention kernel; PREEXIT: griddepcontrol.launch_dependents (the combine's early launch)
 CONSUMER_SASS = ("LDSM.16.MT88.4", "MUFU.EX2", "SYNCS.PHASECHK", "PREEXIT")
 #: Q or K through ldmatrix (mma.sync operands); the wgmma consumers' S^T reads K and Q from
@@ -55,7 +57,8 @@ def _score_sass(variant) -> tuple[str, ...]:
 
 def expected_sass(variant) -> tuple[str, ...]:
     """The SASS instruction prefixes ``variant``'s attention kernel must contain."""
-    return _mma_sass(variant) + PATH_SASS[variant.load_path] + CONSUMER_SASS + _score_sass(variant)
+    path = TMA_BOX_SASS.get(variant.tma_box, PATH_SASS[variant.load_path])
+    return _mma_sass(variant) + path + CONSUMER_SASS + _score_sass(variant)
 
 
 def sweep_builds(study_config: dict) -> tuple[list, list]:

@@ -1,0 +1,43 @@
+"""The paged_kv_tma study's numbers for the paper's text (entry point ``macros``).
+
+Names: ``pagedKvTma<What>`` over the run, and per decode point
+``pagedKvTma<What><Shape><Dtype>Q<tokens>`` (digits spelled out by ``camel``), e.g.
+``pagedKvTmaTmaOverCpAsyncLlamathreeSevenzerobBfonesixQfour``.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from tma_study.report.numbers import camel, number, percent, ratio
+
+def point_words(point: str) -> tuple[str, ...]:
+    """'llama3_70b/bf16/q4' -> the words of its macro names (camel spells the digits)."""
+    return tuple(point.split("/"))
+
+
+def macros(derived_dir: Path, provenance: dict) -> dict[str, str]:
+    points = pd.read_csv(Path(derived_dir) / "points.csv")
+    producers = pd.read_csv(Path(derived_dir) / "producers.csv")
+    out = {camel("paged kv tma", "configurations"): number(provenance.get("configurations", float("nan"))),
+           camel("paged kv tma", "points"): number(len(points)),
+           camel("paged kv tma", "read ceiling gbps"): number(points.read_ceiling_gbps.iloc[0]),
+           camel("paged kv tma", "copy gbps"): number(points.d2d_copy_gbps.iloc[0]),
+           camel("paged kv tma", "read over copy"): ratio(points.read_over_copy.iloc[0]),
+           camel("paged kv tma", "tma over cp async min"): ratio(points.tma_over_cp_async.min(), 3),
+           camel("paged kv tma", "tma over cp async max"): ratio(points.tma_over_cp_async.max(), 3),
+           camel("paged kv tma", "chunk over cp async min"): ratio(points.chunk_over_cp_async.min(), 3),
+           camel("paged kv tma", "memory bound points"): number(int((points.bound == "memory").sum())),
+           camel("paged kv tma", "read fraction min"): percent(points.fraction_of_read_ceiling.min()),
+           camel("paged kv tma", "read fraction max"): percent(points.fraction_of_read_ceiling.max()),
+           camel("paged kv tma", "same launch configurations"):
+               number(int(producers.same_launch_as_cp_async.astype(str).str.lower().eq("true").sum()))}
+    for r in points.itertuples():
+        words = point_words(r.point)
+        out[camel("paged kv tma", "tma over cp async", *words)] = ratio(r.tma_over_cp_async, 3)
+        out[camel("paged kv tma", "chunk over cp async", *words)] = ratio(r.chunk_over_cp_async, 3)
+        out[camel("paged kv tma", "best box", *words)] = r.best_tma_box.replace("_", " ")
+        out[camel("paged kv tma", "read percent", *words)] = percent(r.fraction_of_read_ceiling)
+        out[camel("paged kv tma", "bound percent", *words)] = percent(r.fraction_of_bound)
+    return out
