@@ -408,7 +408,7 @@ def test_combine_matches_numpy(num_splits, head_dim):
     """The split combine alone, on random partial outputs and lse (one row with every split
     empty, lse -inf, must come out zero; others with some splits empty), against float64."""
     from numba import cuda
-    from tma_kernels.paged_kv import launch_combine
+    from tma_kernels.paged_kv.combine import launch_combine
 
     from tma_study.harness.kernel_builds import kernel_cache
     seed = int.from_bytes(os.urandom(4), "little")
