@@ -118,7 +118,7 @@ def test_the_rule_wording_follows_the_data(run, tmp_path):
     speedup.to_csv(derived / "speedup.csv", index=False)
     rows = paged_kv_rules(derived, run[1])
     for phase in ("decode (few", "prefill"):
-        assert rule_of(rows, f"paged-KV {phase}")["rule"].startswith("gather K/V with cp.async: TMA was never faster")
+        assert rule_of(rows, f"paged-KV {phase}")["rule"].startswith("gather K/V with cp.async: TMA with per-chunk boxes was never faster")
     fa3 = rule_of(rows, "FlashAttention-3")
     assert fa3["rule"].startswith("follow FlashAttention-3's rule, knowing it chose the slower path")
     assert "through its TMA choice" in fa3["rule"]

@@ -108,6 +108,18 @@ KNOWN_FAILING = {
         "an fp8 cluster shape gains in the median (paper/tables/gemm_multicast.md); the claim predicted none",
     "gemm_multicast_rule_not_faster_holds":
         "the microbenchmark's 'multicast is not faster' holds for fewer GEMM cluster variants than the bar asks",
+    "gemm_multicast_l2_rule_predicts":
+        "no L2-read-rate boundary names the bar's share of the GEMM's cluster outcomes (clock and wave effects)",
+    "multicast_wins_from_an_l2_read_rate":
+        "no configuration of the compute and shared-tile sweep made multicast faster",
+    "crossover_tma_issue_to_arrival_over_plain_load":
+        "Luo et al.'s TMA-over-plain-load gap: the two are level here",
+    "crossover_tma_issue_to_arrival_higher_than_cp_async":
+        "issued bare, TMA is faster than cp.async: the full chain's gap is the producer's path",
+    "paged_kv_tma_best_shape_within_3pct_of_cp_async":
+        "FA3's tile box trails cp.async by more than the bar at one e4m3 point (llama3_8b, one token)",
+    "paged_kv_tma_decode_reaches_80pct_of_read_stream":
+        "two e4m3 points (head dims 64 and 256) read below the bar of the read stream",
 }
 
 

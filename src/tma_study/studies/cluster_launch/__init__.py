@@ -10,7 +10,7 @@ STUDY = Study(
              "CTAs per SM, and is it the gang scheduling of fewer co-resident CTAs, a slower start of "
              "each CTA, or the placement of clusters on the GPCs' SMs?",
     raw_files=("launch.csv", "ctas.csv"),
-    derived_files=("launch.csv", "placement.csv", "gpcs.csv", "cluster_fit.csv"),
+    derived_files=("launch.csv", "placement.csv", "gpcs.csv", "cluster_fit.csv", "partners.csv"),
     figures=("cluster_launch_cost",),
     tables=("cluster_launch_cost", "cluster_launch_gpcs", "cluster_launch_run"),
     kernels=f"{_HERE}.kernels:compile_list",

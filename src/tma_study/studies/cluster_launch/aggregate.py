@@ -190,6 +190,32 @@ def launch_table(launch: pd.DataFrame, placement: pd.DataFrame) -> pd.DataFrame:
                                       ).reset_index(drop=True)
 
 
+SMS_PER_TPC = 2     # Hopper: a TPC is two SMs with consecutive %smid (sm 2k and 2k+1)
+PARTNERS = {"pair": lambda rank, size: rank ^ 1, "ring": lambda rank, size: (rank + 1) % size}
+
+
+def partner_tpcs(ctas: pd.DataFrame) -> pd.DataFrame:
+    """Per cluster size (4 and more) and DSM read pattern (dsm study: pair = rank xor 1, ring =
+    rank + 1 mod n), the share of a cluster's CTAs whose partner ran on the same TPC, over every
+    cluster launch recorded."""
+    clustered = ctas[(ctas.launch != "no_cluster") & (ctas.cluster_size >= 4)]
+    counts = {}
+    for keys, cluster in clustered.groupby(["launch", "cluster_size", "grid_ctas", "ctas_per_sm",
+                                            "dynamic_shared_bytes", "spin_ns", "cluster_id"]):
+        size = keys[1]
+        tpc = dict(zip(cluster.cluster_rank, cluster.smid // SMS_PER_TPC))
+        for pattern, partner in PARTNERS.items():
+            same = sum(tpc[rank] == tpc[partner(rank, size)] for rank in tpc if partner(rank, size) in tpc)
+            total = sum(partner(rank, size) in tpc for rank in tpc)
+            seen = counts.setdefault((size, pattern), [0, 0])
+            seen[0] += same
+            seen[1] += total
+    rows = [{"cluster_size": size, "pattern": pattern, "partners": total, "same_tpc": same,
+             "same_tpc_share": same / total if total else float("nan")}
+            for (size, pattern), (same, total) in sorted(counts.items())]
+    return pd.DataFrame(rows, columns=["cluster_size", "pattern", "partners", "same_tpc", "same_tpc_share"])
+
+
 def aggregate(raw_dir: Path, derived_dir: Path, repeat_dir: Path | None = None) -> None:
     from . import STUDY
     raw_dir, derived_dir = Path(raw_dir), Path(derived_dir)
@@ -203,3 +229,4 @@ def aggregate(raw_dir: Path, derived_dir: Path, repeat_dir: Path | None = None) 
     _write(placement, derived_dir / "placement.csv")
     _write(gpcs, derived_dir / "gpcs.csv")
     _write(cluster_fit(gpcs, raw["launch.csv"], placement, sm_count), derived_dir / "cluster_fit.csv")
+    _write(partner_tpcs(raw["ctas.csv"]), derived_dir / "partners.csv")

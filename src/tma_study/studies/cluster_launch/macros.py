@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from tma_study.report.numbers import camel, number, ratio
+from tma_study.report.numbers import camel, number, percent, ratio
 
 
 ONES = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven",
@@ -61,4 +61,7 @@ def macros(derived_dir: Path, provenance: dict) -> dict[str, str]:
     steps = placement.timer_step_ns.dropna()
     if len(steps):
         out[camel("cluster launch", "timer step ns")] = number(steps.median())
+    partners = pd.read_csv(derived_dir / "partners.csv").set_index("pattern").same_tpc_share
+    out[camel("cluster launch", "pair same tpc percent min")] = percent(partners.loc[["pair"]].min(), 0)
+    out[camel("cluster launch", "ring same tpc percent max")] = percent(partners.loc[["ring"]].max(), 0)
     return out

@@ -32,7 +32,8 @@ def _advice(rule: PageRule) -> str:
     """What a kernel writer should do, from one page-size verdict."""
     if rule.tma_from is None:
         if rule.tally.tma_wins == 0:
-            return "gather K/V with cp.async: TMA was never faster at any page size"
+            return ("gather K/V with cp.async: TMA with per-chunk boxes was never faster at any page size "
+                    "(in decode, one box a tile as FlashAttention-3 loads closes the gap: paged_kv_tma)")
         return (f"no page-size rule: cp.async still won at {rule.pages[-1]}-token pages while TMA won elsewhere; "
                 "measure the shape")
     smallest = rule.tma_from == rule.pages[0]

@@ -28,6 +28,8 @@ def macros(derived_dir: Path, provenance: dict) -> dict[str, str]:
            camel("paged kv tma", "tma over cp async min"): ratio(points.tma_over_cp_async.min(), 3),
            camel("paged kv tma", "tma over cp async max"): ratio(points.tma_over_cp_async.max(), 3),
            camel("paged kv tma", "chunk over cp async min"): ratio(points.chunk_over_cp_async.min(), 3),
+           camel("paged kv tma", "tile over chunk max"): ratio(points.tile_over_chunk.max(), 3),
+           camel("paged kv tma", "tma faster points"): number(int((points.tma_over_cp_async > 1).sum())),
            camel("paged kv tma", "memory bound points"): number(int((points.bound == "memory").sum())),
            camel("paged kv tma", "read fraction min"): percent(points.fraction_of_read_ceiling.min()),
            camel("paged kv tma", "read fraction max"): percent(points.fraction_of_read_ceiling.max()),
