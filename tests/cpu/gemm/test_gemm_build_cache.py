@@ -3,8 +3,8 @@ its per-variant build is cached (issue: "a rerun with nothing changed recompiles
 ``snakemake build/compile/gemm/resources.csv`` in a copy of the checkout, with two variants (one
 SM90, one SM100; about 35 s of nvcc on 2 cores), runs one nvcc job per variant, a library per
 architecture and the compile rule, which collects both variants into resources.csv; again with
-nothing changed, no job runs. After a change to the SM90 template only the SM90 variant is
-rebuilt. The two are cp.async mainloops, so with test_gemm_compile.py's TMA ones the default
+nothing changed, no job runs. After a change to the SM90 template the schedule (a dry run: what
+Snakemake would rebuild, without a third nvcc run) holds only the SM90 variant's object and library. The two are cp.async mainloops, so with test_gemm_compile.py's TMA ones the default
 test run compiles and SASS-checks both load paths of both architectures; `snakemake kernels`
 builds every variant."""
 import pandas as pd
@@ -20,8 +20,8 @@ SMALL = {"studies": {"gemm": {"variants": {"sm90": {"mainloops": ["cpasync_coope
                                            "sm100": {"mainloops": ["cpasync_1sm"], **ONE_VARIANT}}}}}
 
 
-def build(root):
-    result = snakemake(root, "-c2", RESOURCES, "--configfile", "small.yaml")
+def build(root, *options):
+    result = snakemake(root, "-c2", RESOURCES, "--configfile", "small.yaml", *options)
     assert result.returncode == 0, output_of(result)[-3000:]
     return result
 
@@ -36,5 +36,8 @@ def test_a_rerun_rebuilds_only_what_changed(tmp_path):
     assert "Nothing to be done" in output_of(build(root))
     template = root / "kernels" / "gemm" / "gemm_sm90.cuh"
     template.write_text(template.read_text() + "\n// touched by the test\n")
-    rebuilt = jobs_run(build(root))
+    scheduled = build(root, "--dry-run")
+    rebuilt = jobs_run(scheduled)
     assert rebuilt["gemm_object"] == 1 and rebuilt["gemm_library"] == 1, rebuilt
+    assert "sm90_cpasync_cooperative_bf16_t128x128x64_c1x1" in output_of(scheduled)
+    assert "sm100_cpasync_1sm_bf16_t128x128x64_c1x1.o" not in output_of(scheduled).split("Job stats:")[0]
