@@ -37,4 +37,5 @@ python3 -m venv .venv && .venv/bin/pip install -q -e ".[test]" > install_test.lo
 t4=$(seconds)
 echo "test command (install + pytest)   $(elapsed "$t3" "$t4")   [target <= 10 min]"
 echo "  $(tail -n 1 tests.log)"
+[[ $status -eq 0 ]] || sed -n '/short test summary info/,$p' tests.log
 exit $status

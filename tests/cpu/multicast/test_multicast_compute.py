@@ -99,8 +99,10 @@ def test_a_run_with_compute_rows_passes_the_raw_schema_and_aggregates(tmp_path):
     compute.to_csv(raw / "compute.csv", index=False)
     record = json.loads((raw / "provenance.json").read_text())
     stream_rows = len(pd.read_csv(raw / "stream.csv"))
+    record["configurations"] = stream_rows          # as a run before the compute sweep counted
+    (raw / "provenance.json").write_text(json.dumps(record))
     with pytest.raises(raw_data.RawDataError, match="configurations"):
-        raw_data.load(STUDY, raw)                   # provenance counts the stream rows only
+        raw_data.load(STUDY, raw)                   # the compute rows must be counted too
     record["configurations"] = stream_rows + len(compute)
     (raw / "provenance.json").write_text(json.dumps(record))
     aggregate(raw, tmp_path / "derived")

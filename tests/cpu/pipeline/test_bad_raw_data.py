@@ -100,7 +100,10 @@ def test_half_of_dsm_broadcast_is_refused(tmp_path, capsys):
     dsm = raw_copy(tmp_path, "dsm")
     text = lines(dsm / "broadcast.csv")
     (dsm / "broadcast.csv").write_text("".join(text[: len(text) // 2]))
-    refused(capsys, tmp_path, dsm, "configurations", "broadcast.csv 251", "bandwidth.csv 30", "534")
+    measured = json.loads((dsm / "provenance.json").read_text())["configurations"]
+    bandwidth_rows = len(lines(dsm / "bandwidth.csv")) - 1
+    refused(capsys, tmp_path, dsm, "configurations", "broadcast.csv 251", f"bandwidth.csv {bandwidth_rows}",
+            str(measured))
 
 
 def test_a_header_only_file_is_refused(tmp_path, crossover, capsys):

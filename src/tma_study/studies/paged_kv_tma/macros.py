@@ -25,10 +25,10 @@ def macros(derived_dir: Path, provenance: dict) -> dict[str, str]:
            camel("paged kv tma", "read ceiling gbps"): number(points.read_ceiling_gbps.iloc[0]),
            camel("paged kv tma", "copy gbps"): number(points.d2d_copy_gbps.iloc[0]),
            camel("paged kv tma", "read over copy"): ratio(points.read_over_copy.iloc[0]),
-           camel("paged kv tma", "tma over cp async min"): ratio(points.tma_over_cp_async.min(), 3),
-           camel("paged kv tma", "tma over cp async max"): ratio(points.tma_over_cp_async.max(), 3),
-           camel("paged kv tma", "chunk over cp async min"): ratio(points.chunk_over_cp_async.min(), 3),
-           camel("paged kv tma", "tile over chunk max"): ratio(points.tile_over_chunk.max(), 3),
+           camel("paged kv tma", "tma over cp async min"): ratio(points.tma_over_cp_async.min()),
+           camel("paged kv tma", "tma over cp async max"): ratio(points.tma_over_cp_async.max()),
+           camel("paged kv tma", "chunk over cp async min"): ratio(points.chunk_over_cp_async.min()),
+           camel("paged kv tma", "tile over chunk max"): ratio(points.tile_over_chunk.max()),
            camel("paged kv tma", "tma faster points"): number(int((points.tma_over_cp_async > 1).sum())),
            camel("paged kv tma", "memory bound points"): number(int((points.bound == "memory").sum())),
            camel("paged kv tma", "read fraction min"): percent(points.fraction_of_read_ceiling.min()),
@@ -37,8 +37,8 @@ def macros(derived_dir: Path, provenance: dict) -> dict[str, str]:
                number(int(producers.same_launch_as_cp_async.astype(str).str.lower().eq("true").sum()))}
     for r in points.itertuples():
         words = point_words(r.point)
-        out[camel("paged kv tma", "tma over cp async", *words)] = ratio(r.tma_over_cp_async, 3)
-        out[camel("paged kv tma", "chunk over cp async", *words)] = ratio(r.chunk_over_cp_async, 3)
+        out[camel("paged kv tma", "tma over cp async", *words)] = ratio(r.tma_over_cp_async)
+        out[camel("paged kv tma", "chunk over cp async", *words)] = ratio(r.chunk_over_cp_async)
         out[camel("paged kv tma", "best box", *words)] = r.best_tma_box.replace("_", " ")
         out[camel("paged kv tma", "read percent", *words)] = percent(r.fraction_of_read_ceiling)
         out[camel("paged kv tma", "bound percent", *words)] = percent(r.fraction_of_bound)
