@@ -24,8 +24,6 @@ from .claims import FAIL, NOT_MEASURED, PASS, read_outcomes
 
 BEGIN, END = "<!-- checklist:begin -->", "<!-- checklist:end -->"
 COST_BEGIN, COST_END = "<!-- cost:begin -->", "<!-- cost:end -->"
-# the newest run under results/ that recorded the compile step of every study it measured
-RUN_BEGIN, RUN_END = "<!-- full-run:begin -->", "<!-- full-run:end -->"
 ARCHITECTURES = {9: "Hopper (sm_90a)", 10: "Blackwell (sm_100a)"}
 
 
@@ -118,21 +116,6 @@ def render(readme_text: str, table: str, begin: str = BEGIN, end: str = END) -> 
     return f"{head}{begin}\n{table}\n{end}{tail}"
 
 
-def newest_full_run(results_root: Path) -> Path | None:
-    """The newest results/<label>/ holding every study's data, each with the compile step
-    recorded in its provenance (a full measure run since the kernel cache), or None."""
-    studies = set(discover())
-    found = []
-    for label in sorted(Path(results_root).iterdir()):
-        files = {p.parent.name: p for p in label.glob("*/provenance.json")}
-        if set(files) != studies:
-            continue
-        records = [read_provenance(p, study=name) for name, p in files.items()]
-        if all(r.get("compile_step") for r in records):
-            found.append((min(str(r["started_utc"]) for r in records), label))
-    return max(found)[1] if found else None
-
-
 def update_readme(readme: Path, claims_tsv: Path, check_only: bool = False) -> bool:
     """Rewrite the tables (unless ``check_only``); return whether they were out of date.
 
@@ -142,8 +125,6 @@ def update_readme(readme: Path, claims_tsv: Path, check_only: bool = False) -> b
     wanted = render(current, checklist_table(claims_tsv))
     if COST_BEGIN in wanted:
         wanted = render(wanted, cost_table(Path(claims_tsv).parent), COST_BEGIN, COST_END)
-    if RUN_BEGIN in wanted and (run := newest_full_run(Path(claims_tsv).parent.parent)) is not None:
-        wanted = render(wanted, cost_table(run), RUN_BEGIN, RUN_END)
     if wanted != current and not check_only:
         atomic_write_text(readme, wanted)
     return wanted != current

@@ -7,6 +7,8 @@ nothing changed, no job runs. After a change to the SM90 template the schedule (
 Snakemake would rebuild, without a third nvcc run) holds only the SM90 variant's object and library. The two are cp.async mainloops, so with test_gemm_compile.py's TMA ones the default
 test run compiles and SASS-checks both load paths of both architectures; `snakemake kernels`
 builds every variant."""
+import re
+
 import pandas as pd
 import pytest
 import yaml
@@ -39,5 +41,5 @@ def test_a_rerun_rebuilds_only_what_changed(tmp_path):
     scheduled = build(root, "--dry-run")
     rebuilt = jobs_run(scheduled)
     assert rebuilt["gemm_object"] == 1 and rebuilt["gemm_library"] == 1, rebuilt
-    assert "sm90_cpasync_cooperative_bf16_t128x128x64_c1x1" in output_of(scheduled)
-    assert "sm100_cpasync_1sm_bf16_t128x128x64_c1x1.o" not in output_of(scheduled).split("Job stats:")[0]
+    object_jobs = re.findall(r"rule gemm_object:\n(.*?)\n\n", output_of(scheduled), flags=re.DOTALL)
+    assert len(object_jobs) == 1 and "sm90_cpasync_cooperative" in object_jobs[0], object_jobs

@@ -10,6 +10,7 @@ from tma_study import config as config_mod
 from tma_study.config import REPO_ROOT
 from tma_study.studies import discover
 from tma_study.studies.multicast import aggregate as mc_aggregate
+from tma_study.studies.multicast import comparison as mc_comparison
 from tma_study.studies.multicast import reference
 from tma_study.studies.multicast.grid import (
     ClusterConfig,
@@ -108,9 +109,9 @@ def test_multicast_speedup_break_even_and_scheduling():
     times = {("baseline", 4096): 50.0, ("baseline", 65536): 50.0,
              ("no_cluster", 4096): 100.0, ("cluster", 4096): 110.0, ("multicast", 4096): 120.0,
              ("no_cluster", 65536): 100.0, ("cluster", 65536): 110.0, ("multicast", 65536): 80.0}
-    best = mc_aggregate.best_configurations(_stream(times))
+    best = mc_comparison.best_configurations(_stream(times))
     assert set(best.stages) == {4}
-    speedup = mc_aggregate.speedups(best)
+    speedup = mc_comparison.speedups(best)
     small = speedup[speedup.tile_bytes == 4096].iloc[0]
     large = speedup[speedup.tile_bytes == 65536].iloc[0]
     assert small.status == "loss" and small.best_alternative == "no_cluster"

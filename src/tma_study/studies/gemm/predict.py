@@ -36,7 +36,7 @@ from tma_study.harness import raw_data
 from tma_study.studies.crossover import STUDY as CROSSOVER_STUDY
 from tma_study.studies.crossover import aggregate as crossover_aggregate
 from tma_study.studies.multicast import STUDY as MULTICAST_STUDY
-from tma_study.studies.multicast import aggregate as multicast_aggregate
+from tma_study.studies.multicast import comparison as multicast_comparison
 from tma_study.studies.multicast import compute as multicast_compute
 
 from .rows import BYTES_PER_ELEMENT, MEASURED, NOT_MEASURED_TEXT, TIE_TOLERANCE
@@ -64,7 +64,7 @@ def multicast_verdicts(multicast_raw: Path) -> pd.DataFrame | None:
 
 def multicast_stream_verdicts(stream: pd.DataFrame) -> pd.DataFrame:
     """The 2-D pattern verdicts of the multicast study's (checked, timed) stream rows."""
-    table = multicast_aggregate.speedups(multicast_aggregate.best_configurations(stream))
+    table = multicast_comparison.speedups(multicast_comparison.best_configurations(stream))
     return table[table.pattern == "2d"]
 
 

@@ -5,7 +5,7 @@ Raw ``compute.csv`` (grid.ComputeConfig): the GEMM-like 2-D pattern with a consu
 churns every loaded word ``work_rounds`` times, every cluster reading its own tiles (``spread``)
 or all clusters the same tile sequence (``shared``). Per (working set, tile order, work rounds,
 cluster shape, tile), multicast is compared with the better own-copy variant as in the load-only
-sweep (aggregate.speedups), and each row carries the two quantities a kernel author can compute
+sweep (comparison.speedups), and each row carries the two quantities a kernel author can compute
 for their own kernel:
 
 - ``consumer_to_load``: the consumer's time per stage over the load time per stage. Load time =
@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+
+from .comparison import best_configurations, speedups
 
 NOT_MEASURED = "not measured: no compute sweep in this run (compute.csv absent)"
 REGIME = ["working_set", "tile_order", "work_rounds"]
@@ -54,7 +56,6 @@ def stage_rates(best: pd.DataFrame) -> pd.DataFrame:
 
 def compute_speedups(rows: pd.DataFrame | None) -> pd.DataFrame:
     """Derived compute.csv from the raw compute rows whose timing is ok (None: not measured)."""
-    from .aggregate import best_configurations, speedups
     if rows is None or rows.empty:
         return _not_measured()
     best = best_configurations(rows, GROUP)
