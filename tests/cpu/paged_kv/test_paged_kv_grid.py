@@ -1,6 +1,8 @@
 """The paged_kv sweep without a GPU: config validation naming the key, the grid of sweep
 configurations and the kernel variant each builds, and the decode consumers as a knob swept per
 cell (the consumers themselves: tma_kernels.paged_kv.layouts; test_paged_kv_layouts.py)."""
+from collections import Counter
+
 import pytest
 import yaml
 
@@ -58,8 +60,16 @@ def test_grid_size_and_kernel_choices(study_config):
     scaling = 5 * 2 * 3 * 2 + 3 * 2 * 3
     assert len(configs) == decode + prefill + scaling == 1028
     # decode kernels use the S^T = K Q^T consumer at 8 query rows a warp, so a shape's 1- and
-    # 4-token decodes (rows = tokens x group) differ in consumer warps
-    assert len({c.variant() for c in configs}) == 90
+    # 4-token decodes (rows = tokens x group) differ in consumer warps; a TMA kernel comes twice,
+    # with a box per chunk (pages smaller than a tile) and one box per tile (FA3's, pages of a tile
+    # or more): 30 TMA kernels of each box, 60 cp.async ones
+    variants = {c.variant() for c in configs}
+    assert len(variants) == 120
+    assert sorted(Counter((v.load_path, v.tma_box) for v in variants).items()) == [
+        (("cp_async", "chunk"), 60), (("tma", "chunk"), 30), (("tma", "tile"), 30)]
+    assert all(c.tma_box == ("tile" if c.page_size >= c.block_n else "chunk") for c in configs
+               if c.load_path == "tma")
+    assert {c.tma_box for c in configs if c.load_path == "cp_async"} == {"none"}
     assert {(c.phase.name, c.score_layout, c.rows_per_warp) for c in configs} == {
         ("decode", "kq", 8), ("prefill", "qk", 16)}
     # decode tiles: 64 rows, 128 for e4m3 at head dim 64 (8 KiB of K), 32 at head dim 256

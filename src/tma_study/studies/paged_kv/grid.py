@@ -2,8 +2,9 @@
 
 A configuration pairs a problem shape (query heads / KV heads / head dim), a dtype, a
 phase (decode with 1 or 4 query tokens, or causal prefill), a page size and a load path.
-The TMA path runs only at page sizes its boxes can take (``runner.check_page_size``); the
-cp.async path also at 1 and 8. Each configuration's kernel variant follows from it:
+The TMA path runs only at page sizes its boxes can take (``runner.check_page_size``), with
+FlashAttention-3's one box per K/V tile where a page holds a tile and a box per chunk below
+(``SweepConfig.tma_box``); the cp.async path also at 1 and 8. Each configuration's kernel variant follows from it:
 block_n 64 (decode: 128 for e4m3 at head dim 64, 32 at head dim 256, see ``SweepConfig.block_n``), the consumer of
 ``SweepConfig.score_layout`` (prefill: "qk", S = Q K^T, 16 packed query rows per warp, 4 warps;
 decode: each of config ``decode_consumers``, a consumer of the ladder in
@@ -36,6 +37,7 @@ from .fa3_rule import fa3_choice
 from .splits import RULE_DECODE, RULE_PREFILL, SplitChoice, wave_efficiency_splits
 
 LOAD_PATHS = ("tma", "cp_async")
+TILE_TMA_BOX, CHUNK_TMA_BOX, NO_TMA_BOX = "tile", "chunk", "none"   # SweepConfig.tma_box
 PREFILL_ROWS_PER_WARP = 16  # S = Q K^T: query rows are the mma's M
 DECODE_ROWS_PER_WARP = 8    # S^T = K Q^T: query rows are the mma's N
 PREFILL_WARPS = 4
@@ -152,12 +154,24 @@ class SweepConfig:
         rows = self.phase.seqlen_q * self.shape.group
         return min(PREFILL_WARPS, 1 << max(0, math.ceil(math.log2(math.ceil(rows / self.rows_per_warp)))))
 
+    @property
+    def tma_box(self) -> str:
+        """The TMA path's load shape (tma_kernels.paged_kv.tma_boxes): FlashAttention-3's, one
+        rank-5 box per K or V tile ("tile"), where a page holds a whole tile (page_size >= block_n);
+        below that, a box per chunk of each page ("chunk"). The paged_kv_tma study measured every
+        shape at the decode points: the tile box was never slower than the chunk boxes
+        (docs/paged_kv_tma.md). The cp.async path: "none"."""
+        if self.load_path != "tma":
+            return NO_TMA_BOX
+        return TILE_TMA_BOX if self.page_size >= self.block_n else CHUNK_TMA_BOX
+
     def variant(self):
         from tma_kernels.paged_kv.geometry import Variant
+        tma_box = {} if self.load_path != "tma" else {"tma_box": self.tma_box}
         return Variant(dtype=self.dtype, head_dim=self.shape.head_dim, load_path=self.load_path,
                        block_n=self.block_n, consumer_warps=self.consumer_warps, stages=self.stages,
                        producer_warps=1 if self.load_path == "tma" else self.producer_warps, causal=True,
-                       score_layout=self.score_layout, rows_per_warp=self.rows_per_warp)
+                       score_layout=self.score_layout, rows_per_warp=self.rows_per_warp, **tma_box)
 
     @property
     def ctas_per_split(self) -> int:
@@ -205,7 +219,7 @@ class SweepConfig:
                 "head_dim": self.shape.head_dim, "dtype": self.dtype, "phase": self.phase.name,
                 "batch": self.phase.batch, "seqlen_q": self.phase.seqlen_q,
                 "context_tokens": self.phase.context, "page_size": self.page_size,
-                "load_path": self.load_path, "block_n": self.block_n,
+                "load_path": self.load_path, "tma_box": self.tma_box, "block_n": self.block_n,
                 "score_layout": self.score_layout, "rows_per_warp": self.rows_per_warp,
                 "consumer_warps": self.consumer_warps, "stages": self.stages,
                 "producer_warps": self.variant().producer_warps,
