@@ -288,7 +288,7 @@ EXACT_COLUMNS = {"entries", "operands", "mechanism", "crossover_bytes", "best_ri
                  "cluster_x", "tile_bytes", "page_size", "l2_read_bytes_per_unique_byte",
                  "xbar_bytes_per_unique_byte", "max_relative_difference", "share_identical", "smallest_tile_bytes",
                  "largest_tile_bytes",
-                 "cpasync_not_measured",
+                 "cpasync_not_measured", "best_cp_async_producer_warps",
                  "waves", "sms_idle", "max_concurrent_on_one_sm", "observed_idle_sms"}   # cluster_launch: counts
 
 

@@ -15,7 +15,7 @@ STUDY = Study(
              "FlashAttention-3's rule pick the faster one?",
     raw_files=("attention.csv", "ceilings.csv"),
     derived_files=("tuning.csv", "speedup.csv", "decode.csv", "prefill.csv", "scaling.csv",
-                   "fa3_agreement.csv", "l2_state.csv"),
+                   "fa3_agreement.csv", "l2_state.csv", "matched.csv", "matched_summary.csv"),
     figures=("paged_kv_speedup", "paged_kv_scaling", "paged_kv_roofline"),
     tables=("paged_kv_summary", "paged_kv_speedup", "paged_kv_decode", "paged_kv_fa3", "paged_kv_scaling",
             "paged_kv_tuning", "paged_kv_l2_state"),

@@ -54,6 +54,8 @@ combination never wins either.
   and samples of each, the time ratio ``dirty_over_clean_time`` and ``dirty_extra_us`` (the
   dirty time minus the clean one: the write-back of the flush's dirty lines inside the timed
   region). No rows in data measured before the harness recorded the L2 state.
+- ``matched.csv``, ``matched_summary.csv``: TMA against cp.async with the same producer, one
+  warp (matched.py).
 """
 from __future__ import annotations
 
@@ -64,6 +66,7 @@ import pandas as pd
 from tma_study.atomic import atomic_write_text
 
 from .grid import DECODE_CONSUMERS
+from .matched import matched_summary, matched_table, with_tma_box
 
 POINT = ["shape", "q_heads", "kv_heads", "head_dim", "dtype", "phase", "batch", "seqlen_q",
          "context_tokens"]
@@ -182,6 +185,8 @@ def _integers(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
 
 
 def speedup_table(best: pd.DataFrame) -> pd.DataFrame:
+    """One row per (point, page size): each path's best time and knobs, the TMA row's load shape
+    (``tma_box``), the measured winner, TMA's speedup and FA3's agreement and slowdown."""
     rows = []
     for key, cell in best.groupby(POINT + ["page_size"], sort=True):
         by_path = {r.load_path: r for r in cell.itertuples()}
@@ -195,6 +200,7 @@ def speedup_table(best: pd.DataFrame) -> pd.DataFrame:
             row[f"{path}_stages"] = r.stages if r.status == MEASURED else None
             row[f"{path}_producer_warps"] = r.producer_warps if r.status == MEASURED else None
             row[f"{path}_status"] = r.status
+        row["tma_box"] = by_path["tma"].tma_box if "tma" in by_path else None
         missing = [path for path, r in by_path.items() if r.status != MEASURED]
         row["tma_speedup"] = row["fa3_slowdown"] = float("nan")
         if missing:
@@ -380,11 +386,14 @@ def aggregate(raw_dir: Path, derived_dir: Path, repeat_dir: Path | None = None) 
     attention, ceilings = raw["attention.csv"], raw_data.ok_rows(raw["ceilings.csv"])
     derived_dir = Path(derived_dir)
     derived_dir.mkdir(parents=True, exist_ok=True)
+    attention = with_tma_box(attention)
     best, tuning = best_tuning(attention)
     speedup = speedup_table(best)
+    matched = matched_table(attention, POINT + ["page_size"])
     for name, frame in (("tuning.csv", tuning), ("speedup.csv", speedup),
                         ("decode.csv", decode_table(best, ceilings)), ("prefill.csv", prefill_table(best)),
                         ("scaling.csv", scaling_table(best, ceilings)),
                         ("fa3_agreement.csv", agreement_table(speedup)),
-                        ("l2_state.csv", l2_state_table(ceilings))):
+                        ("l2_state.csv", l2_state_table(ceilings)), ("matched.csv", matched),
+                        ("matched_summary.csv", matched_summary(matched))):
         atomic_write_text(derived_dir / name, frame.to_csv(index=False))

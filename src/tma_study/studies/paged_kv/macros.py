@@ -295,6 +295,21 @@ def _launch_size(l2_state: pd.DataFrame) -> dict[str, str]:
             _name("copy largest mb"): number(l2_state.bytes_moved.max() / 1e6)}
 
 
+def _matched(summary: pd.DataFrame) -> dict[str, str]:
+    """TMA against the one-warp cp.async gather (matched.py), per phase and TMA load shape, e.g.
+    ``pagedKvMatchedDecodeTileOneWarpMedian``."""
+    out = {}
+    for r in summary.itertuples():
+        prefix = ("matched", r.phase, r.tma_box)
+        out |= {_name(*prefix, "cells"): number(r.cells), _name(*prefix, "cpasync wins"): number(r.cp_async_wins),
+                _name(*prefix, "wins more warps"): number(r.cp_async_wins_with_more_warps),
+                _name(*prefix, "wins fewer splits"): number(r.cp_async_wins_with_more_warps_and_fewer_splits),
+                _name(*prefix, "median"): ratio(r.tma_speedup_median), _name(*prefix, "min"): ratio(r.tma_speedup_min),
+                _name(*prefix, "one warp median"): ratio(r.tma_speedup_one_warp_median),
+                _name(*prefix, "one warp min"): ratio(r.tma_speedup_one_warp_min)}
+    return out
+
+
 def macros(derived_dir: Path, provenance: dict) -> dict[str, str]:
     derived_dir = Path(derived_dir)
     speedup = pd.read_csv(derived_dir / "speedup.csv")
@@ -302,6 +317,8 @@ def macros(derived_dir: Path, provenance: dict) -> dict[str, str]:
     out = {**_sweep(speedup, tuning), **_scaling(speedup), **_comparisons(speedup), **_fa3(speedup),
            **_decode(pd.read_csv(derived_dir / "decode.csv")), **_tuning(tuning),
            **_prefill(pd.read_csv(derived_dir / "prefill.csv"))}
+    if (derived_dir / "matched_summary.csv").exists():
+        out |= _matched(pd.read_csv(derived_dir / "matched_summary.csv"))
     if (derived_dir / "l2_state.csv").exists():
         out |= _l2_state(pd.read_csv(derived_dir / "l2_state.csv"))
     split = (provenance.get("config") or {}).get("decode_min_ctas_per_sm")

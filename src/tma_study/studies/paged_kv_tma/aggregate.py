@@ -13,7 +13,10 @@ included); the copy is the device-to-device copy's rate (read + write bytes per 
 - ``points.csv``: per decode point: the best cp.async rate and the best rate of each TMA shape
   (``best_tma_{box}_gbps``, over page sizes), the best TMA shape and its ratio to cp.async
   (``tma_over_cp_async``; ``chunk_over_cp_async`` for the paged_kv sweep's shape; ``tile_over_chunk``:
-  FlashAttention-3's shape against the sweep's), the better
+  FlashAttention-3's shape against the sweep's), the best cp.async kernel's producer warps and KV
+  splits (``best_cp_async_producer_warps``, ``best_cp_async_num_splits``; ``best_tma_num_splits``),
+  the best gather at one producer warp, the TMA kernels' own width (``one_warp_cp_async_gbps``) and
+  TMA's best against it (``tma_over_one_warp_cp_async``), the better
   path's rate as a fraction of the read ceiling and of the copy, the read ceiling over the copy
   (``read_over_copy``) and the point's roofline: bytes / read ceiling (``memory_time_us``)
   against flops / the dtype's dense tensor peak (``math_time_us``: config/gpu_specs.yaml, the
@@ -83,12 +86,20 @@ def points_table(producers: pd.DataFrame, attention: pd.DataFrame, ceilings: pd.
         cp = cell[cell.load_path == "cp_async"]
         tma = cell[cell.load_path == "tma"]
         row["best_cp_async_gbps"] = cp.gbps.max()
+        if len(cp):     # the gather's best kernel: its producer warps and KV splits
+            best_cp = cp.loc[cp.gbps.idxmax()]
+            row["best_cp_async_producer_warps"] = int(best_cp.producer_warps)
+            row["best_cp_async_num_splits"] = int(best_cp.num_splits)
+        # the gather with one producer warp, the TMA kernels' own producer (the same residency and splits)
+        row["one_warp_cp_async_gbps"] = cp[cp.producer_warps == 1].gbps.max()
         for box in TMA_BOXES:
             row[f"best_tma_{box}_gbps"] = tma[tma.tma_box == box].gbps.max()
         top = tma.loc[tma.gbps.idxmax()] if len(tma) else None
         row["best_tma_box"] = top.tma_box if top is not None else "none"
         row["best_tma_gbps"] = tma.gbps.max()
+        row["best_tma_num_splits"] = int(top.num_splits) if top is not None else None
         row["tma_over_cp_async"] = row["best_tma_gbps"] / row["best_cp_async_gbps"]
+        row["tma_over_one_warp_cp_async"] = row["best_tma_gbps"] / row["one_warp_cp_async_gbps"]
         row["chunk_over_cp_async"] = row["best_tma_chunk_gbps"] / row["best_cp_async_gbps"]
         row["tile_over_chunk"] = row["best_tma_tile_gbps"] / row["best_tma_chunk_gbps"]
         row["best_gbps"] = cell.gbps.max()

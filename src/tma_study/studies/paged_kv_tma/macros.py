@@ -35,8 +35,20 @@ def macros(derived_dir: Path, provenance: dict) -> dict[str, str]:
            camel("paged kv tma", "read fraction max"): percent(points.fraction_of_read_ceiling.max()),
            camel("paged kv tma", "same launch configurations"):
                number(int(producers.same_launch_as_cp_async.astype(str).str.lower().eq("true").sum()))}
+    if "tma_over_one_warp_cp_async" in points:      # the one-warp gather, TMA's own producer width
+        wider = points[points.tma_over_cp_async < 1]
+        out |= {camel("paged kv tma", "tma over one warp min"): ratio(points.tma_over_one_warp_cp_async.min()),
+                camel("paged kv tma", "tma over one warp max"): ratio(points.tma_over_one_warp_cp_async.max()),
+                camel("paged kv tma", "slower points"): number(len(wider)),
+                camel("paged kv tma", "slower points four warps"):
+                    number(int((wider.best_cp_async_producer_warps > 1).sum()))}
     for r in points.itertuples():
         words = point_words(r.point)
+        if "tma_over_one_warp_cp_async" in points:
+            out |= {camel("paged kv tma", "tma over one warp", *words): ratio(r.tma_over_one_warp_cp_async),
+                    camel("paged kv tma", "cp async warps", *words): number(r.best_cp_async_producer_warps),
+                    camel("paged kv tma", "cp async splits", *words): number(r.best_cp_async_num_splits),
+                    camel("paged kv tma", "tma splits", *words): number(r.best_tma_num_splits)}
         out[camel("paged kv tma", "tma over cp async", *words)] = ratio(r.tma_over_cp_async)
         out[camel("paged kv tma", "chunk over cp async", *words)] = ratio(r.chunk_over_cp_async)
         out[camel("paged kv tma", "best box", *words)] = r.best_tma_box.replace("_", " ")
