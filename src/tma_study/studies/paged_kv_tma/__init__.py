@@ -1,7 +1,7 @@
 """Study ``paged_kv_tma``: why paged-KV decode reads K/V slower with TMA than with cp.async, at
 the paged_kv study's bar points: the cp.async gather against each shape of TMA load (the
-paged_kv sweep's box per chunk, FlashAttention-3's one box a tile, a box per swizzle atom from one
-lane or spread over lanes), everything else fixed, beside the same run's pure-read stream."""
+paged_kv sweep's former box per chunk, FlashAttention-3's one box a tile (the sweep's shape since
+where a page holds a tile), a box per swizzle atom from one lane or spread over lanes), everything else fixed, beside the same run's pure-read stream."""
 from tma_study.studies.base import Study
 
 _HERE = __name__

@@ -12,7 +12,7 @@ included); the copy is the device-to-device copy's rate (read + write bytes per 
   whether it ran at that configuration's residency and split count.
 - ``points.csv``: per decode point: the best cp.async rate and the best rate of each TMA shape
   (``best_tma_{box}_gbps``, over page sizes), the best TMA shape and its ratio to cp.async
-  (``tma_over_cp_async``; ``chunk_over_cp_async`` for the paged_kv sweep's shape; ``tile_over_chunk``:
+  (``tma_over_cp_async``; ``chunk_over_cp_async`` for the chunk boxes, the paged_kv sweep's below a tile; ``tile_over_chunk``:
   FlashAttention-3's shape against the sweep's), the best cp.async kernel's producer warps and KV
   splits (``best_cp_async_producer_warps``, ``best_cp_async_num_splits``; ``best_tma_num_splits``),
   the best gather at one producer warp, the TMA kernels' own width (``one_warp_cp_async_gbps``) and
