@@ -200,8 +200,8 @@ def validate(config: dict, known_studies, expand: bool = False) -> dict:
     Each study section is checked by its schema, then (when the schema passes) by the study's
     ``check_config`` entry point, for rules that tie one key to another (``expand``: the
     measure step's start, where a study may also build its whole sweep). A ``check_config`` that
-    takes a ``studies`` argument also gets every study section of this config (gemm_cluster
-    checks its variants against what studies.gemm builds).
+    takes a ``config`` argument also gets this whole config (gemm_cluster checks, in a measure run
+    that selects it, that studies.gemm builds its variants).
     """
     messages = validate_against(config, TOP_SCHEMA)
     studies = config.get("studies")
@@ -214,7 +214,7 @@ def validate(config: dict, known_studies, expand: bool = False) -> dict:
                                     key_prefix=f"studies.{name}")
         if not problems and known_studies[name].check_config is not None:
             check = known_studies[name].entry("check_config")
-            extra = {"studies": studies} if "studies" in inspect.signature(check).parameters else {}
+            extra = {"config": config} if "config" in inspect.signature(check).parameters else {}
             problems = list(check(section, expand=expand, **extra))
         messages += problems
     for i, name in enumerate(config.get(RUN_STUDIES) or ()):

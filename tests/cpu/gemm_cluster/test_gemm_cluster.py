@@ -60,16 +60,24 @@ def study_config():
 def test_bad_config_names_the_key(key, value, fragment):
     config = copy.deepcopy(CONFIG)
     config["studies"]["gemm_cluster"][key] = value
+    config["run_studies"] = ["gemm_cluster"]
     with pytest.raises(config_mod.ConfigError, match=re.escape(fragment)):
-        config_mod.validate(config, discover())
+        config_mod.validate(config, discover(), expand=True)         # a measure run's start
 
 
-def test_a_config_of_the_study_alone_is_checked_without_the_gemm_section(study_config):
-    """The compile and measure steps get build/config/gemm_cluster.json, which holds no studies.gemm."""
+def test_only_a_measure_run_of_the_study_needs_gemm_to_build_its_variants(study_config):
+    """A run that narrows studies.gemm (fewer variants to build) or only analyses committed data builds
+    none of gemm_cluster's variants; the compile and measure steps get build/config/gemm_cluster.json,
+    which holds no studies.gemm."""
+    narrowed = copy.deepcopy(CONFIG)
+    narrowed["studies"]["gemm"]["variants"]["sm90"]["clusters"] = [[1, 1]]
+    config_mod.validate(narrowed, discover())
+    config_mod.validate({**narrowed, "run_studies": ["gemm"]}, discover(), expand=True)
+    with pytest.raises(config_mod.ConfigError, match=re.escape("studies.gemm_cluster.clusters[1]")):
+        config_mod.validate({**narrowed, "run_studies": ["gemm", "gemm_cluster"]}, discover(), expand=True)
     alone = {"measure": False, "reference_gpu": CONFIG["reference_gpu"], "studies": {"gemm_cluster": study_config}}
-    config_mod.validate(alone, discover())
     study_config["clusters"] = [[1, 1], [4, 1]]             # only studies.gemm could refuse it
-    config_mod.validate(alone, discover())
+    config_mod.validate(alone, discover(), expand=True)
     with pytest.raises(ValueError, match=r"studies.gemm_cluster.clusters\[1\]"):
         configs.variants(study_config, gemm_study=CONFIG["studies"]["gemm"])
 

@@ -8,7 +8,9 @@ their median. A gain is a ``win`` above 1 + tolerance, a ``loss`` below 1 - tole
 gemm study's rule scoring does). A variant's *best order* is its tile order (swizzle, raster
 order) with the highest median TFLOP/s over the rounds (ties: smaller swizzle, then config order);
 the *default order* is swizzle 1 with the heuristic raster order, CUTLASS's default and the gemm
-study's.
+study's. The best order is chosen on the same rounds its gain is taken from, so a gain from a best
+order leans up by about the noise of picking the fastest of a variant's orders; best against best
+has that lean on both sides, and the verdict's tolerance is at least the rounds' spread.
 
 - ``configurations.csv`` per (shape, variant, tile order): median time and TFLOP/s over the rounds,
                          quartiles, median SM clock and power, whether it is the variant's best order

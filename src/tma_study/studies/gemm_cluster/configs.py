@@ -7,9 +7,11 @@ persistent tile scheduler: ``max_swizzle_size`` (a swizzle) and ``raster_order``
 RASTER_ORDERS). Swizzle 1 with the heuristic raster order is CUTLASS's default, the order the gemm
 study timed every variant in (DEFAULT_ORDER).
 
-The variants are the gemm study's objects, so the config may name only what studies.gemm builds:
-``check_config`` (run by the config validation with every study section) says which key asks for
-a variant it does not, and ``variants`` raises ValueError with the same words.
+The variants are the gemm study's objects, so a run that builds them may name only what
+studies.gemm builds: ``check_config`` (run by the config validation with the whole config) says
+which key asks for a variant it does not, in a measure run that selects this study (a run that
+only narrows studies.gemm, e.g. to build fewer variants, or analyses committed data, builds none
+of these variants and is not refused), and ``variants`` raises ValueError with the same words.
 """
 from __future__ import annotations
 
@@ -103,12 +105,17 @@ def problems(study: dict, gemm_study: dict | None) -> list[str]:
     return out
 
 
-def check_config(study: dict, expand: bool = False, studies: dict | None = None) -> list[str]:
-    """The config validation's check (tma_study.config.validate): ``studies`` is every study
-    section of the config; without a gemm section (a config of this study alone, as the compile
-    and measure steps get it) the variants are checked against nothing but themselves."""
-    gemm_study = (studies or {}).get("gemm")
-    return problems(study, gemm_study if isinstance(gemm_study, dict) and "variants" in gemm_study else None)
+def check_config(study: dict, expand: bool = False, config: dict | None = None) -> list[str]:
+    """The config validation's check (tma_study.config.validate; ``config``: the whole config,
+    ``expand``: a measure run's start). The variants are checked against studies.gemm in a measure
+    run that selects this study; otherwise, and without a gemm section (a config of this study
+    alone, as the compile and measure steps get it), against nothing but themselves."""
+    config = config or {}
+    studies = config.get("studies") if isinstance(config.get("studies"), dict) else {}
+    selected = config.get("run_studies") or list(studies)
+    gemm_study = studies.get("gemm")
+    checked = expand and "gemm_cluster" in selected and isinstance(gemm_study, dict) and "variants" in gemm_study
+    return problems(study, gemm_study if checked else None)
 
 
 def variants(study: dict, dtype: str | None = None, gemm_study: dict | None = None) -> list[gemm_variants.Variant]:
