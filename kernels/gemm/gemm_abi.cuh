@@ -12,10 +12,22 @@
 //   int NAME_workspace_bytes(int64 M, int64 N, int64 K, int64* bytes)        -> status
 //   int NAME_run(const void* A, const void* B, void* D, int64 M, int64 N, int64 K,
 //                void* workspace, int64 workspace_bytes, void* stream)       -> status
+//   int NAME_run_scheduled(..., the same nine arguments, int max_swizzle_size, int raster_order)
+//                                                                              -> status
 //   const char* NAME_info(void)      a JSON object: the variant's parameters and resources
 // Status: cutlass::Status (0 = success, 1..11, cutlass/cutlass.h; the adapter's can_implement
 // says kInvalid for any refusal by the kernel) or, when the launch itself
 // failed, TMA_GEMM_CUDA_ERROR_BASE + cudaError_t. tma_study/studies/gemm/abi.py maps both.
+//
+// Tile order (NAME_run_scheduled): the persistent tile scheduler's two runtime arguments,
+// args.scheduler.max_swizzle_size (1, 2, 4 or 8: CUTLASS's get_log_swizzle_size in
+// cutlass/gemm/kernel/tile_scheduler_params.h takes the largest of them the tile grid allows) and
+// args.scheduler.raster_order (0 Heuristic, 1 AlongM, 2 AlongN: RasterOrderOptions,
+// cutlass/gemm/kernel/tile_scheduler_detail.hpp). NAME_run leaves both at CUTLASS's defaults (SM90:
+// swizzle 1, Heuristic) and is otherwise the same code. The workspace does not depend on them: the
+// persistent scheduler's get_workspace_size is 0 whatever its arguments (sm90_tile_scheduler.hpp),
+// so NAME_workspace_bytes holds for every tile order; run_scheduled still sizes the workspace with
+// its own arguments and answers kErrorWorkspaceNull when the buffer is short.
 #pragma once
 
 #ifndef NDEBUG
@@ -127,16 +139,42 @@ int workspace_bytes(int64_t m, int64_t n, int64_t k, int64_t* bytes) {
   return status_code(cutlass::Status::kSuccess);
 }
 
+// A tile order for the persistent tile scheduler (see the top of this file).
+struct TileOrder {
+  int max_swizzle_size;  // 1, 2, 4 or 8
+  int raster_order;      // RasterOrderOptions: 0 Heuristic, 1 AlongM, 2 AlongN
+};
+
+inline bool valid_tile_order(const TileOrder& order) {
+  int s = order.max_swizzle_size;
+  return (s == 1 || s == 2 || s == 4 || s == 8) && order.raster_order >= 0 && order.raster_order <= 2;
+}
+
+// Sets args.scheduler's tile order; the ABI's raster codes are the enum's values, checked here.
+template <class Arguments>
+void set_tile_order(Arguments& args, const TileOrder& order) {
+  using Raster = decltype(args.scheduler.raster_order);
+  static_assert(int(Raster::Heuristic) == 0 && int(Raster::AlongM) == 1 && int(Raster::AlongN) == 2,
+                "the ABI's raster_order codes must be RasterOrderOptions' values");
+  args.scheduler.max_swizzle_size = order.max_swizzle_size;
+  args.scheduler.raster_order = static_cast<Raster>(order.raster_order);
+}
+
+// D = A · Bᵀ on `stream`; `order` null: the scheduler's defaults (NAME_run), else that tile order.
 template <class Gemm>
 int run(const void* a, const void* b, void* d, int64_t m, int64_t n, int64_t k,
-        void* workspace, int64_t workspace_size, void* stream) {
+        void* workspace, int64_t workspace_size, void* stream, const TileOrder* order = nullptr) {
   if (!fits_int32(m, n, k)) return status_code(cutlass::Status::kErrorInvalidProblem);
+  if (order != nullptr && !valid_tile_order(*order)) {
+    return status_code(cutlass::Status::kErrorInvalidProblem);
+  }
   if (!aligned(a) || !aligned(b) || !aligned(d) || !extents_aligned<Gemm>(n, k)) {
     return status_code(cutlass::Status::kErrorMisalignedOperand);
   }
   int sm_count = current_sm_count();
   if (sm_count <= 0) return kCudaErrorBase + static_cast<int>(cudaErrorNoDevice);
   auto args = make_arguments<Gemm>(a, b, d, int(m), int(n), int(k), sm_count);
+  if (order != nullptr) set_tile_order(args, *order);
   size_t needed = Gemm::get_workspace_size(args);
   if (needed > 0 && (workspace == nullptr || workspace_size < static_cast<int64_t>(needed))) {
     return status_code(cutlass::Status::kErrorWorkspaceNull);
@@ -152,7 +190,7 @@ int run(const void* a, const void* b, void* d, int64_t m, int64_t n, int64_t k,
 
 }  // namespace tma_gemm
 
-// Emits the four extern "C" functions of one variant. INFO_JSON is a function returning the
+// Emits the five extern "C" functions of one variant. INFO_JSON is a function returning the
 // variant's description (built once, on first call).
 #define TMA_GEMM_EXPORT(NAME, GEMM, INFO_JSON)                                                   \
   extern "C" int NAME##_can_implement(int64_t m, int64_t n, int64_t k) {                         \
@@ -164,5 +202,12 @@ int run(const void* a, const void* b, void* d, int64_t m, int64_t n, int64_t k,
   extern "C" int NAME##_run(const void* a, const void* b, void* d, int64_t m, int64_t n,         \
                             int64_t k, void* workspace, int64_t workspace_size, void* stream) {  \
     return tma_gemm::run<GEMM>(a, b, d, m, n, k, workspace, workspace_size, stream);             \
+  }                                                                                              \
+  extern "C" int NAME##_run_scheduled(const void* a, const void* b, void* d, int64_t m,          \
+                                      int64_t n, int64_t k, void* workspace,                     \
+                                      int64_t workspace_size, void* stream,                      \
+                                      int max_swizzle_size, int raster_order) {                  \
+    const tma_gemm::TileOrder order{max_swizzle_size, raster_order};                             \
+    return tma_gemm::run<GEMM>(a, b, d, m, n, k, workspace, workspace_size, stream, &order);     \
   }                                                                                              \
   extern "C" const char* NAME##_info(void) { return INFO_JSON(#NAME); }

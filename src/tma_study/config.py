@@ -14,6 +14,7 @@ lies in.
 from __future__ import annotations
 
 import functools
+import inspect
 import os
 from pathlib import Path
 
@@ -198,7 +199,9 @@ def validate(config: dict, known_studies, expand: bool = False) -> dict:
 
     Each study section is checked by its schema, then (when the schema passes) by the study's
     ``check_config`` entry point, for rules that tie one key to another (``expand``: the
-    measure step's start, where a study may also build its whole sweep).
+    measure step's start, where a study may also build its whole sweep). A ``check_config`` that
+    takes a ``config`` argument also gets this whole config (gemm_cluster checks, in a measure run
+    that selects it, that studies.gemm builds its variants).
     """
     messages = validate_against(config, TOP_SCHEMA)
     studies = config.get("studies")
@@ -210,7 +213,9 @@ def validate(config: dict, known_studies, expand: bool = False) -> dict:
         problems = validate_against(section, SCHEMA_DIR / "studies" / f"{name}.schema.yaml",
                                     key_prefix=f"studies.{name}")
         if not problems and known_studies[name].check_config is not None:
-            problems = list(known_studies[name].entry("check_config")(section, expand=expand))
+            check = known_studies[name].entry("check_config")
+            extra = {"config": config} if "config" in inspect.signature(check).parameters else {}
+            problems = list(check(section, expand=expand, **extra))
         messages += problems
     for i, name in enumerate(config.get(RUN_STUDIES) or ()):
         if isinstance(studies, dict) and name not in studies:

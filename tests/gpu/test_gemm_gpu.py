@@ -17,9 +17,18 @@ CPASYNC = "sm90_cpasync_cooperative_bf16_t128x128x64_c1x1"
 CORRECTNESS = {"samples": 512, "rtol_output": 2.0 ** -7, "rtol_accumulate": 2.0 ** -12}
 
 
+# the gemm_cluster study's kind of variant: TMA multicast in a 2x2 cluster, both input types
+SCHEDULED = {"bf16": "sm90_tma_pingpong_bf16_t128x128x64_c2x2", "fp8_e4m3": "sm90_tma_cooperative_fp8_e4m3_t128x256x64_c1x2"}
+
+
 @pytest.fixture(scope="module")
 def library(tmp_path_factory):
     return sm90_library(tmp_path_factory, [VARIANT, CPASYNC])
+
+
+@pytest.fixture(scope="module")
+def library_scheduled(tmp_path_factory):
+    return sm90_library(tmp_path_factory, list(SCHEDULED.values()))
 
 
 @pytest.mark.parametrize("name", [VARIANT, CPASYNC])
@@ -50,6 +59,35 @@ def test_the_measure_check_catches_a_wrong_result(library):
     d[:, : n // 2] = (a[:, : k - 64].float() @ b[: n // 2, : k - 64].float().t()).to(torch.bfloat16)  # one k-tile lost
     with pytest.raises(AssertionError, match="outside tolerance"):
         M.check_sampled(torch, a, b, d, CORRECTNESS, "lost k-tile")
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp8_e4m3"])
+def test_every_tile_order_writes_the_same_product_as_the_default_run(library_scheduled, dtype):
+    """run_scheduled (gemm_abi.cuh: the scheduler's max_swizzle_size and raster_order, the
+    gemm_cluster study's tile orders) only reorders tiles: at every swizzle and raster order the
+    output is bit for bit the default run's, every element written. 1024 x 1536 has 8 x 12 tiles,
+    so every swizzle up to 8 takes effect."""
+    name = SCHEDULED[dtype]
+    variant = library_scheduled.variant(name)
+    m, n, k = 1024, 1536, 512
+    element = torch.bfloat16 if dtype == "bf16" else torch.float8_e4m3fn
+    a = (torch.rand(m, k, device="cuda") * 2 - 1).to(element)
+    b = (torch.rand(n, k, device="cuda") * 2 - 1).to(element)
+    workspace = torch.empty(max(1, variant.workspace_bytes(m, n, k)), dtype=torch.uint8, device="cuda")
+    stream = torch.cuda.current_stream().cuda_stream
+
+    def product(run, *order):
+        d = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+        run(a.data_ptr(), b.data_ptr(), d.data_ptr(), m, n, k, workspace.data_ptr(), workspace.numel(), stream, *order)
+        torch.cuda.synchronize()
+        return d
+
+    default = product(variant.run)
+    assert not torch.isnan(default).any()
+    M.check_sampled(torch, a, b, default, CORRECTNESS, name)
+    for swizzle in abi.SWIZZLES:
+        for raster in abi.RASTER_ORDERS:
+            assert torch.equal(product(variant.run_scheduled, swizzle, raster), default), (name, swizzle, raster)
 
 
 def test_misaligned_pointer_is_refused_before_launch(library):

@@ -1,8 +1,9 @@
 """The ctypes side of the GEMM ABI: status codes become errors that say what went wrong.
 
-A small C library with the ABI's four functions stands in for a CUTLASS variant, so the
+A small C library with the ABI's five functions stands in for a CUTLASS variant, so the
 argument and return types are exercised for real without nvcc or a GPU.
 """
+import ctypes
 import re
 import shutil
 import subprocess
@@ -21,6 +22,14 @@ int fake_run(const void* a, const void* b, void* d, int64_t m, int64_t n, int64_
   if (ws_bytes < m * 4) return 6;
   if (stream != 0) return 1000 + 209;     /* cudaErrorNoKernelImageForDevice */
   return 0;
+}
+/* the tile order it was last called with, for the test to read back */
+int last_swizzle = -1, last_raster = -1;
+int fake_run_scheduled(const void* a, const void* b, void* d, int64_t m, int64_t n, int64_t k,
+                       void* ws, int64_t ws_bytes, void* stream, int max_swizzle_size, int raster_order) {
+  last_swizzle = max_swizzle_size;
+  last_raster = raster_order;
+  return fake_run(a, b, d, m, n, k, ws, ws_bytes, stream);
 }
 const char* fake_info(void) { return "{\"name\": \"fake\", \"stages\": 4}"; }
 """
@@ -56,6 +65,33 @@ def test_failures_raise_with_the_variant_call_and_meaning(fake, call, says):
     with pytest.raises(abi.GemmStatusError, match=says) as error:
         call(fake)
     assert "GEMM variant fake" in str(error.value)
+
+
+@pytest.mark.parametrize("swizzle, raster, code", [(1, "heuristic", 0), (8, "along_m", 1), (4, "along_n", 2), (2, 2, 2)])
+def test_run_scheduled_passes_the_tile_order(fake, swizzle, raster, code):
+    fake.run_scheduled(16, 16, 16, 100, 8, 8, workspace=32, workspace_size=400, stream=0,
+                       max_swizzle_size=swizzle, raster_order=raster)
+    library = fake.library
+    assert (ctypes.c_int.in_dll(library, "last_swizzle").value, ctypes.c_int.in_dll(library, "last_raster").value) \
+        == (swizzle, code)
+    with pytest.raises(abi.GemmStatusError, match=r"run_scheduled\(swizzle 2, raster along_n\).*kErrorWorkspaceNull"):
+        fake.run_scheduled(16, 16, 16, 100, 8, 8, workspace=32, workspace_size=8, max_swizzle_size=2,
+                           raster_order="along_n")
+
+
+@pytest.mark.parametrize("swizzle, raster", [(3, "heuristic"), (16, 0), (1, "along_k"), (1, 3)])
+def test_run_scheduled_refuses_a_tile_order_the_abi_does_not_take(fake, swizzle, raster):
+    with pytest.raises(ValueError, match="allowed: swizzle in"):
+        fake.run_scheduled(16, 16, 16, 100, 8, 8, workspace=32, workspace_size=400, max_swizzle_size=swizzle,
+                           raster_order=raster)
+
+
+def test_raster_codes_follow_cutlass_enum():
+    header = B.cutlass_include_dirs()[0] / "cutlass" / "gemm" / "kernel" / "tile_scheduler_detail.hpp"
+    body = re.search(r"enum class RasterOrderOptions \{(.*?)\};", header.read_text(), re.DOTALL).group(1)
+    names = [n.strip() for n in body.split(",") if n.strip()]
+    assert names == ["Heuristic", "AlongM", "AlongN"]
+    assert [abi.RASTER_ORDERS[k] for k in ("heuristic", "along_m", "along_n")] == [0, 1, 2]
 
 
 def test_unknown_codes_are_reported_as_unknown():

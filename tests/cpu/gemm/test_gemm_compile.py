@@ -97,6 +97,24 @@ def test_problem_checks_need_no_gpu(built):
     assert variant.workspace_bytes(4096, 4096, 4096) >= 0
 
 
+def test_every_variant_exports_run_scheduled_which_checks_the_tile_order_first(built):
+    """_run_scheduled (gemm_abi.cuh) refuses a tile order the scheduler has no meaning for before
+    anything else, and otherwise reaches the same checks as _run: a misaligned A (address 8) is
+    refused as misaligned by both, with or without a GPU, so nothing is launched here."""
+    _, _, path = built
+    library = abi.GemmLibrary(path)
+    misaligned, invalid_problem = 1, 4               # cutlass::Status codes (abi.CUTLASS_STATUS)
+    for name in NAMES:
+        variant = library.variant(name)
+        args = (8, None, None, 256, 256, 256, None, 0, None)
+        assert variant._run(*args) == misaligned
+        for swizzle in abi.SWIZZLES:
+            for raster in abi.RASTER_ORDERS.values():
+                assert variant._run_scheduled(*args, swizzle, raster) == misaligned, (name, swizzle, raster)
+        for swizzle, raster in ((0, 0), (3, 0), (16, 0), (1, -1), (1, 3)):
+            assert variant._run_scheduled(*args, swizzle, raster) == invalid_problem, (name, swizzle, raster)
+
+
 def test_a_missing_variant_names_the_fix(built):
     _, _, path = built
     with pytest.raises(KeyError, match="build/compile/gemm/resources.csv"):

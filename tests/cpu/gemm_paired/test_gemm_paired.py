@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from gpu_fakes import CountingMonitor, FakeEvent, FakeStream, FakeTorch
 from raw_fixture import valid_provenance
 from tma_study import config as config_mod
 from tma_study.studies import discover
@@ -101,56 +102,6 @@ def test_plan_pairs_alternate_abba_and_only_bursts_idle(study_config):
 
 
 # ---------------------------------------------------------------- the runner
-
-class FakeEvent:
-    """An event on a fake GPU whose time (ms) advances by POLL_MS with every query: it completes
-    once that time reaches the end of the work enqueued before it."""
-    clock = [0.0]
-    POLL_MS = 0.5
-
-    def __init__(self, enable_timing=True):
-        self.at = None
-
-    def record(self, stream):
-        stream.enqueued.append(self)
-        self.at = stream.busy_until = stream.busy_until + stream.pending_work
-        stream.pending_work = 0.0
-
-    def query(self):
-        FakeEvent.clock[0] += self.POLL_MS
-        return self.at <= FakeEvent.clock[0]
-
-    def elapsed_time(self, end):
-        return end.at - self.at
-
-
-class FakeStream:
-    def __init__(self):
-        self.enqueued, self.busy_until, self.pending_work = [], 0.0, 0.0
-
-    def synchronize(self):
-        pass
-
-
-class FakeTorch:
-    class cuda:
-        Event = FakeEvent
-
-
-class CountingMonitor(Monitor):
-    def __init__(self):
-        self.handle, self.why_not, self.reads = "fake", "", 0
-
-    def read_into(self, readings, temperature=False):
-        self.reads += 1
-        readings.sm_clock_mhz.append(1500.0 + self.reads)
-        readings.power_w.append(690.0)
-        if temperature:
-            readings.temperature_c.append(60.0)
-
-    def temperature_c(self):
-        return 60.0
-
 
 def test_runner_times_each_sample_and_reads_while_it_runs(study_config):
     stream, monitor = FakeStream(), CountingMonitor()

@@ -1,7 +1,6 @@
 """CPU: the gemm_paired measure step end to end on a fake GPU (fake torch, events, library and
 NVML): the order it runs things in, and that what it writes passes the raw-data schema and the
-analysis. The fake GPU's time advances with every event query (test_gemm_paired.FakeEvent)."""
-import contextlib
+analysis. The fake GPU's time advances with every event query (helpers/gpu_fakes.FakeEvent)."""
 import copy
 from pathlib import Path
 
@@ -9,7 +8,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from test_gemm_paired import CountingMonitor, FakeEvent, FakeStream
+from gpu_fakes import CountingMonitor, FakeEvent, FakeStream, FakeTensor, fake_torch
 from tma_study import gpu as gpu_mod
 from tma_study.harness import provenance, raw_data
 from tma_study.studies.gemm import variants as gemm_variants
@@ -19,37 +18,6 @@ from tma_study.studies.gemm_paired import measure as measure_mod
 REPO = Path(__file__).resolve().parents[3]
 CONFIG = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
 WORK_MS = {"cublas": 1.4}             # per launch; candidates 1.45 ms
-
-
-class FakeTensor:
-    def __init__(self, n=1):
-        self.n = n
-
-    def data_ptr(self):
-        return 4096
-
-    def numel(self):
-        return self.n
-
-
-def fake_torch(stream, log):
-    class cuda:
-        Event = FakeEvent
-
-        @staticmethod
-        def Stream():
-            return stream
-
-        @staticmethod
-        @contextlib.contextmanager
-        def stream(s):
-            yield
-
-        @staticmethod
-        def synchronize():
-            log.append("synchronize")
-
-    return type("torch", (), {"cuda": cuda, "__version__": "fake"})
 
 
 def test_measure_runs_checks_first_then_bursts_then_sustained(tmp_path, monkeypatch):

@@ -30,8 +30,13 @@ def _cluster_launch(folder: Path) -> Path:
     return synthetic_raw(folder, CONFIG["studies"]["cluster_launch"])
 
 
+def _gemm_cluster(folder: Path) -> Path:
+    from gemm_cluster_fixture import synthetic_raw
+    return synthetic_raw(folder, CONFIG["studies"]["gemm_cluster"])
+
+
 SYNTHETIC = {"paged_kv": _paged_kv,      # study -> (raw folder) -> writes synthetic raw data there
-             "cluster_launch": _cluster_launch}
+             "cluster_launch": _cluster_launch, "gemm_cluster": _gemm_cluster}
 
 
 def configured_studies() -> dict:

@@ -7,6 +7,10 @@ are raw device addresses (e.g. ``tensor.data_ptr()``), the stream a raw ``CUstre
 
 Every call returns a status; anything but success raises :class:`GemmStatusError` naming the
 variant, the call, the problem size and what the status means.
+
+``run_scheduled`` is ``run`` with a chosen tile order of the persistent tile scheduler (CUTLASS's
+``max_swizzle_size`` and ``raster_order``, RASTER_ORDERS); ``run`` keeps CUTLASS's defaults
+(swizzle 1, heuristic raster order). The workspace does not depend on the tile order.
 """
 from __future__ import annotations
 
@@ -69,11 +73,16 @@ def check_status(status: int, variant: str, call: str, problem=None) -> None:
 
 _INT64 = ctypes.c_int64
 _PTR = ctypes.c_void_p
+# The ABI's raster_order codes: cutlass::gemm::kernel::detail::RasterOrderOptions, in enum order
+# (the C++ side static_asserts the values). Swizzles: the max_swizzle_size values CUTLASS's
+# get_log_swizzle_size distinguishes.
+RASTER_ORDERS = {"heuristic": 0, "along_m": 1, "along_n": 2}
+SWIZZLES = (1, 2, 4, 8)
 
 
 @dataclass
 class GemmVariant:
-    """One variant's four exported functions."""
+    """One variant's five exported functions."""
 
     name: str
     library: ctypes.CDLL
@@ -84,6 +93,7 @@ class GemmVariant:
             self._can = getattr(lib, f"{name}_can_implement")
             self._workspace = getattr(lib, f"{name}_workspace_bytes")
             self._run = getattr(lib, f"{name}_run")
+            self._run_scheduled = getattr(lib, f"{name}_run_scheduled")
             self._info = getattr(lib, f"{name}_info")
         except AttributeError:
             raise KeyError(f"GEMM variant {name!r} is not in {lib._name}; rebuild it "
@@ -93,6 +103,8 @@ class GemmVariant:
         self._workspace.restype = ctypes.c_int
         self._run.argtypes = [_PTR, _PTR, _PTR, _INT64, _INT64, _INT64, _PTR, _INT64, _PTR]
         self._run.restype = ctypes.c_int
+        self._run_scheduled.argtypes = self._run.argtypes + [ctypes.c_int, ctypes.c_int]
+        self._run_scheduled.restype = ctypes.c_int
         self._info.argtypes, self._info.restype = [], ctypes.c_char_p
 
     def info(self) -> dict:
@@ -116,6 +128,21 @@ class GemmVariant:
         """Enqueue D = A · Bᵀ on ``stream`` (raw device pointers and CUstream handle)."""
         status = self._run(a, b, d, m, n, k, workspace or None, workspace_size, stream or None)
         check_status(status, self.name, "run", (m, n, k))
+
+    def run_scheduled(self, a: int, b: int, d: int, m: int, n: int, k: int, workspace: int = 0,
+                      workspace_size: int = 0, stream: int = 0, max_swizzle_size: int = 1,
+                      raster_order: str | int = "heuristic") -> None:
+        """``run`` with the tile scheduler's ``max_swizzle_size`` (SWIZZLES) and ``raster_order``
+        (a key of RASTER_ORDERS or its code); ValueError for a value the ABI does not take."""
+        code = RASTER_ORDERS.get(raster_order, raster_order) if isinstance(raster_order, str) else int(raster_order)
+        if max_swizzle_size not in SWIZZLES or code not in RASTER_ORDERS.values():
+            raise ValueError(f"GEMM variant {self.name}: tile order max_swizzle_size={max_swizzle_size!r}, "
+                             f"raster_order={raster_order!r}; allowed: swizzle in {SWIZZLES}, raster order in "
+                             f"{sorted(RASTER_ORDERS)} (or codes {sorted(RASTER_ORDERS.values())})")
+        status = self._run_scheduled(a, b, d, m, n, k, workspace or None, workspace_size, stream or None,
+                                     int(max_swizzle_size), code)
+        check_status(status, self.name, f"run_scheduled(swizzle {max_swizzle_size}, raster {raster_order})",
+                     (m, n, k))
 
 
 class GemmLibrary:

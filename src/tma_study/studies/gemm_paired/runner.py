@@ -6,24 +6,33 @@ Samples are enqueued at most ``AHEAD`` at a time, in order, on one stream, so th
 for the host between them; a reading belongs to the oldest unfinished sample once its start event
 has completed (the stream runs in order, so that sample is the one on the GPU). A run that takes
 longer than its deadline raises ``TimeoutError`` naming the sample it waited for.
+
+A sample is any object with ``kernel`` (the key of its launcher) and ``launches``
+(:class:`TimedSample`): gemm_paired's schedule.Sample, gemm_cluster's schedule.Sample.
 """
 from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import Protocol
 
 from .monitor import Monitor, Readings
-from .schedule import Sample
 
 AHEAD = 2                 # samples enqueued ahead of the one running
 
 
-class SampleRunner:
-    def __init__(self, torch, stream, monitor: Monitor, poll_s: float):
-        self.torch, self.stream, self.monitor, self.poll_s = torch, stream, monitor, poll_s
+class TimedSample(Protocol):
+    kernel: str           # the key of the launcher that enqueues one launch
+    launches: int         # back-to-back launches timed as this sample
 
-    def run(self, samples: list[Sample], launchers: dict[str, Callable[[], None]], deadline_s: float,
+
+class SampleRunner:
+    def __init__(self, torch, stream, monitor: Monitor, poll_s: float, study: str = "gemm_paired"):
+        self.torch, self.stream, self.monitor, self.poll_s = torch, stream, monitor, poll_s
+        self.study = study        # names the study in a timeout's message
+
+    def run(self, samples: Sequence[TimedSample], launchers: dict[str, Callable[[], None]], deadline_s: float,
             started: float) -> list[dict]:
         """Time ``samples`` back to back; one dict per sample: time_us per launch, readings, and
         ``t_s`` (host seconds since ``started`` when its end was seen). ``launchers[kernel]()``
@@ -54,7 +63,7 @@ class SampleRunner:
             if start.query():
                 self.monitor.read_into(readings[oldest], temperature=not readings[oldest].sm_clock_mhz)
             if time.monotonic() > deadline:
-                raise TimeoutError(f"gemm_paired: sample {samples[oldest]} did not finish within {deadline_s:.0f} s")
+                raise TimeoutError(f"{self.study}: sample {samples[oldest]} did not finish within {deadline_s:.0f} s")
             time.sleep(self.poll_s)
         self.stream.synchronize()
         return [{"time_us": start.elapsed_time(end) * 1e3 / s.launches, "t_s": seen, **r.columns()}

@@ -1,0 +1,43 @@
+"""The gemm_cluster study's compile step: it builds nothing of its own.
+
+The gemm study's per-variant nvcc jobs (workflow/rules/gemm.smk) make the objects and reports of
+the variants this study times (``compile_inputs``); ``compile_step`` collects the reports into
+resources.csv (failing on any SASS check, as gemm's does) and links the objects into one library
+beside it, ``libgemm_cluster_sm90.so``, as gemm_paired's compile step does for its candidates.
+Every variant exports ``NAME_run_scheduled`` (kernels/gemm/gemm_abi.cuh), the tile order's entry.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from tma_study.config import REPO_ROOT
+from tma_study.studies.gemm import build as gemm_build
+
+from .configs import ARCH, variants
+
+LIBRARY_NAME = "libgemm_cluster_{arch}.so"
+
+
+def compile_inputs(study: dict) -> list[str]:
+    """The gemm study's object and report of every variant (paths relative to the checkout)."""
+    out = []
+    for variant in variants(study):
+        report = gemm_build.report_path(variant.name, gemm_build.BUILD_FOLDER)
+        out += [report.as_posix(), report.with_suffix(".o").as_posix()]
+    return out
+
+
+def library_path(out_dir: Path, arch: str = ARCH) -> Path:
+    return Path(out_dir) / LIBRARY_NAME.format(arch=arch)
+
+
+def compile_step(study, study_config: dict, out_dir: Path, workers: int = 1) -> None:
+    """resources.csv of the variants' reports and the library of their objects in ``out_dir``."""
+    paths = [REPO_ROOT / p for p in compile_inputs(study_config)]
+    missing = [str(p) for p in paths if not p.is_file()]
+    if missing:
+        raise gemm_build.BuildToolError(
+            f"{len(missing)} files of the gemm_cluster variants are not built ({', '.join(missing[:2])}, ...): "
+            "build them through the workflow: snakemake -c16 build/compile/gemm_cluster/resources.csv")
+    gemm_build.collect_resources([p for p in paths if p.suffix == ".json"], Path(out_dir) / "resources.csv")
+    gemm_build.link([p for p in paths if p.suffix == ".o"], library_path(out_dir))
