@@ -47,7 +47,7 @@ class CountingMonitor(Monitor):
 
     def read_into(self, readings, temperature=False):
         self.reads += 1
-        readings.sm_clock_mhz.append(1500.0 + self.reads)
+        readings.sm_clock_mhz.append(1500.0 + self.reads % 1000)   # a clock that moves, within NVML's range
         readings.power_w.append(690.0)
         if temperature:
             readings.temperature_c.append(60.0)
