@@ -34,6 +34,7 @@ STUDY = Study(
     aggregate=f"{_HERE}.aggregate:aggregate",
     write_tables=f"{_HERE}.tables:write_tables",
     macros=f"{_HERE}.macros:macros",
+    rules=f"{_HERE}.rules:rules_of_thumb",
     check_config=f"{_HERE}.configs:check_config",
     reads_raw_of=("multicast",),       # rule.csv: does the multicast verdict hold against the fair baseline?
     measure_needs=("torch",),
