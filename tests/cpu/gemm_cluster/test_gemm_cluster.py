@@ -299,8 +299,9 @@ def test_every_claim_evaluates_on_synthetic_data(analysed):
     says NOT MEASURED while they do not."""
     from tma_study.paper.claims import evaluate, load_claims
     claims = [c for c in load_claims(studies=discover()) if c.study == "gemm_cluster"]
-    assert len(claims) == 3
+    assert len(claims) == 4
     outcomes = {c.id: evaluate(c, analysed.parent) for c in claims}
+    assert outcomes.pop("gemm_cluster_gains_only_for_small_fp8_tiles").status in ("PASS", "FAIL")
     assert {k: o.status for k, o in outcomes.items()} == {
         "gemm_cluster_tile_order_lifts_1x1": "PASS",                   # 1/0.95 > 1.02
         "gemm_cluster_gain_against_best_1x1": "FAIL",                  # the median of win, tie, tie: 0.95/0.94
@@ -308,3 +309,12 @@ def test_every_claim_evaluates_on_synthetic_data(analysed):
     empty = analysed.parent.parent / "empty"
     empty.mkdir()
     assert {evaluate(c, empty).status for c in claims} == {"NOT MEASURED"}
+
+
+def test_the_rule_of_thumb_counts_the_fair_wins_and_names_its_claims(analysed):
+    from tma_study.studies.gemm_cluster.rules import CLAIMS, rules_of_thumb
+    gains = pd.read_csv(analysed / "derived" / "gains.csv")
+    (row,) = rules_of_thumb(analysed / "derived", {})
+    wins = int((gains.fair_verdict == "win").sum())
+    assert f"against it a cluster won {wins} of {len(gains)} comparisons" in row["rule"]
+    assert row["claims"] == CLAIMS and row["figure"] in STUDY.tables

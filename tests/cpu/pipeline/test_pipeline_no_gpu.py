@@ -110,6 +110,8 @@ KNOWN_FAILING = {
         "at the default tile order 'not faster' holds for 59 %; against a best-ordered 1x1 (gemm_cluster) for 83 %",
     "gemm_multicast_l2_rule_predicts":
         "no L2-read-rate boundary names the bar's share of the GEMM's cluster outcomes (clock and wave effects)",
+    "gemm_cluster_multicast_rule_holds_against_fair_baseline":
+        "83 % in the reference, 78 % in the repeat: not above 80 % by the runs' spread; its misses are fp8 small tiles",
     "gemm_cluster_gain_against_best_1x1":
         "against a best-ordered 1x1 the median cluster gain is about 1: the default-order gain was tile order",
     "multicast_wins_from_an_l2_read_rate":

@@ -257,10 +257,24 @@ def rule(gain_rows: pd.DataFrame, verdicts: pd.DataFrame | None, multicast_raw: 
     return pd.DataFrame(rows)
 
 
+DEFAULT_MULTICAST_LABEL = "h200"     # config studies.gemm_cluster.multicast_label, for runs measured before it
+
+
+def multicast_dir(raw_dir: Path, study_config: dict) -> Path:
+    """The multicast study's raw data the rule is scored with: beside this run, or else in
+    results/<multicast_label>/ (the microbenchmark's verdicts need not be re-measured with every
+    GEMM run: a repeat run of this study alone scores the same verdicts against its own GEMM)."""
+    beside = raw_dir.parent / "multicast"
+    if (beside / "stream.csv").exists():
+        return beside
+    return raw_dir.parent.parent / study_config.get("multicast_label", DEFAULT_MULTICAST_LABEL) / "multicast"
+
+
 def aggregate(raw_dir: Path, derived_dir: Path, repeat_dir: Path | None = None) -> None:
     raw_dir = Path(raw_dir)
-    samples = raw_data.load(STUDY, raw_dir)["samples.csv"]      # checked before anything is written
-    multicast_raw = raw_dir.parent / "multicast"
+    raw = raw_data.load(STUDY, raw_dir)                          # checked before anything is written
+    samples = raw["samples.csv"]
+    multicast_raw = multicast_dir(raw_dir, raw.provenance.get("config", {}))
     verdicts = multicast_verdicts(multicast_raw)
     configs = configurations(samples)
     gain_rows = gains(samples, configs)
