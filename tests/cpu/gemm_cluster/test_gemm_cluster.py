@@ -318,3 +318,15 @@ def test_the_rule_of_thumb_counts_the_fair_wins_and_names_its_claims(analysed):
     wins = int((gains.fair_verdict == "win").sum())
     assert f"against it a cluster won {wins} of {len(gains)} comparisons" in row["rule"]
     assert row["claims"] == CLAIMS and row["figure"] in STUDY.tables
+
+
+def test_a_missing_gemm_object_names_the_rule_that_builds_it(tmp_path):
+    """gemm_cluster and gemm_paired link the gemm study's objects (gemm.build.link_study_library):
+    one not built yet stops the compile step with the files and the workflow target to build them."""
+    from tma_study.studies.gemm import build as gemm_build
+    with pytest.raises(gemm_build.BuildToolError, match=r"1 files of the gemm_cluster variants are not built "
+                                                        r"\(.*not_a_variant\.json.*snakemake -c16 "
+                                                        r"build/compile/gemm_cluster/resources\.csv"):
+        gemm_build.link_study_library("gemm_cluster", ["build/gemm/obj/not_a_variant.json"], tmp_path,
+                                      tmp_path / "lib.so")
+    assert not (tmp_path / "resources.csv").exists()

@@ -192,6 +192,29 @@ def link(objects: list[Path], output: Path) -> None:
     subprocess.run(command, check=True)
 
 
+def object_inputs(chosen: list) -> list[str]:
+    """The object job's report and object of each variant in ``chosen`` (paths relative to the
+    checkout): the compile inputs of a study that links some of this study's variants."""
+    out = []
+    for variant in chosen:
+        report = report_path(variant.name, BUILD_FOLDER)
+        out += [report.as_posix(), report.with_suffix(".o").as_posix()]
+    return out
+
+
+def link_study_library(study: str, inputs: list[str], out_dir: Path, library: Path) -> None:
+    """resources.csv of the reports among ``inputs`` in ``out_dir`` and one library of their objects
+    at ``library`` (BuildToolError naming the missing files and the rule that builds them)."""
+    paths = [REPO_ROOT / p for p in inputs]
+    missing = [str(p) for p in paths if not p.is_file()]
+    if missing:
+        raise BuildToolError(
+            f"{len(missing)} files of the {study} variants are not built ({', '.join(missing[:2])}, ...): "
+            f"build them through the workflow: snakemake -c16 build/compile/{study}/resources.csv")
+    collect_resources([p for p in paths if p.suffix == ".json"], Path(out_dir) / "resources.csv")
+    link([p for p in paths if p.suffix == ".o"], library)
+
+
 def report_path(variant: str, build_dir: Path = BUILD_DIR) -> Path:
     """The JSON report the object job of ``variant`` writes beside its object."""
     return Path(build_dir) / "obj" / f"{variant}.json"

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tma_study.config import REPO_ROOT
 from tma_study.studies.gemm import build as gemm_build
 
 from .configs import ARCH, variants
@@ -20,11 +19,7 @@ LIBRARY_NAME = "libgemm_cluster_{arch}.so"
 
 def compile_inputs(study: dict) -> list[str]:
     """The gemm study's object and report of every variant (paths relative to the checkout)."""
-    out = []
-    for variant in variants(study):
-        report = gemm_build.report_path(variant.name, gemm_build.BUILD_FOLDER)
-        out += [report.as_posix(), report.with_suffix(".o").as_posix()]
-    return out
+    return gemm_build.object_inputs(variants(study))
 
 
 def library_path(out_dir: Path, arch: str = ARCH) -> Path:
@@ -33,11 +28,4 @@ def library_path(out_dir: Path, arch: str = ARCH) -> Path:
 
 def compile_step(study, study_config: dict, out_dir: Path, workers: int = 1) -> None:
     """resources.csv of the variants' reports and the library of their objects in ``out_dir``."""
-    paths = [REPO_ROOT / p for p in compile_inputs(study_config)]
-    missing = [str(p) for p in paths if not p.is_file()]
-    if missing:
-        raise gemm_build.BuildToolError(
-            f"{len(missing)} files of the gemm_cluster variants are not built ({', '.join(missing[:2])}, ...): "
-            "build them through the workflow: snakemake -c16 build/compile/gemm_cluster/resources.csv")
-    gemm_build.collect_resources([p for p in paths if p.suffix == ".json"], Path(out_dir) / "resources.csv")
-    gemm_build.link([p for p in paths if p.suffix == ".o"], library_path(out_dir))
+    gemm_build.link_study_library("gemm_cluster", compile_inputs(study_config), out_dir, library_path(out_dir))

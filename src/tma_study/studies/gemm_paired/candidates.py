@@ -68,11 +68,7 @@ def candidates(study: dict, root: Path = REPO_ROOT) -> list[gemm_variants.Varian
 
 def compile_inputs(study: dict) -> list[str]:
     """The gemm study's object and report of every candidate (paths relative to the checkout)."""
-    out = []
-    for variant in candidates(study):
-        report = gemm_build.report_path(variant.name, gemm_build.BUILD_FOLDER)
-        out += [report.as_posix(), report.with_suffix(".o").as_posix()]
-    return out
+    return gemm_build.object_inputs(candidates(study))
 
 
 def library_path(out_dir: Path, arch: str = ARCH) -> Path:
@@ -81,12 +77,4 @@ def library_path(out_dir: Path, arch: str = ARCH) -> Path:
 
 def compile_step(study, study_config: dict, out_dir: Path, workers: int = 1) -> None:
     """resources.csv of the candidates' reports and the library of their objects in ``out_dir``."""
-    paths = [REPO_ROOT / p for p in compile_inputs(study_config)]
-    missing = [str(p) for p in paths if not p.is_file()]
-    if missing:
-        raise gemm_build.BuildToolError(
-            f"{len(missing)} files of the gemm_paired candidates are not built ({', '.join(missing[:2])}, ...): "
-            "build them through the workflow: snakemake -c16 build/compile/gemm_paired/resources.csv")
-    reports = [p for p in paths if p.suffix == ".json"]
-    gemm_build.collect_resources(reports, Path(out_dir) / "resources.csv")
-    gemm_build.link([p for p in paths if p.suffix == ".o"], library_path(out_dir))
+    gemm_build.link_study_library("gemm_paired", compile_inputs(study_config), out_dir, library_path(out_dir))
