@@ -145,6 +145,19 @@ class Layout:
         return [f for other in self.studies[study].reads_raw_of if other in self.studies
                 for f in self.raw_files(other)]
 
+    def overlay_read_raw_files(self, study: str, label: str) -> list[str]:
+        """The raw files of the other studies that ``study``'s aggregate step reads for the run in
+        results/<label>/: that run's own where it has them, else this run's (the aggregate falls back
+        to a run of the reference GPU, e.g. gemm_cluster.aggregate.multicast_dir)."""
+        out = []
+        for other in self.studies[study].reads_raw_of:
+            if other not in self.studies:
+                continue
+            names = (*self.studies[other].raw_files, "provenance.json")
+            own = [f"results/{label}/{other}/{name}" for name in names]
+            out += own if all((self.root / f).is_file() for f in own) else self.raw_files(other)
+        return out
+
     def repeat_files(self, study: str) -> list[str]:
         """Raw data of a second run of the same sweep (results/<label>-rerun/), when present."""
         repeat = [f"results/{self.label}{RERUN_SUFFIX}/{study}/{f}" for f in self.studies[study].raw_files]

@@ -14,6 +14,7 @@ for _name, _study in STUDIES.items():
                     f"results/{_label}/{_name}/{f}"
                     for f in (*_study.raw_files, "provenance.json")
                 ],
+                read=LAYOUT.overlay_read_raw_files(_name, _label),
                 code=LAYOUT.code_files(_name),
             output:
                 [f"results/{_label}/{_name}/derived/{f}" for f in _study.derived_files],

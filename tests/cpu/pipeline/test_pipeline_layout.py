@@ -151,3 +151,19 @@ def test_gemm_compile_step_without_its_built_variants_names_them_and_the_command
     with pytest.raises(build.BuildToolError, match=re.escape("snakemake -c16 build/compile/gemm/resources.csv")):
         build.compile_step(STUDY, shipped_study_config("gemm"), tmp_path / "out")
     assert not (tmp_path / "out" / "resources.csv").exists()
+
+
+def test_an_other_runs_aggregate_reads_its_own_cross_study_data_or_else_this_runs(tmp_path):
+    """The overlay aggregate of another run declares the raw data of the studies its aggregate
+    reads (reads_raw_of): the run's own where it has them, else this run's (gemm_cluster's rule.csv
+    of a repeat run scores the reference multicast verdicts)."""
+    studies = discover()
+    layout = Layout({n: studies[n] for n in ("multicast", "gemm_cluster")}, "h200", root=tmp_path)
+    names = (*studies["multicast"].raw_files, "provenance.json")
+    assert layout.overlay_read_raw_files("gemm_cluster", "h200-rerun") == [f"results/h200/multicast/{n}" for n in names]
+    for name in names:
+        (tmp_path / "results" / "h200-rerun" / "multicast").mkdir(parents=True, exist_ok=True)
+        (tmp_path / "results" / "h200-rerun" / "multicast" / name).write_text("")
+    assert layout.overlay_read_raw_files("gemm_cluster", "h200-rerun") == [
+        f"results/h200-rerun/multicast/{n}" for n in names]
+    assert layout.overlay_read_raw_files("multicast", "h200-rerun") == []

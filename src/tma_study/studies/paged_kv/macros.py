@@ -14,7 +14,7 @@ import pandas as pd
 
 from tma_study.report.numbers import MacroError, camel, number, percent, ratio
 
-from . import fa3_rule, facts, tuning_facts
+from . import fa3_rule, facts, matched, tuning_facts
 from .grid import DECODE_CONSUMERS
 
 DTYPE_NAMES = {"bf16": "bf", "e4m3": "fpeight"}
@@ -298,7 +298,7 @@ def _launch_size(l2_state: pd.DataFrame) -> dict[str, str]:
 def _matched(summary: pd.DataFrame) -> dict[str, str]:
     """TMA against the one-warp cp.async gather (matched.py), per phase and TMA load shape, e.g.
     ``pagedKvMatchedDecodeTileOneWarpMedian``."""
-    out = {}
+    out = {_name("matched win percent"): percent(1 - matched.WIN, 0)}
     for r in summary.itertuples():
         prefix = ("matched", r.phase, r.tma_box)
         out |= {_name(*prefix, "cells"): number(r.cells), _name(*prefix, "cpasync wins"): number(r.cp_async_wins),
