@@ -44,6 +44,8 @@ import sys
 from pathlib import Path
 
 from tma_study import config as config_mod
+from tma_study.harness.ncu import number as _number
+from tma_study.harness.ncu import raw_page
 
 from .grid import sweep_configs
 
@@ -159,26 +161,6 @@ def reference_timing(config, reference: Path) -> tuple[float, float] | None:
     if len(match) != 1:
         return None
     return float(match.time_us_median.iloc[0]), float(match.sm_clock_mhz_mean.iloc[0])
-
-
-def raw_page(ncu_csv: str, metrics: tuple[str, ...]) -> tuple[list[str], list[str], list[list[str]]]:
-    """(column names, their units, a row of values per profiled kernel) of ncu's raw CSV page (a
-    header row naming the metrics, a row of units, the rows of values); every one of ``metrics``
-    must be a column and at least one kernel a row."""
-    lines = [line for line in ncu_csv.splitlines() if line.startswith('"')]
-    rows = list(csv.reader(io.StringIO("\n".join(lines))))
-    head = next((i for i, row in enumerate(rows) if metrics[0] in row), None)
-    if head is None or len(rows) < head + 3:
-        raise ValueError(f"no row of {metrics[0]!r} values in ncu's raw output")
-    names = rows[head]
-    missing = [m for m in metrics if m not in names]
-    if missing:
-        raise ValueError(f"ncu's raw output lacks {missing}")
-    return names, rows[head + 1], [row for row in rows[head + 2:] if len(row) == len(names)]
-
-
-def _number(text: str) -> float:
-    return float(text.replace(",", ""))
 
 
 def pipe_shares(ncu_csv: str) -> dict[str, float]:

@@ -1,0 +1,114 @@
+"""Derived tables of the gemm_cluster_counters study (results/<gpu>/gemm_cluster_counters/derived/).
+
+A *k-block* is one CTA tile's step along K (tile_m x tile_k of A and tile_n x tile_k of B: the
+operand bytes of one pipeline stage); the problem has (M/tile_m)(N/tile_n)(K/tile_k) of them.
+
+- ``counters.csv`` per configuration (variant x tile order): the raw counters and, from them,
+  TFLOP/s of the counted launch, SM cycles per k-block (the kernel's cycles times the SMs over the
+  k-blocks: the period of one pipeline stage per SM), L2 -> SM bytes per operand byte (1: each CTA
+  reads its own copy; a multicast operand is read once per cluster), L2 -> SM TB/s, bytes per L2
+  request, L2 requests per SM cycle, and DRAM bytes read over the two operands' bytes
+- ``contrast.csv`` per cluster variant at its best order: the same quantities beside its 1x1
+  sibling's at the sibling's best order, their ratios, and the gain and verdict the gemm_cluster
+  run (results/<orders_from>/gemm_cluster/, the run whose best orders were profiled) timed for
+  the pair at this size
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from tma_study.harness import raw_data
+from tma_study.studies.gemm.rows import BYTES_PER_ELEMENT
+
+from . import STUDY
+
+SECTOR_BYTES = 32
+PAIR = ["dtype", "size", "family"]
+KEPT = ["tflops", "cycles_per_kblock", "l2_reads_per_operand_byte", "l2_read_tbps", "l2_requests_per_sm_cycle",
+        "bytes_per_l2_request", "l2_read_sectors_pct", "l2_tag_requests_pct", "l2_throughput_pct", "tensor_active_pct",
+        "dram_reads_per_operand_byte"]
+
+
+def _tile(tile: str) -> tuple[int, int, int]:
+    m, n, k = (int(t) for t in tile.split("x"))
+    return m, n, k
+
+
+def derive(counters: pd.DataFrame, sm_count: int) -> pd.DataFrame:
+    """The raw counters with the per-k-block and per-byte quantities of the module docstring."""
+    out = counters.copy()
+    tiles = out.tile.map(_tile)
+    size = out["size"].astype(float)
+    element = out.dtype.map(BYTES_PER_ELEMENT).astype(float)
+    tile_m, tile_n, tile_k = (tiles.map(lambda t, i=i: t[i]).astype(float) for i in range(3))
+    out["kblocks"] = (np.ceil(size / tile_m) * np.ceil(size / tile_n) * np.ceil(size / tile_k)).astype(int)
+    operand_bytes = out.kblocks * (tile_m + tile_n) * tile_k * element       # every CTA reading its own copy
+    seconds = out.duration_ns * 1e-9
+    sm_cycles = seconds * out.sm_clock_hz
+    out["tflops"] = 2 * size ** 3 / seconds / 1e12
+    out["cycles_per_kblock"] = sm_cycles * sm_count / out.kblocks
+    l2_bytes = out.l2_read_sectors * SECTOR_BYTES
+    out["l2_reads_per_operand_byte"] = l2_bytes / operand_bytes
+    out["l2_read_tbps"] = l2_bytes / seconds / 1e12
+    out["bytes_per_l2_request"] = l2_bytes / out.l2_read_requests
+    out["l2_requests_per_sm_cycle"] = out.l2_read_requests / (sm_cycles * sm_count)
+    out["dram_reads_per_operand_byte"] = out.dram_read_bytes / (2 * size * size * element)
+    return out
+
+
+def fair_gains(orders_dir: Path) -> pd.DataFrame | None:
+    """gemm_cluster's gains.csv rows (fair gain and verdict) recomputed from its raw samples, or None."""
+    samples_csv = Path(orders_dir) / "samples.csv"
+    if not samples_csv.is_file():
+        return None
+    from tma_study.studies.gemm_cluster.aggregate import configurations, gains
+    samples = pd.read_csv(samples_csv)
+    rows = gains(samples, configurations(samples))
+    return rows[["dtype", "size", "variant", "fair_gain", "fair_verdict"]].rename(
+        columns={"fair_gain": "timed_fair_gain", "fair_verdict": "timed_fair_verdict"})
+
+
+def contrast(derived: pd.DataFrame, timed: pd.DataFrame | None) -> pd.DataFrame:
+    """Each cluster variant at its best order beside its 1x1 sibling at the sibling's best order."""
+    best = derived[derived.order == "best"]
+    one = best[best.cluster == "1x1"].set_index(PAIR)
+    rows = []
+    for r in best[best.cluster != "1x1"].itertuples():
+        key = (r.dtype, r.size, r.family)
+        if key not in one.index:
+            continue
+        base = one.loc[key]
+        row = {"dtype": r.dtype, "size": r.size, "family": r.family, "mainloop": r.mainloop, "tile": r.tile,
+               "cluster": r.cluster, "variant": r.variant, "sibling": base.variant}
+        for column in KEPT:
+            row[column] = getattr(r, column)
+            row[f"one_{column}"] = base[column]
+        row["tflops_ratio"] = r.tflops / base.tflops
+        row["cycles_per_kblock_ratio"] = r.cycles_per_kblock / base.cycles_per_kblock
+        row["l2_reads_ratio"] = r.l2_reads_per_operand_byte / base.l2_reads_per_operand_byte
+        rows.append(row)
+    out = pd.DataFrame(rows)
+    if timed is not None and len(out):
+        out = out.merge(timed, on=["dtype", "size", "variant"], how="left")
+    return out
+
+
+def orders_dir(raw_dir: Path, study_config: dict) -> Path:
+    """The gemm_cluster run whose best orders were profiled (config orders_from), beside this results folder."""
+    return Path(raw_dir).parent.parent / study_config.get("orders_from", Path(raw_dir).parent.name) / "gemm_cluster"
+
+
+def aggregate(raw_dir: Path, derived_dir: Path, repeat_dir: Path | None = None) -> None:
+    raw_dir = Path(raw_dir)
+    raw = raw_data.load(STUDY, raw_dir)                          # checked before anything is written
+    sm_count = int(raw.provenance["gpu"]["sm_count"])
+    derived = derive(raw["counters.csv"], sm_count)
+    tables = {"counters.csv": derived,
+              "contrast.csv": contrast(derived, fair_gains(orders_dir(raw_dir, raw.provenance.get("config", {}))))}
+    derived_dir = Path(derived_dir)
+    derived_dir.mkdir(parents=True, exist_ok=True)
+    for name, table in tables.items():
+        table.to_csv(derived_dir / name, index=False)
