@@ -150,7 +150,7 @@ def analysed(tmp_path_factory):
     from gemm_cluster_fixture import synthetic_raw as cluster_raw
     cluster_raw(results / "gemm_cluster", CLUSTER_STUDY, multicast=False)
     study = {**STUDY, "orders_from": "h200"}
-    assert aggregate.orders_dir(raw, study) == results / "gemm_cluster"
+    assert aggregate.gemm_cluster_dir(raw, study) == results / "gemm_cluster"
     aggregate.aggregate(raw, raw / "derived")
     return raw
 
@@ -180,6 +180,32 @@ def test_contrast_pairs_each_cluster_with_its_best_1x1_and_the_timed_gain(analys
     assert two.timed_fair_gain.tolist() == pytest.approx([0.95 / 0.88] * len(two), rel=0.01)
     noisy = two.family == "tma_pingpong_t128x128x64"          # the fixture's rounds alternate by 10 %: ties
     assert set(two.timed_fair_verdict[~noisy]) == {"win"} and set(two.timed_fair_verdict[noisy]) == {"tie"}
+
+
+def test_rule_scores_the_l2_request_bound_families_against_every_timed_size(analysed):
+    rule = pd.read_csv(analysed / "derived" / "rule.csv")
+    assert list(rule.scope) == ["4096", "8192", "16384", aggregate.EVERY_SIZE]
+    every = rule[rule.scope == aggregate.EVERY_SIZE].iloc[0]
+    assert every.comparisons == 3 * len(STUDY["dtypes"]) * len(STUDY["families"]) * (len(STUDY["clusters"]) - 1)
+    assert every.predicted_wins == 0                 # the fixture's tag share is 60 %: no family is L2-request bound
+    assert every.gemm_wins > 0 and every.gemm_wins_predicted == 0
+    assert every.fraction_agree == pytest.approx(1 - every.gemm_wins / every.comparisons)
+
+
+def test_rule_marks_a_tag_bound_family(analysed):
+    counters = pd.read_csv(analysed / "derived" / "counters.csv")
+    bound = (counters.family == "tma_pingpong_t128x128x64") & (counters.dtype == "fp8_e4m3")
+    counters.loc[bound, ["l2_tag_requests_pct", "tensor_active_pct"]] = [95.0, 80.0]
+    timed = aggregate.fair_gains(analysed.parent / "gemm_cluster")
+    every = aggregate.rule(counters, timed).iloc[-1]
+    assert every.bound_families == "fp8_e4m3/tma_pingpong_t128x128x64"
+    assert every.predicted_wins == 3 * (len(STUDY["clusters"]) - 1)
+
+
+def test_without_gemm_cluster_samples_the_rule_says_so(analysed):
+    counters = pd.read_csv(analysed / "derived" / "counters.csv")
+    rule = aggregate.rule(counters, None)
+    assert rule.status.iloc[0].startswith("not measured")
 
 
 def test_tables_and_macros(analysed, tmp_path):

@@ -25,9 +25,10 @@ STUDY = Study(
              "rate) or the pipeline's per-stage cost? Nsight Compute's counters of each gemm_cluster variant at "
              "its best tile order.",
     raw_files=("counters.csv",),
-    derived_files=("counters.csv", "contrast.csv"),
+    derived_files=("counters.csv", "contrast.csv", "rule.csv"),
     figures=(),
-    tables=("gemm_cluster_counters", "gemm_cluster_counters_contrast", "gemm_cluster_counters_run"),
+    tables=("gemm_cluster_counters", "gemm_cluster_counters_contrast", "gemm_cluster_counters_rule",
+            "gemm_cluster_counters_run"),
     compile=f"{_HERE}.configs:compile_step",          # links gemm's objects of the variants
     compile_inputs=f"{_HERE}.configs:compile_inputs",
     kernel_table=f"{_HERE}.tables:write_kernel_table",
@@ -35,8 +36,9 @@ STUDY = Study(
     aggregate=f"{_HERE}.aggregate:aggregate",
     write_tables=f"{_HERE}.tables:write_tables",
     macros=f"{_HERE}.macros:macros",
+    rules=f"{_HERE}.rules:rules_of_thumb",
     check_config=f"{_HERE}.configs:check_config",
-    reads_raw_of=("gemm_cluster",),   # contrast.csv: the gain the gemm_cluster run timed for each pair
+    reads_raw_of=("gemm_cluster",),   # contrast.csv, rule.csv: the gains the gemm_cluster run timed
     measure_needs=("torch",),
     skip_analysis_without_data=True,   # until results/h200/gemm_cluster_counters/ is measured and committed
     cost_minutes=(2.0, 2.0),           # (compile on 16 cores, measure on one H200): schedule only

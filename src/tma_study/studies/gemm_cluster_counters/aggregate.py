@@ -10,8 +10,13 @@ operand bytes of one pipeline stage); the problem has (M/tile_m)(N/tile_n)(K/til
   request, L2 requests per SM cycle, and DRAM bytes read over the two operands' bytes
 - ``contrast.csv`` per cluster variant at its best order: the same quantities beside its 1x1
   sibling's at the sibling's best order, their ratios, and the gain and verdict the gemm_cluster
-  run (results/<orders_from>/gemm_cluster/, the run whose best orders were profiled) timed for
-  the pair at this size
+  run timed for the pair at this size (``gemm_cluster_dir``)
+- ``rule.csv``     the counters' verdict scored against the GEMM: a family whose 1x1 variant runs
+  the L2's tag lookups at ``TAG_BOUND_PCT`` or more of their peak with the tensor pipe busy
+  ``TENSOR_IDLE_PCT`` or less of its active cycles is *L2-request bound*, and a cluster is
+  predicted to beat its best-ordered 1x1 sibling exactly there; scored per size and over every
+  size of the gemm_cluster run against its fair verdicts (the family's counters are this run's,
+  at ``size``): agreement, and how many of the GEMM's wins the rule names
 """
 from __future__ import annotations
 
@@ -26,6 +31,9 @@ from tma_study.studies.gemm.rows import BYTES_PER_ELEMENT
 from . import STUDY
 
 SECTOR_BYTES = 32
+TAG_BOUND_PCT = 90.0        # the 1x1's L2 tag lookups at this share of their peak or more ...
+TENSOR_IDLE_PCT = 85.0      # ... with its tensor pipe busy this share of its active cycles or less
+EVERY_SIZE = "every size"
 PAIR = ["dtype", "size", "family"]
 KEPT = ["tflops", "cycles_per_kblock", "l2_reads_per_operand_byte", "l2_read_tbps", "l2_requests_per_sm_cycle",
         "bytes_per_l2_request", "l2_read_sectors_pct", "l2_tag_requests_pct", "l2_throughput_pct", "tensor_active_pct",
@@ -59,16 +67,41 @@ def derive(counters: pd.DataFrame, sm_count: int) -> pd.DataFrame:
     return out
 
 
-def fair_gains(orders_dir: Path) -> pd.DataFrame | None:
-    """gemm_cluster's gains.csv rows (fair gain and verdict) recomputed from its raw samples, or None."""
-    samples_csv = Path(orders_dir) / "samples.csv"
+def fair_gains(gemm_cluster: Path) -> pd.DataFrame | None:
+    """gemm_cluster's gains.csv rows (fair gain and verdict, every size) recomputed from its raw
+    samples in ``gemm_cluster``, or None where it has none."""
+    samples_csv = Path(gemm_cluster) / "samples.csv"
     if not samples_csv.is_file():
         return None
     from tma_study.studies.gemm_cluster.aggregate import configurations, gains
     samples = pd.read_csv(samples_csv)
     rows = gains(samples, configurations(samples))
-    return rows[["dtype", "size", "variant", "fair_gain", "fair_verdict"]].rename(
+    return rows[["dtype", "size", "family", "cluster", "variant", "fair_gain", "fair_verdict"]].rename(
         columns={"fair_gain": "timed_fair_gain", "fair_verdict": "timed_fair_verdict"})
+
+
+def rule(derived: pd.DataFrame, timed: pd.DataFrame | None) -> pd.DataFrame:
+    """The L2-request-bound verdict of each family's 1x1 (best order) against the GEMM's fair
+    verdicts, per size of the gemm_cluster run and over all of them."""
+    one = derived[(derived.order == "best") & (derived.cluster == "1x1")]
+    bound = {(r.dtype, r.family): bool(r.l2_tag_requests_pct >= TAG_BOUND_PCT and r.tensor_active_pct <= TENSOR_IDLE_PCT)
+             for r in one.itertuples()}
+    if timed is None:
+        return pd.DataFrame([{"scope": EVERY_SIZE, "status": "not measured: no gemm_cluster samples beside this run"}])
+    scored = timed[[(d, f) in bound for d, f in zip(timed.dtype, timed.family)]].copy()
+    scored["predicted_win"] = [bound[(d, f)] for d, f in zip(scored.dtype, scored.family)]
+    scored["gemm_win"] = scored.timed_fair_verdict == "win"
+    rows = []
+    for scope, group in [*((str(size), g) for size, g in scored.groupby("size")), (EVERY_SIZE, scored)]:
+        agree = group.predicted_win == group.gemm_win
+        rows.append({"scope": scope, "status": "measured", "comparisons": len(group),
+                     "predicted_wins": int(group.predicted_win.sum()), "gemm_wins": int(group.gemm_win.sum()),
+                     "gemm_wins_predicted": int((group.gemm_win & group.predicted_win).sum()),
+                     "fraction_gemm_wins_predicted": (group.gemm_win & group.predicted_win).sum() / max(1, group.gemm_win.sum()),
+                     "agree": int(agree.sum()), "fraction_agree": agree.mean(),
+                     "tag_bound_pct": TAG_BOUND_PCT, "tensor_idle_pct": TENSOR_IDLE_PCT,
+                     "bound_families": " ".join(sorted(f"{d}/{f}" for (d, f), b in bound.items() if b))})
+    return pd.DataFrame(rows)
 
 
 def contrast(derived: pd.DataFrame, timed: pd.DataFrame | None) -> pd.DataFrame:
@@ -92,12 +125,17 @@ def contrast(derived: pd.DataFrame, timed: pd.DataFrame | None) -> pd.DataFrame:
         rows.append(row)
     out = pd.DataFrame(rows)
     if timed is not None and len(out):
-        out = out.merge(timed, on=["dtype", "size", "variant"], how="left")
+        out = out.merge(timed[["dtype", "size", "variant", "timed_fair_gain", "timed_fair_verdict"]],
+                        on=["dtype", "size", "variant"], how="left")
     return out
 
 
-def orders_dir(raw_dir: Path, study_config: dict) -> Path:
-    """The gemm_cluster run whose best orders were profiled (config orders_from), beside this results folder."""
+def gemm_cluster_dir(raw_dir: Path, study_config: dict) -> Path:
+    """The gemm_cluster run the counters are read beside: this results folder's, else the one whose
+    best orders were profiled (config orders_from)."""
+    beside = Path(raw_dir).parent / "gemm_cluster"
+    if (beside / "samples.csv").is_file():
+        return beside
     return Path(raw_dir).parent.parent / study_config.get("orders_from", Path(raw_dir).parent.name) / "gemm_cluster"
 
 
@@ -106,8 +144,8 @@ def aggregate(raw_dir: Path, derived_dir: Path, repeat_dir: Path | None = None) 
     raw = raw_data.load(STUDY, raw_dir)                          # checked before anything is written
     sm_count = int(raw.provenance["gpu"]["sm_count"])
     derived = derive(raw["counters.csv"], sm_count)
-    tables = {"counters.csv": derived,
-              "contrast.csv": contrast(derived, fair_gains(orders_dir(raw_dir, raw.provenance.get("config", {}))))}
+    timed = fair_gains(gemm_cluster_dir(raw_dir, raw.provenance.get("config", {})))
+    tables = {"counters.csv": derived, "contrast.csv": contrast(derived, timed), "rule.csv": rule(derived, timed)}
     derived_dir = Path(derived_dir)
     derived_dir.mkdir(parents=True, exist_ok=True)
     for name, table in tables.items():

@@ -2,7 +2,9 @@
 
 Names begin ``gemmClusterCounters``. Per input type (``Bf``, ``Fpeight``) and family at the best
 order, for the 1x1 and each cluster of two: cycles per k-block, L2 reads per operand byte, L2
-requests per SM cycle and the L2, tag and tensor shares (``...CyclesPerKblockFpeightPingpongSmallOneByOne``).
+requests per SM cycle and the L2, tag and tensor shares (``...CyclesPerKblockFpeightPingpongSmallOneByOne``);
+per input type the lowest and highest tensor and tag shares over every variant
+(``...TensorActivePctBfMin``); from rule.csv the rule's agreement with the GEMM per size and over all (``...RuleAgreePercentAll``).
 """
 from __future__ import annotations
 
@@ -34,4 +36,22 @@ def macros(derived_dir: Path, provenance: dict) -> dict[str, str]:
             value = getattr(r, quantity)
             if pd.notna(value):
                 out[camel(PREFIX, quantity.replace("_", " "), *words)] = number(value, digits)
+    best = counters[counters.order == "best"]
+    for dtype, rows in best.groupby("dtype"):
+        word = DTYPE_WORDS.get(dtype, dtype)
+        for quantity in ("tensor_active_pct", "l2_tag_requests_pct"):
+            values = rows[quantity].dropna()
+            if len(values):
+                out[camel(PREFIX, quantity.replace("_", " "), word, "min")] = number(values.min(), 1)
+                out[camel(PREFIX, quantity.replace("_", " "), word, "max")] = number(values.max(), 1)
+    rule = pd.read_csv(Path(derived_dir) / "rule.csv")
+    for r in rule[rule.status == "measured"].itertuples():
+        scope = "all" if r.scope == "every size" else r.scope
+        out[camel(PREFIX, "rule agree percent", scope)] = number(100 * r.fraction_agree, 0)
+        out[camel(PREFIX, "rule comparisons", scope)] = number(r.comparisons)
+        out[camel(PREFIX, "rule gemm wins", scope)] = number(r.gemm_wins)
+        out[camel(PREFIX, "rule gemm wins predicted", scope)] = number(r.gemm_wins_predicted)
+        out[camel(PREFIX, "rule predicted wins", scope)] = number(r.predicted_wins)
+        out[camel(PREFIX, "tag bound percent")] = number(r.tag_bound_pct, 0)
+        out[camel(PREFIX, "tensor idle percent")] = number(r.tensor_idle_pct, 0)
     return out

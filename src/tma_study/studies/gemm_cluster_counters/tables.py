@@ -54,6 +54,14 @@ def contrast_table(contrast: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def rule_table(rule: pd.DataFrame) -> pd.DataFrame:
+    if "comparisons" not in rule:
+        return pd.DataFrame([{"scope": r.scope, "status": r.status} for r in rule.itertuples()])
+    return pd.DataFrame([{"size": r.scope, "comparisons": str(r.comparisons), "predicted wins": str(r.predicted_wins),
+                          "GEMM wins": str(r.gemm_wins), "GEMM wins predicted": str(r.gemm_wins_predicted),
+                          "agree": f"{r.agree} ({100 * r.fraction_agree:.0f} %)"} for r in rule.itertuples()])
+
+
 def write_kernel_table(study, kernels_csv: Path, tables_dir: Path) -> None:
     """paper/tables/gemm_cluster_counters_kernels.*: the variants the counters were read from."""
     kernels = with_accumulation(pd.read_csv(kernels_csv))
@@ -76,5 +84,15 @@ def write_tables(derived_dir: Path, provenance: dict, tables_dir: Path) -> None:
                 "Each cluster variant against its 1x1 sibling, both at their best tile order: the gain the "
                 "gemm_cluster run timed (round-robin, median of the per-round gains, with its verdict), the ratio of "
                 f"the counted launches' rates, and the counters of both (the 1x1's in parentheses). {source}.")
+    rule = pd.read_csv(derived_dir / "rule.csv")
+    bound = ""
+    if "tag_bound_pct" in rule:
+        bound = (f" (the 1x1's L2 tag lookups at {rule.tag_bound_pct.iloc[0]:.0f} % of their peak or more, its tensor "
+                 f"pipe busy {rule.tensor_idle_pct.iloc[0]:.0f} % of its active cycles or less: "
+                 f"{(rule.bound_families.fillna('').iloc[0] or 'no family').replace('_', ' ')})")
+    write_table(rule_table(rule), tables_dir, "gemm_cluster_counters_rule",
+                "The counters' verdict against the GEMM: a cluster is predicted to beat its best-ordered 1x1 sibling "
+                f"exactly where the 1x1 is L2-request bound at M = N = K = {size}{bound}; scored against the "
+                f"gemm_cluster run's fair verdicts at every size it timed. {source}.")
     write_table(run_table(provenance), tables_dir, "gemm_cluster_counters_run",
                 "How the gemm_cluster_counters data were measured (from provenance.json).")

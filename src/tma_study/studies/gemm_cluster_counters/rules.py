@@ -1,0 +1,32 @@
+"""The gemm_cluster_counters study's rule of thumb (entry point ``rules``), from counters.csv and
+rule.csv: when a TMA GEMM's cluster (multicast) pays, read from the cluster-free kernel's counters.
+A row is a rule only while the claims it names PASS."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+CLAIMS = ("gemm_cluster_counters_small_fp8_tile_is_l2_request_bound", "gemm_cluster_counters_bf16_is_tensor_bound",
+          "gemm_cluster_counters_rule_names_every_gemm_win")
+
+
+def rules_of_thumb(derived_dir: Path, provenance: dict) -> list[dict]:
+    rule = pd.read_csv(Path(derived_dir) / "rule.csv")
+    counters = pd.read_csv(Path(derived_dir) / "counters.csv")
+    if "comparisons" not in rule:
+        return []
+    every = rule.iloc[-1]
+    one = counters[(counters.order == "best") & (counters.cluster == "1x1")]
+    shown = "; ".join(f"{r.dtype} {r.family}: tag {r.l2_tag_requests_pct:.0f} %, tensor {r.tensor_active_pct:.0f} %, "
+                      f"{r.bytes_per_l2_request:.0f} B per request" for r in one.itertuples())
+    text = (f"launch with a cluster of two (multicast) where the cluster-free kernel is L2-request bound - L2 tag "
+            f"lookups at {every.tag_bound_pct:.0f} % of peak or more with the tensor pipe busy {every.tensor_idle_pct:.0f} % "
+            "or less (here: fp8 tiles whose 64-element k-block makes 64-byte requests, with the 128 x 128 tile); where "
+            "the tensor pipe is already busy (every bf16 tile) a cluster cannot pay")
+    evidence = (f"Nsight Compute counters at M = N = K = {provenance.get('config', {}).get('size', '?')}, each 1x1 at its "
+                f"best tile order: {shown}; against the GEMM's fair verdicts at every size: names "
+                f"{every.gemm_wins_predicted} of {every.gemm_wins} wins, agrees with {every.agree} of "
+                f"{every.comparisons} comparisons")
+    return [{"situation": "a TMA GEMM: launch with a thread-block cluster (multicast A and B tiles) or without",
+             "rule": text, "evidence": evidence, "figure": "gemm_cluster_counters", "claims": CLAIMS}]
