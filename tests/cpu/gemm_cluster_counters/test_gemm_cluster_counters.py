@@ -6,12 +6,18 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-
 from gemm_cluster_counters_fixture import CLOCK_HZ, DURATION_NS, SM_COUNT, synthetic_raw
 from gemm_cluster_fixture import synthetic_samples
+
 from tma_study.harness.ncu import base_name, listed_metrics, number
 from tma_study.studies import discover
-from tma_study.studies.gemm_cluster_counters import aggregate, configs, macros, ncu_run, tables
+from tma_study.studies.gemm_cluster_counters import (
+    aggregate,
+    configs,
+    macros,
+    ncu_run,
+    tables,
+)
 
 REPO = Path(__file__).resolve().parents[3]
 CONFIG = yaml.safe_load((REPO / "config" / "config.yaml").read_text())

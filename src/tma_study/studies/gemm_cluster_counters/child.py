@@ -21,6 +21,13 @@ from tma_study.studies.gemm.shapes import Shape as GemmShape
 from tma_study.studies.gemm_paired import measure as paired_measure
 
 
+def _launcher(handle, problem, size: int, swizzle: int, raster: str):
+    """One launch of ``handle`` at this tile order on the default stream (D = A . B^T into problem.d)."""
+    return lambda: handle.run_scheduled(problem.a.data_ptr(), problem.b.data_ptr(), problem.d.data_ptr(), size, size,
+                                        size, problem.workspace.data_ptr(), problem.workspace.numel(), 0, swizzle,
+                                        raster)
+
+
 def main(spec_file: str, checks_file: str) -> None:
     spec = json.loads(Path(spec_file).read_text())
     torch = gemm_measure._torch()
@@ -35,13 +42,8 @@ def main(spec_file: str, checks_file: str) -> None:
         if dtype not in problems:
             problems[dtype] = gemm_measure.Problem(torch, GemmShape("square", "square", size, size, size), dtype,
                                                    workspace)
-        problem, handle = problems[dtype], handles[p["variant"]]
-
-        def run(swizzle=int(p["swizzle"]), raster=p["raster_order"]):
-            return handle.run_scheduled(problem.a.data_ptr(), problem.b.data_ptr(), problem.d.data_ptr(), size,
-                                        size, size, problem.workspace.data_ptr(), problem.workspace.numel(), 0,
-                                        swizzle, raster)
-
+        problem = problems[dtype]
+        run = _launcher(handles[p["variant"]], problem, size, int(p["swizzle"]), p["raster_order"])
         checks[p["key"]] = paired_measure._check(torch, problem, p["key"], run, spec["correctness"])
         torch.cuda.synchronize()
         torch.cuda.profiler.start()

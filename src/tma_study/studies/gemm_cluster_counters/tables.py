@@ -36,13 +36,18 @@ def counters_table(counters: pd.DataFrame) -> pd.DataFrame:
                          for r in best.itertuples()])
 
 
+def _timed(r) -> str:
+    """'1.175 win': the gemm_cluster run's fair gain of the pair and its verdict ('' where it has none)."""
+    gain, verdict = getattr(r, "timed_fair_gain", float("nan")), getattr(r, "timed_fair_verdict", "")
+    return f"{_num(gain, 3)} {verdict if isinstance(verdict, str) else ''}".strip()
+
+
 def contrast_table(contrast: pd.DataFrame) -> pd.DataFrame:
     """Per cluster variant: what changes against the 1x1 sibling (both at their best orders)."""
     rows = []
     for r in contrast.itertuples():
         rows.append({"dtype": DTYPE_WORDS.get(r.dtype, r.dtype), "family": r.family, "cluster": r.cluster,
-                     "timed gain": f"{_num(getattr(r, 'timed_fair_gain', float('nan')), 3)} "
-                                   f"{getattr(r, 'timed_fair_verdict', '') if isinstance(getattr(r, 'timed_fair_verdict', ''), str) else ''}".strip(),
+                     "timed gain": _timed(r),
                      "counted TFLOP/s ratio": _num(r.tflops_ratio, 3),
                      "cycles / k-block (1x1)": f"{_num(r.cycles_per_kblock, 0)} ({_num(r.one_cycles_per_kblock, 0)})",
                      "L2 reads / operand B (1x1)": f"{_num(r.l2_reads_per_operand_byte)} "
@@ -52,6 +57,11 @@ def contrast_table(contrast: pd.DataFrame) -> pd.DataFrame:
                      "L2 % (1x1)": f"{_num(r.l2_throughput_pct, 0)} ({_num(r.one_l2_throughput_pct, 0)})",
                      "tensor % (1x1)": f"{_num(r.tensor_active_pct, 0)} ({_num(r.one_tensor_active_pct, 0)})"})
     return pd.DataFrame(rows)
+
+
+def _families(text) -> str:
+    """'fp8_e4m3/tma_pingpong_t128x128x64 ...' as words ('no family' where none, read back as NaN)."""
+    return text.replace("_", " ") if isinstance(text, str) and text else "no family"
 
 
 def rule_table(rule: pd.DataFrame) -> pd.DataFrame:
@@ -89,7 +99,7 @@ def write_tables(derived_dir: Path, provenance: dict, tables_dir: Path) -> None:
     if "tag_bound_pct" in rule:
         bound = (f" (the 1x1's L2 tag lookups at {rule.tag_bound_pct.iloc[0]:.0f} % of their peak or more, its tensor "
                  f"pipe busy {rule.tensor_idle_pct.iloc[0]:.0f} % of its active cycles or less: "
-                 f"{(rule.bound_families.fillna('').iloc[0] or 'no family').replace('_', ' ')})")
+                 f"{_families(rule.bound_families.iloc[0])})")
     write_table(rule_table(rule), tables_dir, "gemm_cluster_counters_rule",
                 "The counters' verdict against the GEMM: a cluster is predicted to beat its best-ordered 1x1 sibling "
                 f"exactly where the 1x1 is L2-request bound at M = N = K = {size}{bound}; scored against the "
