@@ -84,6 +84,8 @@ def _parser() -> argparse.ArgumentParser:
         if name == "tables":
             p.add_argument("--derived", type=Path, required=True)
             p.add_argument("--provenance", type=Path, required=True)
+            p.add_argument("--kernels", type=Path, default=None,
+                           help="also the kernel table from this kernels.csv (as kernel-table does)")
     p = sub.add_parser("publish", help="check a complete staged measurement, copy it into results/ atomically")
     p.add_argument("--staged", type=Path, required=True)
     p.add_argument("--out", type=Path, required=True)
@@ -183,6 +185,8 @@ def _run_study_command(args, parser, study) -> None:
     elif args.command == "tables":
         from .harness import provenance
         study.entry("write_tables")(args.derived, provenance.read(args.provenance, study=study.name), args.out)
+        if args.kernels is not None:
+            study.entry("kernel_table")(study, args.kernels, args.out)
 
 
 def one_line(error: BaseException) -> str:

@@ -29,15 +29,18 @@ for _name, _study in STUDIES.items():
             "{params.python} -m tma_study aggregate {params.study:q} --raw {params.raw:q} {params.repeat} "
             "--out {params.derived:q} > {log:q} 2>&1"
 
+    # The study's paper tables and, in the same process, its kernel table (from the kernels.csv
+    # beside its raw data): one job instead of two keeps the main job short.
     rule:
         name:
             f"tables_{_name}"
         input:
             derived=LAYOUT.derived_files(_name),
             provenance=f"{RESULTS}/{_name}/provenance.json",
-            code=LAYOUT.code_files(_name),
+            kernels=f"{RESULTS}/{_name}/kernels.csv",
+            code=sorted(set(LAYOUT.code_files(_name) + LAYOUT.kernel_table_code_files(_name))),
         output:
-            LAYOUT.table_files(_name),
+            LAYOUT.table_files(_name) + LAYOUT.kernel_table_files(_name),
         log:
             f"logs/tables/{_name}.log",
         params:
@@ -46,7 +49,7 @@ for _name, _study in STUDIES.items():
             study=_name,
         shell:
             "{params.python} -m tma_study tables {params.study:q} --derived {params.derived:q} "
-            "--provenance {input.provenance:q} --out paper/tables > {log:q} 2>&1"
+            "--provenance {input.provenance:q} --kernels {input.kernels:q} --out paper/tables > {log:q} 2>&1"
 
 
 rule figure:

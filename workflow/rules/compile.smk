@@ -53,19 +53,3 @@ rule compile:
 rule kernels:
     input:
         [f"build/compile/{name}/resources.csv" for name in STUDIES],
-
-
-rule kernel_table:
-    input:
-        kernels=f"{RESULTS}/{{study}}/kernels.csv",
-        code=lambda wildcards: LAYOUT.kernel_table_code_files(wildcards.study),
-    output:
-        tex="paper/tables/{study}_kernels.tex",
-        md="paper/tables/{study}_kernels.md",
-    log:
-        "logs/kernel_table/{study}.log",
-    params:
-        python=PYTHON,
-    shell:
-        "{params.python} -m tma_study kernel-table {wildcards.study:q} --kernels {input.kernels:q} "
-        "--out paper/tables > {log:q} 2>&1"
