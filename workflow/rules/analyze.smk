@@ -38,7 +38,9 @@ for _name, _study in STUDIES.items():
             derived=LAYOUT.derived_files(_name),
             provenance=f"{RESULTS}/{_name}/provenance.json",
             kernels=f"{RESULTS}/{_name}/kernels.csv",
-            code=sorted(set(LAYOUT.code_files(_name) + LAYOUT.kernel_table_code_files(_name))),
+            code=sorted(
+                set(LAYOUT.code_files(_name) + LAYOUT.kernel_table_code_files(_name))
+            ),
         output:
             LAYOUT.table_files(_name) + LAYOUT.kernel_table_files(_name),
         log:
