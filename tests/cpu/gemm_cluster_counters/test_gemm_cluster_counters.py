@@ -16,6 +16,7 @@ from tma_study.studies.gemm_cluster_counters import (
     configs,
     macros,
     ncu_run,
+    rules,
     tables,
 )
 
@@ -206,6 +207,14 @@ def test_rule_marks_a_tag_bound_family(analysed):
     every = aggregate.rule(counters, timed).iloc[-1]
     assert every.bound_families == "fp8_e4m3/tma_pingpong_t128x128x64"
     assert every.predicted_wins == 3 * (len(STUDY["clusters"]) - 1)
+
+
+def test_rule_of_thumb_quotes_the_every_size_row(analysed):
+    rows = rules.rules_of_thumb(analysed / "derived", {"config": STUDY})
+    every = pd.read_csv(analysed / "derived" / "rule.csv").iloc[-1]
+    assert len(rows) == 1 and set(rows[0]["claims"]) == set(rules.CLAIMS)
+    assert f"names {every.gemm_wins_predicted} of {every.gemm_wins} wins" in rows[0]["evidence"]
+    assert f"agrees with {every.agree} of {every.comparisons} comparisons" in rows[0]["evidence"]
 
 
 def test_without_gemm_cluster_samples_the_rule_says_so(analysed):

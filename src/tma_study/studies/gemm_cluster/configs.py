@@ -57,29 +57,30 @@ def variant_of(family: dict, dtype: str, cluster) -> gemm_variants.Variant:
     return gemm_variants.Variant(ARCH, family["mainloop"], dtype, *map(int, family["tile"]), *map(int, cluster))
 
 
-def problems(study: dict, gemm_study: dict | None) -> list[str]:
+def problems(study: dict, gemm_study: dict | None, key: str = KEY) -> list[str]:
     """Messages naming each key of ``study`` that asks for something this study cannot time:
     no 1x1 cluster, no default tile order, a family that is not SM90 TMA, and (with the gemm
-    section) any variant the gemm study does not build."""
+    section) any variant the gemm study does not build. ``key``: the config section the messages name (another
+    study that profiles these variants names its own)."""
     out = []
     clusters = [tuple(c) for c in study["clusters"]]
     if ONE_BY_ONE not in clusters:
-        out.append(f"config key '{KEY}.clusters': must include [1, 1]: every cluster variant is compared with its "
+        out.append(f"config key '{key}.clusters': must include [1, 1]: every cluster variant is compared with its "
                    "1x1 sibling")
     if DEFAULT_ORDER[0] not in study["swizzles"]:
-        out.append(f"config key '{KEY}.swizzles': must include 1 (CUTLASS's default, the gemm study's tile order)")
+        out.append(f"config key '{key}.swizzles': must include 1 (CUTLASS's default, the gemm study's tile order)")
     if DEFAULT_ORDER[1] not in study["raster_orders"]:
-        out.append(f"config key '{KEY}.raster_orders': must include heuristic (CUTLASS's default, the gemm study's "
+        out.append(f"config key '{key}.raster_orders': must include heuristic (CUTLASS's default, the gemm study's "
                    "tile order)")
     for i, family in enumerate(study["families"]):
         if family["mainloop"] not in TMA_MAINLOOPS:
-            out.append(f"config key '{KEY}.families[{i}].mainloop': {family['mainloop']!r} is not an SM90 TMA mainloop; "
+            out.append(f"config key '{key}.families[{i}].mainloop': {family['mainloop']!r} is not an SM90 TMA mainloop; "
                        f"choose among {', '.join(TMA_MAINLOOPS)}")
             continue
         reasons = {gemm_variants.why_not_built(variant_of(family, d, c)) for d in study["dtypes"] for c in clusters}
         reasons.discard(None)
         if reasons:
-            out.append(f"config key '{KEY}.families[{i}]': {family_name(family['mainloop'], family['tile'])} is not "
+            out.append(f"config key '{key}.families[{i}]': {family_name(family['mainloop'], family['tile'])} is not "
                        f"built: {'; '.join(sorted(reasons))}")
     if gemm_study is None or out:
         return out
@@ -87,11 +88,11 @@ def problems(study: dict, gemm_study: dict | None) -> list[str]:
     gemm = gemm_study["variants"].get(ARCH, {})
     for j, cluster in enumerate(study["clusters"]):
         if list(cluster) not in [list(c) for c in gemm.get("clusters", [])]:
-            out.append(f"config key '{KEY}.clusters[{j}]': {list(cluster)} is not a cluster of studies.gemm.variants."
+            out.append(f"config key '{key}.clusters[{j}]': {list(cluster)} is not a cluster of studies.gemm.variants."
                        f"{ARCH}.clusters {gemm.get('clusters', [])}: the gemm study builds no such object")
     for k, dtype in enumerate(study["dtypes"]):
         if dtype not in gemm.get("dtypes", []):
-            out.append(f"config key '{KEY}.dtypes[{k}]': {dtype} is not among studies.gemm.variants.{ARCH}.dtypes "
+            out.append(f"config key '{key}.dtypes[{k}]': {dtype} is not among studies.gemm.variants.{ARCH}.dtypes "
                        f"{gemm.get('dtypes', [])}")
     if out:
         return out
@@ -99,7 +100,7 @@ def problems(study: dict, gemm_study: dict | None) -> list[str]:
         missing = sorted(v.name for d in study["dtypes"] for c in clusters
                          if (v := variant_of(family, d, c)).name not in built)
         if missing:
-            out.append(f"config key '{KEY}.families[{i}]': the gemm study does not build "
+            out.append(f"config key '{key}.families[{i}]': the gemm study does not build "
                        f"{', '.join(missing[:3])}{' ...' if len(missing) > 3 else ''} (studies.gemm.variants.{ARCH}: "
                        "mainloops and tiles)")
     return out

@@ -46,7 +46,7 @@ def _as_cluster_study(study: dict) -> dict:
 
 def problems(study: dict, gemm_study: dict | None = None) -> list[str]:
     """gemm_cluster's checks of the families, clusters and dtypes, naming this study's keys."""
-    return [m.replace(cluster_configs.KEY, KEY) for m in cluster_configs.problems(_as_cluster_study(study), gemm_study)]
+    return cluster_configs.problems(_as_cluster_study(study), gemm_study, key=KEY)
 
 
 def variants(study: dict) -> list:

@@ -14,6 +14,8 @@ import pandas as pd
 
 from tma_study.report.numbers import camel, number
 
+from .aggregate import EVERY_SIZE, TAG_BOUND_PCT, TENSOR_IDLE_PCT
+
 PREFIX = "gemm cluster counters"
 DTYPE_WORDS = {"bf16": "bf", "fp8_e4m3": "fpeight"}
 FAMILY_WORDS = {"tma_cooperative_t128x128x64": "cooperative small", "tma_pingpong_t128x128x64": "pingpong small",
@@ -45,13 +47,13 @@ def macros(derived_dir: Path, provenance: dict) -> dict[str, str]:
                 out[camel(PREFIX, quantity.replace("_", " "), word, "min")] = number(values.min(), 1)
                 out[camel(PREFIX, quantity.replace("_", " "), word, "max")] = number(values.max(), 1)
     rule = pd.read_csv(Path(derived_dir) / "rule.csv")
+    out[camel(PREFIX, "tag bound percent")] = number(TAG_BOUND_PCT, 0)
+    out[camel(PREFIX, "tensor idle percent")] = number(TENSOR_IDLE_PCT, 0)
     for r in rule[rule.status == "measured"].itertuples():
-        scope = "all" if r.scope == "every size" else r.scope
+        scope = "all" if r.scope == EVERY_SIZE else r.scope
         out[camel(PREFIX, "rule agree percent", scope)] = number(100 * r.fraction_agree, 0)
         out[camel(PREFIX, "rule comparisons", scope)] = number(r.comparisons)
         out[camel(PREFIX, "rule gemm wins", scope)] = number(r.gemm_wins)
         out[camel(PREFIX, "rule gemm wins predicted", scope)] = number(r.gemm_wins_predicted)
         out[camel(PREFIX, "rule predicted wins", scope)] = number(r.predicted_wins)
-        out[camel(PREFIX, "tag bound percent")] = number(r.tag_bound_pct, 0)
-        out[camel(PREFIX, "tensor idle percent")] = number(r.tensor_idle_pct, 0)
     return out

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from .aggregate import EVERY_SIZE
+
 CLAIMS = ("gemm_cluster_counters_small_fp8_tile_is_l2_request_bound", "gemm_cluster_counters_bf16_is_tensor_bound",
           "gemm_cluster_counters_rule_names_every_gemm_win")
 
@@ -14,9 +16,10 @@ CLAIMS = ("gemm_cluster_counters_small_fp8_tile_is_l2_request_bound", "gemm_clus
 def rules_of_thumb(derived_dir: Path, provenance: dict) -> list[dict]:
     rule = pd.read_csv(Path(derived_dir) / "rule.csv")
     counters = pd.read_csv(Path(derived_dir) / "counters.csv")
-    if "comparisons" not in rule:
+    every = rule[(rule.scope == EVERY_SIZE) & (rule.status == "measured")]
+    if every.empty:
         return []
-    every = rule.iloc[-1]
+    every = every.iloc[0]
     one = counters[(counters.order == "best") & (counters.cluster == "1x1")]
     shown = "; ".join(f"{r.dtype} {r.family}: tag {r.l2_tag_requests_pct:.0f} %, tensor {r.tensor_active_pct:.0f} %, "
                       f"{r.bytes_per_l2_request:.0f} B per request" for r in one.itertuples())
