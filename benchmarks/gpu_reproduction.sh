@@ -4,15 +4,26 @@
 # Snakemake's state) to a temporary folder, runs the README's measure command there on every
 # core, and prints the run's timeline from Snakemake's log (benchmarks/run_timeline.py).
 #
-#   benchmarks/gpu_reproduction.sh [--keep DIR] [-- SNAKEMAKE_ARGS...]
+#   benchmarks/gpu_reproduction.sh [--keep DIR] [--label NAME] [-- SNAKEMAKE_ARGS...]
 #
 # --keep DIR: copy the new results/<label>/ folder(s), the logs and the timeline to DIR.
+# --label NAME: measure into results/NAME/ (config results_label; default: the pipeline's rule,
+# <slug>-<UTC date> on the reference GPU). Give one when results/<that default>/ is already in
+# the checkout: the copy has no git history, so a dated folder there would be taken for one this
+# machine measured earlier today and be written over in the copy.
 # PYTHON: the interpreter with the project and its measure extra (default: .venv/bin/python,
 # else python3). Needs a Hopper GPU; nothing in this checkout is touched.
 set -euo pipefail
 keep=""
-if [[ "${1:-}" == "--keep" ]]; then keep=$(realpath -m "$2"); shift 2; fi
-[[ "${1:-}" == "--" ]] && shift
+config=(measure=true)
+while [[ $# -gt 0 ]]; do
+    case "$1" in
+        --keep) keep=$(realpath -m "$2"); shift 2 ;;
+        --label) config+=("results_label=$2"); shift 2 ;;
+        --) shift; break ;;
+        *) echo "unknown option $1 (--keep DIR, --label NAME, -- SNAKEMAKE_ARGS)" >&2; exit 2 ;;
+    esac
+done
 repo=$(cd "$(dirname "$0")/.." && pwd)
 python=${PYTHON:-$repo/.venv/bin/python}
 [[ -x "$python" ]] || python=python3
@@ -27,8 +38,8 @@ echo "$(nproc) cores, $(nvidia-smi --query-gpu=name,driver_version --format=csv,
 
 start=$(date +%s)
 status=0
-"$python" -m snakemake -c"$(nproc)" --config measure=true "$@" > snakemake.log 2>&1 || status=$?
-echo "snakemake --config measure=true: exit $status after $(( $(date +%s) - start )) s   [target <= 1200 s]"
+"$python" -m snakemake -c"$(nproc)" "$@" --config "${config[@]}" > snakemake.log 2>&1 || status=$?
+echo "snakemake --config ${config[*]}: exit $status after $(( $(date +%s) - start )) s   [target <= 1200 s]"
 log=$(ls -t .snakemake/log/*.snakemake.log | head -n 1)
 "$python" "$repo/benchmarks/run_timeline.py" "$log" --csv timeline.csv
 [[ $status -eq 0 ]] || tail -n 40 snakemake.log
