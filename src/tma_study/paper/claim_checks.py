@@ -4,7 +4,8 @@ checks of a claim (and the runs it is checked in) into PASS, FAIL or NOT MEASURE
 
 A check's ``tolerance`` is slack granted to the claim; its ``margin`` is room demanded of the
 data: with ``margin: 0.03`` and ``>= 0.95`` the observed value must reach 0.95 * 1.03, so a
-claim passes only where it would survive the run-to-run spread its statement quotes.
+claim passes only where it would survive the run-to-run spread its statement quotes (``== 0``
+within a tolerance: the margin is a share of the tolerance).
 """
 from __future__ import annotations
 
@@ -74,16 +75,25 @@ def _row_mask(frame: pd.DataFrame, column: str, condition, file: str) -> pd.Seri
 
 
 def effective_threshold(check: dict) -> tuple[object, float]:
-    """(value, tolerance) after the margin: a bound moved against the data, or a narrower tolerance."""
+    """(value, tolerance) after the margin: a bound moved against the data, or a narrower tolerance
+    (narrowed by the margin's share of the value, or by ``spread``, the deviation's movement between
+    runs of the sweep that tma_study.paper.claims sets, where that is larger)."""
     value, tolerance = check["value"], float(check.get("tolerance", 0.0))
     margin = float(check.get("margin", 0.0))
-    if not margin or not is_number(value):
+    if not (margin or check.get("spread")) or not is_number(value):
         return value, tolerance
     if check["op"] in (">", ">="):
         return value + margin * abs(value), tolerance
     if check["op"] in ("<", "<="):
         return value - margin * abs(value), tolerance
-    return value, tolerance - margin * abs(value)
+    return value, tolerance - max(margin * margin_scale(check), float(check.get("spread", 0.0)))
+
+
+def margin_scale(check: dict) -> float:
+    """What a margin (and a spread between runs) is a share of: the threshold's value, or the
+    tolerance of a check that asks a number to equal 0 within it."""
+    value = abs(float(check["value"]))
+    return value if value or check["op"] != "==" else float(check.get("tolerance", 0.0))
 
 
 def passes(observed, op: str, value, tolerance: float = 0.0) -> bool:
@@ -125,11 +135,14 @@ def threshold_text(check: dict) -> str:
     text = f"{subject} {check['op']} {format_value(check['value'])}"
     if check.get("tolerance"):
         text += f" (tolerance {format_value(check['tolerance'])})"
-    if check.get("margin"):
+    if check.get("margin") or check.get("spread"):
         value, tolerance = effective_threshold(check)
         cleared = (f"within {format_value(round(tolerance, 6))}" if check["op"] == "=="
                    else f"{check['op']} {format_value(round(value, 6))}")
-        text += f" with a margin of {format_value(round(100 * check['margin'], 3))} % ({cleared})"
+        room = (f"a margin of {format_value(round(100 * check['margin'], 3))} %" if check.get("margin") else "")
+        if check.get("spread", 0.0) > float(check.get("margin", 0.0)) * margin_scale(check):
+            room = f"the spread {format_value(round(check['spread'], 6))}"
+        text += f" with {room} ({cleared})"
     return text
 
 
@@ -223,22 +236,39 @@ def run_check(check: dict, study_dir: Path) -> Verdict:
 
 
 def is_bound(check: dict) -> bool:
-    """Whether the check bounds a number from one side (the checks a spread applies to)."""
+    """Whether the check bounds a number from one side (a spread moves its threshold)."""
     value = check["value"]
     return check["op"] in ("<", "<=", ">", ">=") and is_number(value) and not isinstance(value, bool) and value != 0
 
 
+def is_tolerance(check: dict) -> bool:
+    """Whether the check asks a number to equal a value within a tolerance (a spread narrows it)."""
+    value = check["value"]
+    return (check["op"] == "==" and is_number(value) and not isinstance(value, bool)
+            and float(check.get("tolerance", 0.0)) > 0)
+
+
 def critical_value(check: dict, study_dir: Path) -> float | None:
-    """The number a bound check stands or falls on in ``study_dir``: the reduced value, or with
-    reduce 'all' the row nearest the bound ('any': the farthest); None for other checks or
-    where no row matches."""
-    rows = matched_rows(check, study_dir) if is_bound(check) else None
-    if rows is None or isinstance(rows, Verdict):
+    """The number a check stands or falls on in ``study_dir``. A bound: the reduced value, or with
+    reduce 'all' the row nearest the bound ('any': the farthest). A tolerance: the distance from the
+    value, of the reduced value or of the row farthest from it ('any': the nearest). None for other
+    checks or where no row matches."""
+    if not (is_bound(check) or is_tolerance(check)):
+        return None
+    rows = matched_rows(check, study_dir)
+    if isinstance(rows, Verdict):
         return None
     numbers = [n for n in (_as_float(v) for v in rows[check["column"]]) if not math.isnan(n)]
-    reduce, lower_bound = check.get("reduce", "one"), check["op"] in (">", ">=")
+    reduce = check.get("reduce", "one")
     if not numbers or (reduce == "one" and len(numbers) != 1):
         return None
+    if is_tolerance(check):
+        value = float(check["value"])
+        if reduce in REDUCTIONS:
+            return abs(REDUCTIONS[reduce](numbers) - value)
+        distances = [abs(n - value) for n in numbers]
+        return min(distances) if reduce == "any" else max(distances)
+    lower_bound = check["op"] in (">", ">=")
     if reduce in REDUCTIONS:
         return REDUCTIONS[reduce](numbers)
     if reduce == "any":

@@ -37,7 +37,8 @@ import pandas as pd
 from tma_study.atomic import atomic_write_text
 from tma_study.harness.provenance import read as read_provenance
 
-from .claim_checks import FAIL, NOT_MEASURED, PASS, Verdict, critical_value, format_value, run_check, threshold_text
+from .claim_checks import FAIL, NOT_MEASURED, PASS, Verdict, critical_value, format_value, is_tolerance, run_check
+from .claim_checks import margin_scale, threshold_text
 from .claim_files import CLAIMS_DIR, Claim, ClaimsError, load_claims, parse_file
 
 RERUN_SUFFIX = "-rerun"                        # tma_study.pipeline.RERUN_SUFFIX
@@ -125,25 +126,31 @@ def same_sweep_runs(study_dir: Path) -> list[Path]:
 
 def spread(check: dict, study_dir: Path, others: list[Path]) -> tuple[float, list[str]]:
     """(the largest difference of the check's critical value between this run and another run of
-    the same sweep, as a fraction of the threshold; the labels of the runs compared)."""
+    the same sweep, in the column's units; the labels of the runs compared)."""
     mine = critical_value(check, study_dir)
     found = [(run.parent.name, critical_value(check, run)) for run in others] if mine is not None else []
     found = [(label, value) for label, value in found if value is not None]
     if not found:
         return 0.0, []
-    return max(abs(value - mine) for _, value in found) / abs(check["value"]), [label for label, _ in found]
+    return max(abs(value - mine) for _, value in found), [label for label, _ in found]
 
 
 def _with_spread(check: dict, study_dir: Path, others: list[Path]) -> tuple[dict, str]:
     """The check made to clear its threshold by more than the spread between runs of the same
-    sweep (where that exceeds its margin), and the text saying what was compared."""
-    fraction, labels = spread(check, study_dir, others)
+    sweep (where that exceeds its margin), and the text saying what was compared. The spread is
+    stated as a share of the threshold's value (of the tolerance where the value is 0); a bound
+    moves by it, a tolerance narrows by it."""
+    difference, labels = spread(check, study_dir, others)
     if not labels:
         return check, ""
-    text = f"{SPREAD_TEXT} {format_value(round(100 * fraction, 2))} % ({', '.join(labels)})"
-    if fraction > float(check.get("margin", 0.0)):
-        return {**check, "margin": fraction}, text + ", larger than the claim's margin: cleared instead"
-    return check, text + ", within the claim's margin"
+    scale, margin = margin_scale(check), float(check.get("margin", 0.0))
+    share = difference / scale
+    of = "" if check["value"] else " of the tolerance"
+    text = f"{SPREAD_TEXT} {format_value(round(100 * share, 2))} %{of} ({', '.join(labels)})"
+    if difference <= margin * scale:
+        return check, text + ", within the claim's margin"
+    cleared = text + ", larger than the claim's margin: cleared instead"
+    return ({**check, "spread": difference} if is_tolerance(check) else {**check, "margin": share}), cleared
 
 
 def _verdicts(claim: Claim, study_dir: Path, results_dir: Path) -> list[tuple[str, Verdict]]:

@@ -45,7 +45,11 @@ def claims_table(claims_tsv: Path, figures: set[str], absent_studies: frozenset[
     spec = "".join(rf">{{\raggedright\arraybackslash}}p{{{w}cm}}" for w in widths)
     head = r"\textbf{claim} & \textbf{statement} & \textbf{status} & \textbf{spread} & \textbf{rests on} \\"
     caption = (f"The claims, checked against {Path(claims_tsv).parent}/ by the pipeline (definitions: "
-               "config/claims/; observed values and thresholds: claims.md beside the data).")
+               "config/claims/; observed values and thresholds: claims.md beside the data). Spread: the "
+               "largest change of the number a check stands on between this run and the other runs of the "
+               "same sweep in results/ (other instances), as a share of the threshold (of the tolerance "
+               "where the value is 0); a claim clears its threshold by the larger of its margin and its "
+               "spread; -- where no other run holds the number.")
     lines = [r"{\small\setlength{\tabcolsep}{3pt}", rf"\begin{{longtable}}{{{spec}}}",
              rf"\caption{{{latex_escape(caption)}}}\label{{tab:claims}} \\", r"\toprule", head, r"\midrule",
              r"\endfirsthead", r"\toprule", head, r"\midrule", r"\endhead", r"\bottomrule", r"\endlastfoot"]

@@ -18,7 +18,7 @@ from tma_study.report.tables import latex_escape
 
 from . import catalog, projection
 from .catalog import TABLES as CATALOG_TABLES
-from .claims import FAIL, NOT_MEASURED, PASS, read_outcomes
+from .claims import FAIL, NOT_MEASURED, PASS, read_outcomes, same_sweep_runs
 
 MACRO_NAME = re.compile(r"^[A-Za-z]+$")          # LaTeX command names: letters only
 FORBIDDEN_VALUES = ("nan", "none", "inf", "??", "todo", "xxx")
@@ -46,15 +46,18 @@ def check_macros(macros: dict, source: str, prefix: str = "") -> None:
 
 
 def run_macros(results_dir: Path, studies: dict) -> dict[str, str]:
-    """The GPU the data came from, from the first study's provenance."""
-    for name in studies:
-        path = Path(results_dir) / name / "provenance.json"
-        if path.is_file():
-            gpu = read_provenance(path, study=name)["gpu"]
-            return {"gpuName": str(gpu.get("name", "unknown GPU")), "gpuSmCount": str(gpu.get("sm_count", "?")),
-                    "gpuLtwoSize": size(gpu.get("l2_bytes", 0)) if gpu.get("l2_bytes") else "unknown",
-                    "resultsLabel": Path(results_dir).name, "studiesCount": str(len(studies))}
-    raise MacroError(f"no provenance.json under {results_dir}/ for studies {', '.join(studies)}")
+    """The GPU the data came from, from the first study's provenance, and the fewest runs of the
+    same sweep any measured study has in results/ (the reference's own and those of other labels,
+    tma_study.paper.claims.same_sweep_runs: what the claims' spreads are taken over)."""
+    measured = [name for name in studies if (Path(results_dir) / name / "provenance.json").is_file()]
+    if not measured:
+        raise MacroError(f"no provenance.json under {results_dir}/ for studies {', '.join(studies)}")
+    gpu = read_provenance(Path(results_dir) / measured[0] / "provenance.json", study=measured[0])["gpu"]
+    runs = min(1 + len(same_sweep_runs(Path(results_dir) / name)) for name in measured)
+    return {"gpuName": str(gpu.get("name", "unknown GPU")), "gpuSmCount": str(gpu.get("sm_count", "?")),
+            "gpuLtwoSize": size(gpu.get("l2_bytes", 0)) if gpu.get("l2_bytes") else "unknown",
+            "resultsLabel": Path(results_dir).name, "studiesCount": str(len(studies)),
+            "sweepRunsMin": str(runs)}
 
 
 def claims_macros(claims_tsv: Path | None, studies: dict) -> dict[str, str]:

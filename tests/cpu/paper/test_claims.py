@@ -21,6 +21,7 @@ from tma_study.paper.claims import (
     evaluate,
     load_claims,
     parse_file,
+    threshold_text,
 )
 from tma_study.studies import discover
 
@@ -347,3 +348,38 @@ def test_runs_of_another_sweep_give_no_spread(tmp_path):
     _run(tmp_path, "h200-wide", 3000, {"stages": [2, 4, 8]})
     assert same_sweep_runs(reference) == []
     assert evaluate(Claim(**SPREAD_CLAIM), reference.parent).status == PASS
+
+
+def _tolerance_claim(value, tolerance, margin=0.0):
+    check = {"file": "derived/peaks.csv", "where": {"mechanism": "tma_tile"}, "column": "gbps", "op": "==",
+             "value": value, "tolerance": tolerance, **({"margin": margin} if margin else {})}
+    return Claim(**{**SPREAD_CLAIM, "id": "peak_near", "check": check})
+
+
+def test_a_tolerance_narrows_by_the_spread_between_runs_of_the_same_sweep(tmp_path):
+    claim = _tolerance_claim(4300, 200, margin=0.01)            # the margin narrows 200 to 157
+    reference = _run(tmp_path, "h200", 4420)                     # 120 from the value
+    _run(tmp_path, "h200-other", 4400)                           # 100 from it: moved 20, within 43
+    outcome = evaluate(claim, reference.parent)
+    assert outcome.status == PASS
+    assert "spread between runs of this sweep 0.47 % (h200-other), within the claim's margin" in outcome.reason
+    _run(tmp_path, "h200-far", 4300)                             # 0 from it: moved 120, narrows 200 to 80
+    outcome = evaluate(claim, reference.parent)
+    assert outcome.status == FAIL, outcome.reason
+    assert "with the spread 120 (within 80)" in outcome.reason
+    assert "spread between runs of this sweep 2.79 % (h200-far, h200-other), larger than the claim's margin" \
+        in outcome.threshold
+
+
+def test_a_tolerance_around_zero_states_its_spread_as_a_share_of_the_tolerance(tmp_path):
+    assert "margin of 3 % (within 48.5)" in threshold_text(_tolerance_claim(0, 50, margin=0.03).checks[0])
+    claim = _tolerance_claim(0, 50)
+    reference = _run(tmp_path, "h200", 10)
+    _run(tmp_path, "h200-other", 40)                              # moved 30 of the tolerance's 50
+    outcome = evaluate(claim, reference.parent)
+    assert outcome.status == PASS, outcome.reason
+    assert "spread between runs of this sweep 60 % of the tolerance (h200-other)" in outcome.reason
+    assert "(within 20)" in outcome.reason
+    _run(tmp_path, "h200-far", -35)                               # moved 25 in distance: 30 is still the largest
+    assert evaluate(claim, reference.parent).status == PASS
+    assert evaluate(_tolerance_claim(0, 35), reference.parent).status == FAIL     # 35 - 30 < 10

@@ -27,7 +27,7 @@ from tma_study.studies.base import Study
 PAPER = REPO / "paper"
 # the hand-written sources (paper/generated/ and paper/tables/ are pipeline outputs)
 SOURCES = sorted(p for p in PAPER.rglob("*.tex") if p.parent.name not in ("generated", "tables"))
-GENERATED_PREFIXES = ("claims", "gpu", "resultsLabel", "studiesCount", "catalog", "projection")
+GENERATED_PREFIXES = ("claims", "gpu", "resultsLabel", "studiesCount", "sweepRuns", "catalog", "projection")
 
 
 @pytest.fixture(scope="module")
