@@ -233,7 +233,7 @@ class Layout:
         return [f"paper/tables/{study}_comparison.{ext}" for ext in TABLE_FORMATS]
 
     def claims_files(self) -> list[str]:
-        return [f"{self.results}/claims.tsv", f"{self.results}/claims.md"]
+        return [f"{self.results}/claims.tsv", f"{self.results}/claims.md", f"{self.results}/claims_by_run.tsv"]
 
     def paper_outputs(self) -> list[str]:
         """What the paper tier makes without TeX: claims, rules of thumb, macros, comparisons."""

@@ -1,5 +1,6 @@
 # The claims of config/claims/<study>.yaml, checked against this run's derived data:
-# results/<label>/claims.tsv and claims.md (PASS, FAIL or NOT MEASURED, with the numbers).
+# results/<label>/claims.tsv and claims.md (PASS, FAIL or NOT MEASURED, with the numbers), and
+# claims_by_run.tsv: the status of each claim in every other run of its sweep in results/.
 # The claims files are validated when the workflow is parsed, so a bad claim stops every
 # invocation before any job, naming the file, the claim and the key.
 from tma_study.paper.claims import (
@@ -41,6 +42,8 @@ rule claims:
         md=report(
             f"{RESULTS}/claims.md", caption="../report/claims.rst", category="Claims"
         ),
+        # each claim's status in every other run of its sweep (results/<other label>/)
+        runs=f"{RESULTS}/claims_by_run.tsv",
     log:
         f"logs/claims/{LABEL}.log",
     params:

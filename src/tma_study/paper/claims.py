@@ -43,6 +43,8 @@ from .claim_files import CLAIMS_DIR, Claim, ClaimsError, load_claims, parse_file
 
 RERUN_SUFFIX = "-rerun"                        # tma_study.pipeline.RERUN_SUFFIX
 SPREAD_TEXT = "spread between runs of this sweep"
+KERNEL_IDENTITY = ("registers", "sass_instructions", "expected_sass")   # kernels.csv, beside the name
+BY_RUN_FILE = "claims_by_run.tsv"             # each claim's status in every run of its sweep
 TSV_COLUMNS = ["id", "status", "reason", "observed", "threshold", "study", "figure", "statement"]
 __all__ = ["PASS", "FAIL", "NOT_MEASURED", "CLAIMS_DIR", "Claim", "ClaimsError", "Outcome", "evaluate", "check_all",
            "format_value", "load_claims", "parse_file", "threshold_text"]
@@ -105,9 +107,28 @@ def _same_sweep(config: dict, other: dict) -> bool:
     return config == other
 
 
+def _kernels(study_dir: Path) -> set[tuple] | None:
+    """What identifies the kernels a run timed (kernels.csv: each kernel's name, registers and
+    SASS instruction counts), or None where the run recorded none."""
+    path = Path(study_dir) / "kernels.csv"
+    if not path.is_file():
+        return None
+    frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+    columns = [frame.columns[0], *(c for c in KERNEL_IDENTITY if c in frame.columns)]
+    return set(map(tuple, frame[columns].to_numpy()))
+
+
+def _same_kernels(one: Path, other: Path) -> bool:
+    """Whether two runs timed the same kernels (True where either recorded none: nothing to tell)."""
+    mine, theirs = _kernels(one), _kernels(other)
+    return mine is None or theirs is None or mine == theirs
+
+
 def same_sweep_runs(study_dir: Path) -> list[Path]:
     """The other results/<label>/<study>/ folders that hold the same sweep as ``study_dir``,
-    measured on the same GPU model: another instance's run, or a repeat on the same one."""
+    measured on the same GPU model with the same kernels (a run of the same configuration with
+    another version of the kernels measures the code's change, not the instance's): another
+    instance's run, or a repeat on the same one."""
     study_dir = Path(study_dir)
     provenance = study_dir / "provenance.json"
     if not provenance.is_file():
@@ -118,8 +139,9 @@ def same_sweep_runs(study_dir: Path) -> list[Path]:
         if other.parent.resolve() == study_dir.resolve():
             continue
         theirs = read_provenance(other)
-        if theirs["gpu"].get("name") == mine["gpu"].get("name") and _same_sweep(mine.get("config", {}),
-                                                                               theirs.get("config", {})):
+        if (theirs["gpu"].get("name") == mine["gpu"].get("name")
+                and _same_sweep(mine.get("config", {}), theirs.get("config", {}))
+                and _same_kernels(study_dir, other.parent)):
             runs.append(other.parent)
     return runs
 
@@ -204,6 +226,38 @@ def check_all(claims: list[Claim], results_dir: Path, study_dirs: dict | None = 
     return [evaluate(claim, results_dir, study_dirs) for claim in claims]
 
 
+def other_runs(claims: list[Claim], results_dir: Path, study_dirs: dict | None = None) -> pd.DataFrame:
+    """Each claim's status in every other run of its study's sweep in results/ (another instance's
+    data judged as if it were the reference: its own rows, the same spreads): one row per claim,
+    ``id``, ``study`` and one column per other label, "" where that label holds no run of the
+    claim's sweep. Claims on data that do not come from a GPU (``study_dirs``) have no other run."""
+    results_dir = Path(results_dir)
+    rows, labels = [], set()
+    for claim in claims:
+        row = {"id": claim.id, "study": claim.study}
+        if claim.study not in (study_dirs or {}):
+            for run in same_sweep_runs(results_dir / claim.study):
+                row[run.parent.name] = evaluate(claim, run.parent, study_dirs).status
+                labels.add(run.parent.name)
+        rows.append(row)
+    return pd.DataFrame(rows, columns=["id", "study", *sorted(labels)]).fillna("")
+
+
+def run_agreement(by_run: pd.DataFrame) -> tuple[list[str], list[str]]:
+    """(the claims judged PASS or FAIL in another run of their sweep, those of them whose status
+    there differs from the reference's) of a ``claims_by_run.tsv`` frame (the reference's status in
+    its third column). NOT MEASURED in another run (its data lack the file) judges nothing."""
+    reference, others = by_run.columns[2], list(by_run.columns[3:])
+    checked, differing = [], []
+    for row in by_run.to_dict("records"):
+        statuses = [row[label] for label in others if row[label] in (PASS, FAIL)]
+        if statuses and row[reference] in (PASS, FAIL):
+            checked.append(row["id"])
+            if any(status != row[reference] for status in statuses):
+                differing.append(row["id"])
+    return checked, differing
+
+
 def failing(outcomes: list[Outcome]) -> list[str]:
     """The ids of the claims that FAIL, for ``--strict``."""
     return [o.claim.id for o in outcomes if o.status == FAIL]
@@ -238,13 +292,18 @@ def to_markdown(outcomes: list[Outcome], results_dir: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_reports(outcomes: list[Outcome], out_dir: Path) -> tuple[Path, Path]:
-    """``claims.tsv`` (one row per claim) and ``claims.md`` (to read) in ``out_dir``."""
+def write_reports(outcomes: list[Outcome], out_dir: Path, runs: pd.DataFrame | None = None) -> tuple[Path, Path]:
+    """``claims.tsv`` (one row per claim) and ``claims.md`` (to read) in ``out_dir``, and with
+    ``runs`` (``other_runs``) ``claims_by_run.tsv``: the reference's status beside the others'."""
     out_dir = Path(out_dir)
     frame = outcomes_frame(outcomes).map(_cell)
     tsv, md = out_dir / "claims.tsv", out_dir / "claims.md"
     atomic_write_text(tsv, frame.to_csv(sep="\t", index=False))
     atomic_write_text(md, to_markdown(outcomes, str(out_dir)))
+    if runs is not None:
+        by_run = runs.copy()
+        by_run.insert(2, out_dir.name, [o.status for o in outcomes])
+        atomic_write_text(out_dir / BY_RUN_FILE, by_run.to_csv(sep="\t", index=False))
     return tsv, md
 
 

@@ -4,7 +4,8 @@
                                                            validate catalog/*.yaml, write its tables
                                                            (and the counts its claims check)
     tma-study claims --results results/h200 [--study-dir catalog=build/catalog] [--strict]
-                                                           results/h200/claims.tsv and claims.md
+                                                           results/h200/claims.tsv, claims.md and
+                                                           claims_by_run.tsv (every run of each sweep)
     tma-study rules-of-thumb --results DIR --study S ... [--claims TSV] --out paper/tables
     tma-study compare STUDY --reference LABEL --run LABEL=DERIVED_DIR ... --out paper/tables
     tma-study paper-generated --results DIR --study S ... [--claims TSV] --paper paper
@@ -90,9 +91,9 @@ def run(args) -> int:
         return 0
     if args.command == "claims":
         study_dirs = _study_dirs(args.study_dir)
-        outcomes = claims.check_all(claims.load_claims(args.claims_dir or claims.CLAIMS_DIR, discover()),
-                                    args.results, study_dirs)
-        tsv, md = claims.write_reports(outcomes, args.results)
+        loaded = claims.load_claims(args.claims_dir or claims.CLAIMS_DIR, discover())
+        outcomes = claims.check_all(loaded, args.results, study_dirs)
+        tsv, md = claims.write_reports(outcomes, args.results, claims.other_runs(loaded, args.results, study_dirs))
         counts = claims.summary_counts(outcomes)
         print(f"{tsv}, {md}: " + ", ".join(f"{n} {status}" for status, n in counts.items()))
         failing = claims.failing(outcomes)

@@ -21,7 +21,13 @@ from tma_study.report.tables import to_latex as _to_latex
 
 from . import macros as macros_mod
 from . import projection
-from .claims import SPREAD_TEXT, notebook_title, read_outcomes
+from .claims import (
+    BY_RUN_FILE,
+    SPREAD_TEXT,
+    notebook_title,
+    read_outcomes,
+    run_agreement,
+)
 
 SPREAD_PERCENT = re.escape(SPREAD_TEXT) + r" ([0-9.]+) %"
 
@@ -71,10 +77,43 @@ def _spread(threshold) -> str:
     return rf"{max(found):.1f}\,\%" if found else "--"
 
 
+def runs_table(by_run_tsv: Path) -> str:
+    """The claims whose status differs in another run of their sweep (claims_by_run.tsv), each
+    run's status beside the reference's, as a LaTeX table; how many agree in the caption."""
+    by_run = read_outcomes(by_run_tsv)
+    checked, differing = run_agreement(by_run)
+    runs = list(by_run.columns[2:])
+    if not checked:
+        return ("% claims_by_run.tsv: no other run of any study's sweep in results/, so no claim was judged again\n"
+                r"\label{tab:claims_by_run}" + "\n")
+    caption = (f"Every claim judged again on the data of each other run of its study's sweep in results/ "
+               f"(another instance, judged as the reference is, with the same spreads): {len(checked) - len(differing)} "
+               f"of the {len(checked)} claims so checked have the same status in every run; the "
+               f"{len(differing)} below do not (column {runs[0]}: the reference; -- where a run does not hold "
+               "the claim's sweep). A claim is stated from the reference run alone.")
+    spec = r">{\raggedright\arraybackslash}p{3.2cm}" + "c" * len(runs)
+    head = r"\textbf{claim} & " + " & ".join(rf"\rotatebox{{60}}{{\texttt{{{latex_escape(r)}}}}}" for r in runs)
+    lines = [r"{\small\setlength{\tabcolsep}{3pt}", rf"\begin{{longtable}}{{{spec}}}",
+             rf"\caption{{{latex_escape(caption)}}}\label{{tab:claims_by_run}} \\", r"\toprule", head + r" \\",
+             r"\midrule", r"\endfirsthead", r"\toprule", head + r" \\", r"\midrule", r"\endhead",
+             r"\bottomrule", r"\endlastfoot"]
+    for row in by_run[by_run.id.isin(differing)].to_dict("records"):
+        cells = [latex_escape(row[run]) if row[run] else "--" for run in runs]
+        lines.append(rf"\claimref{{{row['id']}}} {{\scriptsize\texttt{{{breakable(row['id'])}}}}} & "
+                     + " & ".join(cells) + r" \\")
+    lines += [r"\end{longtable}", "}", ""]
+    return "\n".join(lines)
+
+
 def write_claims_table(claims_tsv: Path, out: Path, figures: set[str],
                        absent_studies: frozenset[str] = frozenset()) -> None:
-    """paper/generated/claims.tex: the numbered claims (see ``claims_table``)."""
-    atomic_write_text(Path(out), claims_table(claims_tsv, figures, absent_studies))
+    """paper/generated/claims.tex: the numbered claims (see ``claims_table``), and where
+    claims_by_run.tsv lies beside claims.tsv, the claims whose status another run changes."""
+    text = claims_table(claims_tsv, figures, absent_studies)
+    by_run = Path(claims_tsv).parent / BY_RUN_FILE
+    if by_run.is_file():
+        text += "\n" + runs_table(by_run)
+    atomic_write_text(Path(out), text)
 
 
 def figure_block(figure: str, notebooks: Path = REPO_ROOT / "notebooks") -> str:

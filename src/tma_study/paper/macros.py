@@ -18,7 +18,15 @@ from tma_study.report.tables import latex_escape
 
 from . import catalog, projection
 from .catalog import TABLES as CATALOG_TABLES
-from .claims import FAIL, NOT_MEASURED, PASS, read_outcomes, same_sweep_runs
+from .claims import (
+    BY_RUN_FILE,
+    FAIL,
+    NOT_MEASURED,
+    PASS,
+    read_outcomes,
+    run_agreement,
+    same_sweep_runs,
+)
 
 MACRO_NAME = re.compile(r"^[A-Za-z]+$")          # LaTeX command names: letters only
 FORBIDDEN_VALUES = ("nan", "none", "inf", "??", "todo", "xxx")
@@ -69,6 +77,11 @@ def claims_macros(claims_tsv: Path | None, studies: dict) -> dict[str, str]:
     statuses = list(outcomes["status"])
     macros = {"claimsTotal": str(len(statuses)), "claimsPassed": str(statuses.count(PASS)),
               "claimsFailed": str(statuses.count(FAIL)), "claimsNotMeasured": str(statuses.count(NOT_MEASURED))}
+    by_run = Path(claims_tsv).parent / BY_RUN_FILE
+    if by_run.is_file():                     # the claims judged again on the other runs of their sweep
+        checked, differing = run_agreement(read_outcomes(by_run))
+        macros.update({"claimsOtherRunsChecked": str(len(checked)), "claimsOtherRunsDiffer": str(len(differing)),
+                       "claimsOtherRunsSame": str(len(checked) - len(differing))})
     names = [*CATALOG_TABLES, *(f for study in studies.values() for f in (*study.figures, *study.tables))]
     for figure in names:
         ids = list(outcomes[outcomes.figure == figure]["id"])

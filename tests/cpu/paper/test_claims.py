@@ -7,8 +7,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-
 from raw_fixture import valid_provenance
+
 from tma_study.config import REPO_ROOT
 from tma_study.harness.provenance import config_hash
 from tma_study.paper import claims as claims_mod
@@ -383,3 +383,31 @@ def test_a_tolerance_around_zero_states_its_spread_as_a_share_of_the_tolerance(t
     _run(tmp_path, "h200-far", -35)                               # moved 25 in distance: 30 is still the largest
     assert evaluate(claim, reference.parent).status == PASS
     assert evaluate(_tolerance_claim(0, 35), reference.parent).status == FAIL     # 35 - 30 < 10
+
+
+def test_every_claim_is_judged_again_on_each_other_run_of_its_sweep(tmp_path):
+    from tma_study.paper.claims import other_runs, run_agreement, write_reports
+    from tma_study.paper.generated import runs_table
+    claim = Claim(**SPREAD_CLAIM)                  # gbps >= 4000, margin 3 %
+    reference = _run(tmp_path, "h200", 4300)
+    _run(tmp_path, "h200-other", 4100)             # moved 200 (5 %): each run must reach 4200
+    _run(tmp_path, "h200-wide", 3000, {"stages": [2, 4, 8]})       # another sweep: not judged
+    runs = other_runs([claim], reference.parent)
+    assert list(runs.columns) == ["id", "study", "h200-other"] and runs.loc[0, "h200-other"] == FAIL
+    write_reports([evaluate(claim, reference.parent)], reference.parent, runs)
+    by_run = pd.read_csv(reference.parent / "claims_by_run.tsv", sep="\t", dtype=str)
+    assert by_run.loc[0, ["h200", "h200-other"]].tolist() == [PASS, FAIL]
+    assert run_agreement(by_run) == (["peak_above_4000"], ["peak_above_4000"])
+    table = runs_table(reference.parent / "claims_by_run.tsv")
+    assert "0 of the 1 claims so checked have the same status" in table and r"\claimref{peak_above_4000}" in table
+
+
+def test_a_run_of_other_kernels_is_not_a_run_of_the_same_sweep(tmp_path):
+    from tma_study.paper.claims import same_sweep_runs
+    reference = _run(tmp_path, "h200", 4300)
+    same, changed = _run(tmp_path, "h200-same", 4300), _run(tmp_path, "h200-changed", 4300)
+    kernels = "kernel,registers,sass_instructions,expected_sass,compile_seconds\nk,40,1000,UTMALDGx1,{}\n"
+    (reference / "kernels.csv").write_text(kernels.format(1.0))
+    (same / "kernels.csv").write_text(kernels.format(2.5))        # compiled in another time: the same kernel
+    (changed / "kernels.csv").write_text(kernels.format(1.0).replace("1000", "1012"))
+    assert same_sweep_runs(reference) == [same]

@@ -38,9 +38,9 @@ def generated(tmp_path_factory):
     studies = configured_studies()
     catalog_derived = root / "catalog" / "derived"
     catalog_mod.write_derived(catalog_mod.load(), catalog_derived)
-    outcomes = claims_mod.check_all(claims_mod.load_claims(studies=studies), results,
-                                    {"catalog": catalog_derived.parent})
-    claims_mod.write_reports(outcomes, results)
+    loaded, study_dirs = claims_mod.load_claims(studies=studies), {"catalog": catalog_derived.parent}
+    outcomes = claims_mod.check_all(loaded, results, study_dirs)
+    claims_mod.write_reports(outcomes, results, claims_mod.other_runs(loaded, results, study_dirs))
     paper_dir = root / "paper"
     (paper_dir / "sections" / "studies").mkdir(parents=True)
     for section in (PAPER / "sections" / "studies").glob("*.tex"):
