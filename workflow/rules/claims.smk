@@ -27,7 +27,7 @@ FIGURE_CAPTIONS = {
 rule claims:
     input:
         derived=[f for name in STUDIES for f in LAYOUT.derived_files(name)],
-        # claims with in_repeat: true are checked in the repeat run too (results/<label>-rerun/)
+        # the other runs: spreads, in_repeat checks (results/<label>-rerun/), claims_by_run.tsv
         others=[f for name in STUDIES for f in LAYOUT.overlay_derived_files(name)],
         catalog=CATALOG_DERIVED,  # workflow/rules/catalog.smk
         claims=sorted(str(p) for p in Path("config/claims").glob("*.yaml")),

@@ -35,6 +35,7 @@ rule paper_generated:
     input:
         **PAPER_INPUTS,
         claims=f"{RESULTS}/claims.tsv",
+        claims_by_run=f"{RESULTS}/claims_by_run.tsv",  # the appendix's claims that other runs change
         catalog=CATALOG_DERIVED,
         specs="config/gpu_specs.yaml",
         sections=sorted(str(p) for p in Path("paper/sections/studies").glob("*.tex")),
