@@ -62,7 +62,7 @@ def scheduling(speedup: pd.DataFrame) -> pd.DataFrame:
     """Split multicast's time against the cluster-free launch into scheduling and multicast.
 
     t_mc / t_none = (t_cluster / t_none) x (t_mc / t_cluster): the first factor is what the
-    cluster launch of the same binary costs (fewer co-resident CTAs, gang scheduling), the
+    cluster launch of the same binary costs (where its CTAs land: the cluster_launch study), the
     second what multicast itself changes under that launch.
     """
     frame = speedup[[*SHAPE, "tile_bytes", "multicast_time_us", "cluster_time_us", "no_cluster_time_us"]].copy()

@@ -26,7 +26,7 @@ def _pattern_rule(break_even: pd.DataFrame, pattern: str, situation: str, figure
     shapes = _cluster_shapes(rows)
     if wins.empty:
         rule = ("do not expect bandwidth from multicast: let each CTA load its own copy (the copies hit "
-                "L2); use multicast where L2 read bandwidth, not delivery, is the limit")
+                "L2); use multicast where the L2 (in a GEMM, its request rate), not delivery, is the limit")
     else:
         best = wins.loc[wins.max_speedup.idxmax()]
         rule = (f"multicast pays from {human_bytes(best.break_even_tile_bytes)} tiles at cluster "
@@ -62,8 +62,8 @@ def _scheduling_rule(scheduling: pd.DataFrame) -> dict | None:
     by_size = rows.groupby("cluster_size").scheduling_factor.median()
     small, large = by_size.index.min(), by_size.index.max()
     return {"situation": "choosing a cluster size",
-            "rule": f"keep clusters at {small} unless the kernel needs more: larger cluster launches cost time by "
-                    "themselves (fewer co-resident CTAs)",
+            "rule": f"keep clusters at {small} unless the kernel needs more: larger cluster launches cost time through "
+                    "placement (whole clusters per GPC leave SMs without a CTA and stack CTAs on others)",
             "evidence": (f"same kernel, cluster launch / plain launch time (median over tiles): "
                          f"{by_size[small]:.2f} at {small}, {by_size[large]:.2f} at {large}"),
             "figure": "multicast_scaling", "claims": ("multicast_cluster_launch_costs_at_four_and_more",)}
