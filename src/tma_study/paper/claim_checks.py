@@ -9,6 +9,7 @@ within a tolerance: the margin is a share of the tolerance).
 """
 from __future__ import annotations
 
+import functools
 import math
 import operator
 from dataclasses import dataclass
@@ -219,7 +220,7 @@ def matched_rows(check: dict, study_dir: Path) -> pd.DataFrame | Verdict:
     path = Path(study_dir) / check["file"]
     if not path.is_file():
         return Verdict(NOT_MEASURED, f"{path} does not exist: the analysis has not run")
-    frame = pd.read_csv(path)
+    frame = read_table(path)
     try:
         rows = select(frame, check.get("where", {}), check)
         return ratios(frame, rows, check) if "relative_to" in check else rows
@@ -227,6 +228,18 @@ def matched_rows(check: dict, study_dir: Path) -> pd.DataFrame | Verdict:
         if "if_missing" in check:
             return Verdict(NOT_MEASURED, f"not measured: {check['if_missing']}")
         return Verdict(FAIL, str(missing))
+
+
+def read_table(path: Path) -> pd.DataFrame:
+    """A derived CSV, parsed once per version of the file (every claim is judged in every run of
+    its sweep, and every spread reads the other runs' files again): a copy, free to change."""
+    stat = Path(path).stat()
+    return _parsed(str(path), stat.st_mtime_ns, stat.st_size).copy()
+
+
+@functools.lru_cache(maxsize=512)
+def _parsed(path: str, mtime_ns: int, size: int) -> pd.DataFrame:
+    return pd.read_csv(path)
 
 
 def run_check(check: dict, study_dir: Path) -> Verdict:

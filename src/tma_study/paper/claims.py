@@ -29,6 +29,7 @@ come from cited source lines, not from a GPU.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -107,15 +108,32 @@ def _same_sweep(config: dict, other: dict) -> bool:
     return config == other
 
 
-def _kernels(study_dir: Path) -> set[tuple] | None:
+def _kernels(study_dir: Path) -> frozenset[tuple] | None:
     """What identifies the kernels a run timed (kernels.csv: each kernel's name, registers and
     SASS instruction counts), or None where the run recorded none."""
     path = Path(study_dir) / "kernels.csv"
     if not path.is_file():
         return None
+    stat = path.stat()
+    return _kernel_rows(str(path), stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=256)
+def _kernel_rows(path: str, mtime_ns: int, size: int) -> frozenset[tuple]:
     frame = pd.read_csv(path, dtype=str, keep_default_na=False)
     columns = [frame.columns[0], *(c for c in KERNEL_IDENTITY if c in frame.columns)]
-    return set(map(tuple, frame[columns].to_numpy()))
+    return frozenset(map(tuple, frame[columns].to_numpy()))
+
+
+@functools.lru_cache(maxsize=256)
+def _provenance(path: str, mtime_ns: int, size: int) -> dict:
+    return read_provenance(Path(path))
+
+
+def _read_provenance(path: Path) -> dict:
+    """provenance.json, parsed once per version of the file (read-only: it is shared)."""
+    stat = Path(path).stat()
+    return _provenance(str(path), stat.st_mtime_ns, stat.st_size)
 
 
 def _same_kernels(one: Path, other: Path) -> bool:
@@ -133,12 +151,12 @@ def same_sweep_runs(study_dir: Path) -> list[Path]:
     provenance = study_dir / "provenance.json"
     if not provenance.is_file():
         return []
-    mine = read_provenance(provenance)
+    mine = _read_provenance(provenance)
     runs = []
     for other in sorted(study_dir.parent.parent.glob(f"*/{study_dir.name}/provenance.json")):
         if other.parent.resolve() == study_dir.resolve():
             continue
-        theirs = read_provenance(other)
+        theirs = _read_provenance(other)
         if (theirs["gpu"].get("name") == mine["gpu"].get("name")
                 and _same_sweep(mine.get("config", {}), theirs.get("config", {}))
                 and _same_kernels(study_dir, other.parent)):
