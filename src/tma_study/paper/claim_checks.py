@@ -230,16 +230,24 @@ def matched_rows(check: dict, study_dir: Path) -> pd.DataFrame | Verdict:
         return Verdict(FAIL, str(missing))
 
 
+def by_file_version(read):
+    """``read(path)`` done once per version of the file (its modification time and size): every
+    claim is judged in every run of its sweep, and every spread reads the other runs' files again.
+    What it returns is shared between calls: treat it as read-only."""
+    cached = functools.lru_cache(maxsize=512)(lambda path, mtime_ns, size: read(path))
+
+    def call(path):
+        stat = Path(path).stat()
+        return cached(str(path), stat.st_mtime_ns, stat.st_size)
+    return call
+
+
+_parsed_csv = by_file_version(pd.read_csv)
+
+
 def read_table(path: Path) -> pd.DataFrame:
-    """A derived CSV, parsed once per version of the file (every claim is judged in every run of
-    its sweep, and every spread reads the other runs' files again): a copy, free to change."""
-    stat = Path(path).stat()
-    return _parsed(str(path), stat.st_mtime_ns, stat.st_size).copy()
-
-
-@functools.lru_cache(maxsize=512)
-def _parsed(path: str, mtime_ns: int, size: int) -> pd.DataFrame:
-    return pd.read_csv(path)
+    """A derived CSV (parsed once per version of the file), as a copy free to change."""
+    return _parsed_csv(path).copy()
 
 
 def run_check(check: dict, study_dir: Path) -> Verdict:

@@ -29,7 +29,6 @@ come from cited source lines, not from a GPU.
 """
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -39,7 +38,7 @@ from tma_study.atomic import atomic_write_text
 from tma_study.harness.provenance import read as read_provenance
 
 from .claim_checks import FAIL, NOT_MEASURED, PASS, Verdict, critical_value, format_value, is_tolerance, run_check
-from .claim_checks import margin_scale, threshold_text
+from .claim_checks import by_file_version, margin_scale, threshold_text
 from .claim_files import CLAIMS_DIR, Claim, ClaimsError, load_claims, parse_file
 
 RERUN_SUFFIX = "-rerun"                        # tma_study.pipeline.RERUN_SUFFIX
@@ -112,28 +111,17 @@ def _kernels(study_dir: Path) -> frozenset[tuple] | None:
     """What identifies the kernels a run timed (kernels.csv: each kernel's name, registers and
     SASS instruction counts), or None where the run recorded none."""
     path = Path(study_dir) / "kernels.csv"
-    if not path.is_file():
-        return None
-    stat = path.stat()
-    return _kernel_rows(str(path), stat.st_mtime_ns, stat.st_size)
+    return _kernel_rows(path) if path.is_file() else None
 
 
-@functools.lru_cache(maxsize=256)
-def _kernel_rows(path: str, mtime_ns: int, size: int) -> frozenset[tuple]:
+@by_file_version
+def _kernel_rows(path: str) -> frozenset[tuple]:
     frame = pd.read_csv(path, dtype=str, keep_default_na=False)
     columns = [frame.columns[0], *(c for c in KERNEL_IDENTITY if c in frame.columns)]
     return frozenset(map(tuple, frame[columns].to_numpy()))
 
 
-@functools.lru_cache(maxsize=256)
-def _provenance(path: str, mtime_ns: int, size: int) -> dict:
-    return read_provenance(Path(path))
-
-
-def _read_provenance(path: Path) -> dict:
-    """provenance.json, parsed once per version of the file (read-only: it is shared)."""
-    stat = Path(path).stat()
-    return _provenance(str(path), stat.st_mtime_ns, stat.st_size)
+_read_provenance = by_file_version(lambda path: read_provenance(Path(path)))   # shared: read-only
 
 
 def _same_kernels(one: Path, other: Path) -> bool:
