@@ -5,7 +5,7 @@ the tiles, flash_api.cpp get_pagedkv_tma for the choice.
 """
 import pytest
 
-from tma_study.studies.paged_kv.fa3_rule import (
+from tma_study.fa3_rule import (
     FA3_COMMIT,
     effective_causal,
     fa3_choice,

@@ -20,7 +20,8 @@ from paged_kv_fixture import REPO, synthetic_raw
 
 from tma_study.paper import catalog, rules_of_thumb
 from tma_study.paper import macros as macros_mod
-from tma_study.studies.paged_kv import STUDY, fa3_rule, facts, tuning_facts
+from tma_study import fa3_rule
+from tma_study.studies.paged_kv import STUDY, facts, tuning_facts
 from tma_study.studies.paged_kv.aggregate import aggregate
 from tma_study.studies.paged_kv.compare import compare_runs
 from tma_study.studies.paged_kv.macros import macros

@@ -1,5 +1,5 @@
 """Study ``paged_kv``: paged-KV attention, TMA vs cp.async K/V loads by page size, dtype,
-model shape and phase, next to FlashAttention-3's own rule (fa3_rule.py).
+model shape and phase, next to FlashAttention-3's own rule (tma_study.fa3_rule).
 
 Its paper tier: facts.py (what the text, the rules and the summary table state), rules.py
 (rules of thumb), macros.py (numbers of paper/sections/studies/paged_kv.tex), compare.py

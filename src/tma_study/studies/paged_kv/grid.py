@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 from tma_kernels.paged_kv.layouts import DECODE_CONSUMERS, LAYOUTS
 
-from .fa3_rule import fa3_choice
+from tma_study.fa3_rule import fa3_choice
 from .splits import RULE_DECODE, RULE_PREFILL, SplitChoice, wave_efficiency_splits
 
 LOAD_PATHS = ("tma", "cp_async")

@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from tma_study import fa3_rule
 from tma_study.report.numbers import MacroError, camel, number, percent, ratio
 
-from . import fa3_rule, facts, matched, tuning_facts
+from . import facts, matched, tuning_facts
 from .grid import DECODE_CONSUMERS
 
 DTYPE_NAMES = {"bf16": "bf", "e4m3": "fpeight"}

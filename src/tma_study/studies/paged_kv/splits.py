@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .fa3_rule import FA3_COMMIT, FA3_REPOSITORY
+from tma_study.fa3_rule import FA3_COMMIT, FA3_REPOSITORY
 
 FA3_SOURCE = (f"{FA3_REPOSITORY}@{FA3_COMMIT} hopper/heuristics.h lines 25-59 (num_splits_heuristic), called from "
               "hopper/flash_api.cpp line 469")
