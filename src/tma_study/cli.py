@@ -32,6 +32,7 @@ from pathlib import Path
 
 from . import config as config_mod
 from . import gpu as gpu_mod
+from .advisor import cli as advisor_cli
 from .paper import cli as paper_cli
 from .studies import discover
 
@@ -103,6 +104,7 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("check-config", help="validate config/config.yaml under override files")
     p.add_argument("files", type=Path, nargs="*")
     paper_cli.add_commands(sub)
+    advisor_cli.add_command(sub)
     return parser
 
 
@@ -152,6 +154,8 @@ def _run(args, parser) -> int:
     config_mod.check_root()                     # $TMA_STUDY_ROOT, where set, must be a checkout
     if args.command in paper_cli.COMMANDS:
         return paper_cli.run(args)
+    if args.command == "advise":
+        return advisor_cli.run(args)
     if args.command == "check-gpu":
         print(json.dumps(gpu_mod.require_hopper(gpu_mod.detect()).as_dict(), indent=2))
     elif args.command == "publish":
