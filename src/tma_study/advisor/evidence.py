@@ -23,6 +23,7 @@ import pandas as pd
 import yaml
 
 from tma_study.config import REPO_ROOT
+from tma_study.harness.runs import same_sweep_runs
 
 GPU_SPECS = REPO_ROOT / "config" / "gpu_specs.yaml"
 TABLES = {   # (study, derived file): the columns the rules read
@@ -78,9 +79,11 @@ def _gpu(results_dir: Path) -> dict:
 
 
 def tensor_rates(gpu: dict, specs_path: Path = GPU_SPECS) -> dict:
-    """mma dtype -> published dense tensor TFLOP/s of ``gpu`` (by its slug), or {} when unlisted."""
+    """mma dtype -> published dense tensor TFLOP/s of ``gpu`` (gpu_specs.yaml's entry keyed by its
+    slug, or named as the GPU is, less a parenthesis), or {} when unlisted."""
     specs = (yaml.safe_load(Path(specs_path).read_text()) or {}).get("gpus", {})
-    spec = specs.get(gpu.get("slug", ""))
+    spec = specs.get(gpu.get("slug", "")) or next(
+        (s for s in specs.values() if str(s.get("name", "")).split(" (")[0] == gpu.get("name")), None)
     if spec is None:
         return {}
     bf16 = float(spec["bf16_dense_tflops"])
@@ -102,14 +105,13 @@ def load_run(results_dir: Path, studies: dict | None = None) -> Evidence:
 
 def load(results_dir: Path) -> list[Evidence]:
     """The label's own evidence first, then one variant per other run of each study's sweep on the
-    same GPU model (tma_study.paper.claims.same_sweep_runs), that study's tables swapped in."""
-    from tma_study.paper.claims import same_sweep_runs
+    same GPU model (tma_study.harness.runs.same_sweep_runs), that study's tables swapped in."""
     reference = load_run(results_dir)
     variants = [reference]
     for study in STUDIES:
         for other in same_sweep_runs(Path(results_dir) / study):
             if all((other / "derived" / name).is_file() for s, name in TABLES if s == study):
-                swapped = {k: v for k, v in load_run(results_dir, {study: other}).tables.items() if k[0] == study}
+                swapped = {(s, name): _read(other, name, columns) for (s, name), columns in TABLES.items() if s == study}
                 variants.append(replace(reference, tables={**reference.tables, **swapped},
                                         runs={**reference.runs, study: other.parent.name}))
     return variants

@@ -9,13 +9,14 @@ within a tolerance: the margin is a share of the tolerance).
 """
 from __future__ import annotations
 
-import functools
 import math
 import operator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
+
+from tma_study.harness.runs import by_file_version
 
 PASS, FAIL, NOT_MEASURED = "PASS", "FAIL", "NOT MEASURED"
 OPS = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt,
@@ -228,18 +229,6 @@ def matched_rows(check: dict, study_dir: Path) -> pd.DataFrame | Verdict:
         if "if_missing" in check:
             return Verdict(NOT_MEASURED, f"not measured: {check['if_missing']}")
         return Verdict(FAIL, str(missing))
-
-
-def by_file_version(read):
-    """``read(path)`` done once per version of the file (its modification time and size): every
-    claim is judged in every run of its sweep, and every spread reads the other runs' files again.
-    What it returns is shared between calls: treat it as read-only."""
-    cached = functools.lru_cache(maxsize=512)(lambda path, mtime_ns, size: read(path))
-
-    def call(path):
-        stat = Path(path).stat()
-        return cached(str(path), stat.st_mtime_ns, stat.st_size)
-    return call
 
 
 _parsed_csv = by_file_version(pd.read_csv)
