@@ -44,6 +44,22 @@ def add_command(sub) -> None:
     p.add_argument("--json", action="store_true", help="print the advice as JSON")
 
 
+def add_validate_command(sub) -> None:
+    p = sub.add_parser("advisor-validate", help="score the frozen advisor on its validation sets (leave one study "
+                                                "out, the held-out Triton kernels, the catalog) beside the baselines")
+    p.add_argument("--results", type=Path, required=True, help="results/<label>/ whose tables to predict from and score")
+    p.add_argument("--out", type=Path, required=True, help="where the derived tables go (results/<label>/advisor/derived)")
+    p.add_argument("--tables", type=Path, default=None, help="also write the paper tables here (paper/tables)")
+
+
+def run_validate(args) -> int:
+    from .validation import run as validation, tables
+    validation.validate(args.results, args.out)
+    if args.tables is not None:
+        tables.write_tables(args.out, args.tables)
+    return 0
+
+
 def _spec(args) -> dict:
     spec = {}
     if args.operand is not None:

@@ -82,9 +82,13 @@ def _schema_messages(data, source: str) -> list[str]:
 
 
 def _non_gpu_study(name: str):
-    """(tables, derived files) of a study whose data do not come from a GPU, or None."""
+    """(tables and figures, derived files) of a study whose data do not come from a GPU of its own
+    (the catalog; the advisor, scored from other studies' data), or None."""
     if name == "catalog":
         return catalog.TABLES, catalog.DERIVED_FILES
+    if name == "advisor":
+        from tma_study.advisor.validation import run as advisor_validation
+        return (*advisor_validation.FIGURES, *advisor_validation.TABLES), advisor_validation.DERIVED_FILES
     return None
 
 

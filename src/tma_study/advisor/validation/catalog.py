@@ -68,3 +68,12 @@ def compare(variants: list, cases: pd.DataFrame, operands: Path = OPERANDS,
                      "inside_measured_range": advice.inside_measured_range, "measured": text,
                      "measured_tma_wins": tma, "measured_alternative_wins": alternative, "measured_ties": ties})
     return pd.DataFrame(rows)
+
+
+def agreement(table: pd.DataFrame) -> pd.DataFrame:
+    """One row: entries compared, how many the advisor agrees with (or ties with), and the shares."""
+    n = len(table)
+    agree, tied = int(table.agree.sum()), int(table.agree_or_tied.sum())
+    return pd.DataFrame([{"entries": n, "agree": agree, "agree_or_tied": tied,
+                          "share_agree": agree / n if n else float("nan"),
+                          "share_agree_or_tied": tied / n if n else float("nan")}])

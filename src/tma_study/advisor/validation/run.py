@@ -6,7 +6,7 @@
 - ``scores.csv``: per set and family, each policy's wins, ties, losses, share not worse and mean
   regret, with bootstrap 95 % intervals;
 - ``comparison.csv``: the advisor against each baseline (paired bootstrap);
-- ``catalog.csv``: the catalog's choices beside the advisor's;
+- ``catalog.csv``: the catalog's choices beside the advisor's; ``catalog_agreement.csv``: how often they agree;
 - ``decision_map.csv``: the advisor's choice for a contiguous, load-only, streaming operand by
   level, transfer size and bytes in flight per SM (the decision-map figure).
 """
@@ -23,7 +23,10 @@ from .. import advise_with, evidence, frozen, from_mapping
 from . import catalog, loso, scores
 from .cases import COLUMNS, operand_spec
 
-DERIVED_FILES = ("cases.csv", "scores.csv", "comparison.csv", "catalog.csv", "decision_map.csv")
+DERIVED_FILES = ("cases.csv", "scores.csv", "comparison.csv", "catalog.csv", "catalog_agreement.csv",
+                 "decision_map.csv")
+FIGURES = ("advisor_decision_map",)
+TABLES = ("advisor_scores", "advisor_comparison", "advisor_catalog", "advisor_misses", "advisor_scores_by_family")
 HELDOUT_CASES = Path("heldout") / "derived" / "cases.csv"
 MAP_SIZES = tuple(2 ** k for k in range(6, 18))                    # 64 B .. 128 KiB
 MAP_IN_FLIGHT = (16384, 32768, 65536, 131072, 196608)
@@ -117,9 +120,13 @@ def validate(results_dir: Path, out_dir: Path) -> None:
     chosen = picks(cases, variants, crossover) if len(cases) else pd.DataFrame()
     scored, compared = score_sets(cases, chosen) if len(cases) else (pd.DataFrame(), pd.DataFrame())
     table = pd.concat([cases, chosen], axis=1) if len(cases) else cases
+    if len(cases):
+        result = scores.outcomes(cases, chosen["advisor"])
+        table["advisor_result"], table["advisor_regret"] = result.result, result.regret
     table["advisor_version"], table["advisor_sha256"] = version["version"], version["sha256"]
     out_dir.mkdir(parents=True, exist_ok=True)
-    outputs = {"cases.csv": table, "scores.csv": scored, "comparison.csv": compared,
-               "catalog.csv": catalog.compare(variants, cases), "decision_map.csv": decision_map(variants)}
+    library = catalog.compare(variants, cases)
+    outputs = {"cases.csv": table, "scores.csv": scored, "comparison.csv": compared, "catalog.csv": library,
+               "catalog_agreement.csv": catalog.agreement(library), "decision_map.csv": decision_map(variants)}
     for name, frame in outputs.items():
         atomic_write_text(out_dir / name, frame.to_csv(index=False))
