@@ -25,6 +25,7 @@ include: "workflow/rules/measure.smk"
 include: "workflow/rules/analyze.smk"
 include: "workflow/rules/catalog.smk"
 include: "workflow/rules/overlay.smk"
+include: "workflow/rules/advisor.smk"
 include: "workflow/rules/claims.smk"
 include: "workflow/rules/paper.smk"
 include: "workflow/rules/gemm.smk"
@@ -35,3 +36,4 @@ rule all:
     input:
         LAYOUT.all_outputs(),
         CATALOG_TABLES,
+        ADVISOR_OUTPUTS,

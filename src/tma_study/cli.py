@@ -105,6 +105,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("files", type=Path, nargs="*")
     paper_cli.add_commands(sub)
     advisor_cli.add_command(sub)
+    advisor_cli.add_validate_command(sub)
     return parser
 
 
@@ -156,6 +157,8 @@ def _run(args, parser) -> int:
         return paper_cli.run(args)
     if args.command == "advise":
         return advisor_cli.run(args)
+    if args.command == "advisor-validate":
+        return advisor_cli.run_validate(args)
     if args.command == "check-gpu":
         print(json.dumps(gpu_mod.require_hopper(gpu_mod.detect()).as_dict(), indent=2))
     elif args.command == "publish":

@@ -30,6 +30,7 @@ rule claims:
         # the other runs: spreads, in_repeat checks (results/<label>-rerun/), claims_by_run.tsv
         others=[f for name in STUDIES for f in LAYOUT.overlay_derived_files(name)],
         catalog=CATALOG_DERIVED,  # workflow/rules/catalog.smk
+        advisor=ADVISOR_DERIVED if ADVISOR_ACTIVE else [],  # workflow/rules/advisor.smk
         claims=sorted(str(p) for p in Path("config/claims").glob("*.yaml")),
         schema="workflow/schemas/claims.schema.yaml",
         code=[
@@ -50,6 +51,11 @@ rule claims:
         python=PYTHON,
         results=lambda wildcards, output: Path(output.tsv).parent,
         catalog=lambda wildcards, input: Path(input.catalog[0]).parent.parent,
+        advisor=(
+            f"--study-dir advisor={shlex.quote(str(Path(ADVISOR_DIR).parent))}"
+            if ADVISOR_ACTIVE
+            else ""
+        ),
     shell:
         "{params.python} -m tma_study claims --results {params.results:q} "
-        "--study-dir catalog={params.catalog:q} > {log:q} 2>&1"
+        "--study-dir catalog={params.catalog:q} {params.advisor} > {log:q} 2>&1"

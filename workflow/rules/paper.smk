@@ -37,6 +37,7 @@ rule paper_generated:
         claims=f"{RESULTS}/claims.tsv",
         claims_by_run=f"{RESULTS}/claims_by_run.tsv",  # the appendix's claims that other runs change
         catalog=CATALOG_DERIVED,
+        advisor=ADVISOR_DERIVED if ADVISOR_ACTIVE else [],  # workflow/rules/advisor.smk
         specs="config/gpu_specs.yaml",
         sections=sorted(str(p) for p in Path("paper/sections/studies").glob("*.tex")),
         code=[
@@ -79,6 +80,7 @@ rule paper:
         rules_of_thumb=rules.rules_of_thumb.output,
         catalog=[f for f in CATALOG_TABLES if f.endswith(".tex")],  # workflow/rules/catalog.smk
         figures=[f"figures/{figure}.pdf" for figure in FIGURE_STUDY],
+        advisor=[f for f in ADVISOR_OUTPUTS if f.endswith((".tex", ".pdf"))],
         tables=[
             f
             for f in LAYOUT.all_outputs()

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from tma_study.advisor.validation.run import FIGURES as ADVISOR_FIGURES
 from tma_study.atomic import atomic_write_text
 from tma_study.config import REPO_ROOT
 from tma_study.harness.provenance import read as read_provenance
@@ -145,7 +146,7 @@ def write_generated(results_dir: Path, studies: dict, paper_dir: Path, claims_ts
         projection.table(projection.load_specs()), "Published specifications the projection of Section~\\ref{sec:generality} "
         "uses (config/gpu\\_specs.yaml; dense tensor rates, per GPU).", "tab:projection"))
     if claims_tsv is not None:
-        figures = {f for study in studies.values() for f in study.figures}
+        figures = {f for study in studies.values() for f in study.figures} | set(ADVISOR_FIGURES)
         from tma_study.studies import discover
         absent = frozenset(discover()) - frozenset(studies)     # no data in this run: no section
         write_claims_table(claims_tsv, paper_dir / GENERATED / "claims.tex", figures, absent)

@@ -16,6 +16,10 @@ from tma_study.harness.provenance import read as read_provenance
 from tma_study.report.numbers import MacroError, camel, size
 from tma_study.report.tables import latex_escape
 
+from tma_study.advisor.validation import macros as advisor_macros
+from tma_study.advisor.validation.run import FIGURES as ADVISOR_FIGURES
+from tma_study.advisor.validation.run import TABLES as ADVISOR_TABLES
+
 from . import catalog, projection
 from .catalog import TABLES as CATALOG_TABLES
 from .claims import (
@@ -28,6 +32,7 @@ from .claims import (
     same_sweep_runs,
 )
 
+ADVISOR_DERIVED = Path("advisor") / "derived"     # results/<label>/advisor/derived (tma-study advisor-validate)
 MACRO_NAME = re.compile(r"^[A-Za-z]+$")          # LaTeX command names: letters only
 FORBIDDEN_VALUES = ("nan", "none", "inf", "??", "todo", "xxx")
 
@@ -82,7 +87,8 @@ def claims_macros(claims_tsv: Path | None, studies: dict) -> dict[str, str]:
         checked, differing = run_agreement(read_outcomes(by_run))
         macros.update({"claimsOtherRunsChecked": str(len(checked)), "claimsOtherRunsDiffer": str(len(differing)),
                        "claimsOtherRunsSame": str(len(checked) - len(differing))})
-    names = [*CATALOG_TABLES, *(f for study in studies.values() for f in (*study.figures, *study.tables))]
+    names = [*CATALOG_TABLES, *ADVISOR_FIGURES, *ADVISOR_TABLES,
+             *(f for study in studies.values() for f in (*study.figures, *study.tables))]
     for figure in names:
         ids = list(outcomes[outcomes.figure == figure]["id"])
         macros[camel("claims of", figure)] = (RawTex(", ".join(rf"\claimref{{{i}}}" for i in ids)) if ids
@@ -99,6 +105,9 @@ def source_macros(results_dir: Path, catalog_derived: Path | None) -> dict[str, 
     crossover = Path(results_dir) / "crossover" / "derived"
     if (crossover / "peaks.csv").is_file():
         macros.update(projection.macros(projection.load_specs(), crossover))
+    advisor = Path(results_dir) / ADVISOR_DERIVED
+    if (advisor / "scores.csv").is_file():
+        macros.update(advisor_macros.macros(advisor))
     return macros
 
 

@@ -14,6 +14,7 @@ from paper_fixture import (
 )
 from raw_fixture import valid_provenance
 
+from tma_study.advisor.validation import run as advisor_validation
 from tma_study.paper import catalog as catalog_mod
 from tma_study.paper import claims as claims_mod
 from tma_study.paper import generated as generated_mod
@@ -163,6 +164,7 @@ def test_everything_the_paper_includes_is_a_pipeline_output_or_a_paper_source(ge
     _, paper_dir = generated
     studies = configured_studies()
     outputs = set(Layout(studies, REFERENCE).all_outputs()) | set(catalog_mod.table_files("paper/tables"))
+    outputs |= set(advisor_validation.output_files())
     generated_files = sorted((paper_dir / "generated").glob("*.tex"))
     texts = {s: s.read_text() for s in SOURCES} | {g: g.read_text() for g in generated_files}
     for source, tex in texts.items():

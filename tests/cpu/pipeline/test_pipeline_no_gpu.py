@@ -104,6 +104,12 @@ def test_a_missing_raw_file_is_named_before_any_job(tmp_path, missing):
 # A claim is checked, never reworded to pass: this list changes only with the data, and a claim
 # that starts or stops failing fails this test until the list (and the text) follows.
 KNOWN_FAILING = {
+    "advisor_fewer_losses_than_every_baseline_leave_one_study_out":
+        "the advisor loses as often as always-TMA and transfer-size-only; FA3's rule loses less on the paged-KV cases",
+    "advisor_less_regret_than_every_baseline_leave_one_study_out":
+        "FA3's rule loses less time on the paged-KV cases (the advisor misses fp8 decode, where cp.async wins)",
+    "advisor_agrees_with_the_libraries":
+        "the advisor agrees or ties with 8 of 14 catalog loads: it never multicasts and gathers small Q tiles",
     "gemm_multicast_no_median_gain":
         "at the default tile order an fp8 cluster shape gains in the median; gemm_cluster: mostly tile order",
     "gemm_multicast_rule_not_faster_holds":

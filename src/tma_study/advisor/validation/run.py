@@ -33,6 +33,12 @@ MAP_IN_FLIGHT = (16384, 32768, 65536, 131072, 196608)
 ALL = "all"
 
 
+def output_files() -> list[str]:
+    """The paper tables and figures the advisor's rules make (workflow/rules/advisor.smk)."""
+    return ([f"paper/tables/{t}.{ext}" for t in TABLES for ext in ("tex", "md")]
+            + [f"figures/{f}.{ext}" for f in FIGURES for ext in ("pdf", "png")])
+
+
 def _advisor_picks(cases: pd.DataFrame, variants: list) -> pd.DataFrame:
     rows = []
     for case in cases.itertuples():

@@ -23,6 +23,7 @@ import pandas as pd
 from .cases import TIE, TMA
 
 BOOTSTRAP_RESAMPLES = 2000
+CONFIDENCE = 0.95
 SEED = 20261205
 BASELINES = ("always_tma", "always_alternative", "transfer_size_only", "fa3_rule", "majority_class")
 POLICIES = ("advisor", *BASELINES)
@@ -46,7 +47,8 @@ def _resamples(n: int) -> np.ndarray:
 
 
 def _interval(values: np.ndarray) -> tuple[float, float]:
-    return float(np.quantile(values, 0.025)), float(np.quantile(values, 0.975))
+    tail = (1 - CONFIDENCE) / 2
+    return float(np.quantile(values, tail)), float(np.quantile(values, 1 - tail))
 
 
 def score(cases: pd.DataFrame, picks: pd.DataFrame, label: dict) -> tuple[list[dict], list[dict]]:

@@ -1,0 +1,69 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+# ---
+
+# %% [markdown]
+# # Held-out Triton kernels: TMA's time over the pointer kernel's, by family and transfer size
+#
+# Each point is one case of the heldout study: the median of its pairs' TMA / pointer time ratios
+# (below 1: TMA is faster) with the bootstrap 95 % interval, against the bytes one TMA box of
+# the operand holds. Filled: the pointer loads compiled to cp.async; open: to plain loads.
+
+# %%
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from tma_study.report.figures import finish, inputs
+from tma_study.report.tables import human_bytes
+
+derived, provenance, pdf = inputs("heldout", globals().get("snakemake"))
+cases = pd.read_csv(derived / "cases.csv")
+TITLES = {"gemm": "GEMM: A and B tiles", "attention": "attention: K and V tiles",
+          "paged_decode": "paged decode: K and V pages", "gather": "row gather: rows"}
+COLOURS = {"bf16": "#0072B2", "fp8_e4m3": "#D55E00"}
+
+
+def box_bytes(row) -> float:
+    if isinstance(row.box_dims, str) and row.box_dims:
+        return float(np.prod([int(v) for v in row.box_dims.split("x")]) * row.element_bytes)
+    return float(row.row_bytes)
+
+
+cases["box_bytes"] = [box_bytes(r) for r in cases.itertuples()]
+
+# %%
+families = [f for f in TITLES if f in set(cases.family)]
+fig, axes = plt.subplots(1, len(families), figsize=(7.0, 2.6), sharey=True, squeeze=False)
+for ax, family in zip(axes[0], families):
+    rows = cases[cases.family == family]
+    for dtype, group in rows.groupby("dtype"):
+        for alternative, part in group.groupby("alternative"):
+            jitter = np.exp(np.random.default_rng(0).uniform(-0.12, 0.12, len(part)))
+            x = part.box_bytes * jitter
+            ax.errorbar(x, part.ratio, yerr=[part.ratio - part.ratio_low, part.ratio_high - part.ratio],
+                        fmt="o" if alternative == "cp_async" else "s", markersize=3.5, linewidth=0.7,
+                        color=COLOURS[dtype], markerfacecolor=COLOURS[dtype] if alternative == "cp_async" else "white",
+                        label=f"{dtype}, pointer = {alternative.replace('_', ' ')}")
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.set_xscale("log", base=2)
+    sizes = sorted(rows.box_bytes.unique())
+    ax.set_xticks(sizes, [human_bytes(s).replace(" ", "") for s in sizes], rotation=60, fontsize=7)
+    ax.minorticks_off()
+    ax.set_title(TITLES[family], fontsize=8)
+    ax.set_xlabel("bytes per TMA box", fontsize=7)
+    ax.tick_params(axis="y", labelsize=7)
+axes[0][0].set_yscale("log")
+axes[0][0].set_ylabel("TMA time / pointer time", fontsize=7)
+handles, labels = {}, {}
+for ax in axes[0]:
+    for h, label in zip(*ax.get_legend_handles_labels()):
+        handles.setdefault(label, h)
+fig.legend(handles.values(), handles.keys(), loc="lower center", ncol=4, fontsize=7, frameon=False,
+           bbox_to_anchor=(0.5, 0.03))
+finish(fig, provenance, pdf, rect=(0, 0.12, 1, 1))

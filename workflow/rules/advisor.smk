@@ -1,0 +1,84 @@
+# The advisor (tma_study.advisor) scored on what it was not built from: the workload studies'
+# winners (leave one study out), the heldout study's Triton kernels and the catalog's choices,
+# beside the trivial baselines -> results/<label>/advisor/derived/, its paper tables and the
+# decision-map figure. It predicts from the microbenchmarks of this run (and the other runs of
+# their sweeps, for its intervals), so it runs where the run holds all three.
+from tma_study.advisor import evidence as advisor_evidence
+from tma_study.advisor.validation import run as advisor_validation
+
+ADVISOR_ACTIVE = all(name in STUDIES for name in advisor_evidence.STUDIES)
+ADVISOR_DIR = f"{RESULTS}/advisor/derived"
+ADVISOR_DERIVED = [f"{ADVISOR_DIR}/{f}" for f in advisor_validation.DERIVED_FILES]
+ADVISOR_TABLES = [
+    f for f in advisor_validation.output_files() if f.startswith("paper/tables/")
+]
+ADVISOR_FIGURES = [
+    f for f in advisor_validation.output_files() if f.startswith("figures/")
+]
+ADVISOR_OUTPUTS = (
+    ADVISOR_DERIVED + ADVISOR_TABLES + ADVISOR_FIGURES if ADVISOR_ACTIVE else []
+)
+
+
+def advisor_inputs():
+    """The tables the advisor predicts from and those it is scored on, of this run and, for its
+    intervals, the other runs of the microbenchmarks' sweeps."""
+    files = []
+    for name in advisor_evidence.STUDIES:
+        files += LAYOUT.derived_files(name) + LAYOUT.overlay_derived_files(name)
+        files += [f"{RESULTS}/{name}/provenance.json"]
+    workloads = {
+        "paged_kv": ["attention.csv"],
+        "gemm": ["gemm.csv", "kernels.csv"],
+        "heldout": [],
+    }
+    for name, raw in workloads.items():
+        if name in STUDIES:
+            files += LAYOUT.derived_files(name) + [f"{RESULTS}/{name}/{f}" for f in raw]
+    return files
+
+
+if ADVISOR_ACTIVE:
+
+    rule advisor_validation:
+        input:
+            data=advisor_inputs(),
+            config=[
+                "config/advisor_versions.yaml",
+                "config/advisor_catalog.yaml",
+                "config/gpu_specs.yaml",
+            ],
+            catalog=sorted(str(p) for p in Path("catalog").glob("*.yaml")),
+            code=sorted(str(p) for p in Path("src/tma_study/advisor").rglob("*.py"))
+            + ["src/tma_study/harness/runs.py", "src/tma_study/report/tables.py"],
+        output:
+            derived=ADVISOR_DERIVED,
+            tables=ADVISOR_TABLES,
+        log:
+            f"logs/advisor/{LABEL}.log",
+        params:
+            python=PYTHON,
+            results=RESULTS,
+            out=ADVISOR_DIR,
+        shell:
+            "{params.python} -m tma_study advisor-validate --results {params.results:q} --out {params.out:q} "
+            "--tables paper/tables > {log:q} 2>&1"
+
+    rule advisor_figure:
+        input:
+            derived=ADVISOR_DERIVED,
+            provenance=f"{RESULTS}/crossover/provenance.json",
+        output:
+            pdf="figures/advisor_decision_map.pdf",
+            png=report(
+                "figures/advisor_decision_map.png",
+                caption="../report/figure.rst",
+                category="Figures",
+            ),
+        log:
+            "logs/figures/advisor_decision_map.log",
+        params:
+            derived=ADVISOR_DIR,
+            caption="The advisor's decision map: which mechanism it chooses by transfer size and bytes in flight per SM.",
+        script:
+            "../../notebooks/advisor_decision_map.py"
