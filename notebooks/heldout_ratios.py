@@ -24,8 +24,10 @@ from tma_study.report.tables import human_bytes
 
 derived, provenance, pdf = inputs("heldout", globals().get("snakemake"))
 cases = pd.read_csv(derived / "cases.csv")
-TITLES = {"gemm": "GEMM: A and B tiles", "attention": "attention: K and V tiles",
-          "paged_decode": "paged decode: K and V pages", "gather": "row gather: rows"}
+TITLES = {"gemm": "GEMM (A, B tiles)", "attention": "attention (K, V tiles)",
+          "paged_decode": "paged decode (K, V pages)", "gather": "row gather (rows)"}
+ALTERNATIVES = {"cp_async": "cp.async", "plain_loads": "plain loads"}
+RATIO_TICKS = (0.8, 0.9, 1.0, 1.2, 1.5, 2.0)
 COLOURS = {"bf16": "#0072B2", "fp8_e4m3": "#D55E00"}
 
 
@@ -49,7 +51,7 @@ for ax, family in zip(axes[0], families):
             ax.errorbar(x, part.ratio, yerr=[part.ratio - part.ratio_low, part.ratio_high - part.ratio],
                         fmt="o" if alternative == "cp_async" else "s", markersize=3.5, linewidth=0.7,
                         color=COLOURS[dtype], markerfacecolor=COLOURS[dtype] if alternative == "cp_async" else "white",
-                        label=f"{dtype}, pointer = {alternative.replace('_', ' ')}")
+                        label=f"{dtype}, pointer loads: {ALTERNATIVES[alternative]}")
     ax.axhline(1.0, color="black", linewidth=0.8)
     ax.set_xscale("log", base=2)
     sizes = sorted(rows.box_bytes.unique())
@@ -59,6 +61,10 @@ for ax, family in zip(axes[0], families):
     ax.set_xlabel("bytes per TMA box", fontsize=7)
     ax.tick_params(axis="y", labelsize=7)
 axes[0][0].set_yscale("log")
+low, high = cases.ratio_low.min(), cases.ratio_high.max()
+ticks = [t for t in RATIO_TICKS if low / 1.05 <= t <= high * 1.05]
+axes[0][0].set_yticks(ticks, [f"{t:g}" for t in ticks])
+axes[0][0].yaxis.set_minor_formatter(plt.NullFormatter())
 axes[0][0].set_ylabel("TMA time / pointer time", fontsize=7)
 handles, labels = {}, {}
 for ax in axes[0]:

@@ -9,6 +9,8 @@ from tma_study.advisor.validation import run as advisor_validation
 ADVISOR_ACTIVE = all(name in STUDIES for name in advisor_evidence.STUDIES)
 ADVISOR_DIR = f"{RESULTS}/advisor/derived"
 ADVISOR_DERIVED = [f"{ADVISOR_DIR}/{f}" for f in advisor_validation.DERIVED_FILES]
+ADVISOR_SCORED = [f"{ADVISOR_DIR}/{f}" for f in advisor_validation.SCORED_FILES]
+ADVISOR_MAP = f"{ADVISOR_DIR}/{advisor_validation.MAP_FILE}"
 ADVISOR_TABLES = [
     f for f in advisor_validation.output_files() if f.startswith("paper/tables/")
 ]
@@ -20,13 +22,19 @@ ADVISOR_OUTPUTS = (
 )
 
 
-def advisor_inputs():
-    """The tables the advisor predicts from and those it is scored on, of this run and, for its
-    intervals, the other runs of the microbenchmarks' sweeps."""
+def evidence_inputs():
+    """The tables the advisor predicts from: this run's microbenchmarks and, for its intervals,
+    the other runs of their sweeps."""
     files = []
     for name in advisor_evidence.STUDIES:
         files += LAYOUT.derived_files(name) + LAYOUT.overlay_derived_files(name)
         files += [f"{RESULTS}/{name}/provenance.json"]
+    return files
+
+
+def advisor_inputs():
+    """The evidence and the tables the advisor is scored on."""
+    files = evidence_inputs()
     workloads = {
         "paged_kv": ["attention.csv"],
         "gemm": ["gemm.csv", "kernels.csv"],
@@ -52,7 +60,7 @@ if ADVISOR_ACTIVE:
             code=sorted(str(p) for p in Path("src/tma_study/advisor").rglob("*.py"))
             + ["src/tma_study/harness/runs.py", "src/tma_study/report/tables.py"],
         output:
-            derived=ADVISOR_DERIVED,
+            derived=ADVISOR_SCORED,
             tables=ADVISOR_TABLES,
         log:
             f"logs/advisor/{LABEL}.log",
@@ -64,9 +72,28 @@ if ADVISOR_ACTIVE:
             "{params.python} -m tma_study advisor-validate --results {params.results:q} --out {params.out:q} "
             "--tables paper/tables > {log:q} 2>&1"
 
+    # The decision map needs only the microbenchmarks: it runs beside the workload studies' jobs.
+    rule advisor_decision_map:
+        input:
+            data=evidence_inputs(),
+            config=["config/advisor_versions.yaml", "config/gpu_specs.yaml"],
+            code=sorted(str(p) for p in Path("src/tma_study/advisor").rglob("*.py"))
+            + ["src/tma_study/harness/runs.py"],
+        output:
+            ADVISOR_MAP,
+        log:
+            f"logs/advisor/{LABEL}-decision-map.log",
+        params:
+            python=PYTHON,
+            results=RESULTS,
+            out=ADVISOR_DIR,
+        shell:
+            "{params.python} -m tma_study advisor-validate --decision-map --results {params.results:q} "
+            "--out {params.out:q} > {log:q} 2>&1"
+
     rule advisor_figure:
         input:
-            derived=ADVISOR_DERIVED,
+            derived=ADVISOR_MAP,
             provenance=f"{RESULTS}/crossover/provenance.json",
         output:
             pdf="figures/advisor_decision_map.pdf",

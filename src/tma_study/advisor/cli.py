@@ -50,10 +50,15 @@ def add_validate_command(sub) -> None:
     p.add_argument("--results", type=Path, required=True, help="results/<label>/ whose tables to predict from and score")
     p.add_argument("--out", type=Path, required=True, help="where the derived tables go (results/<label>/advisor/derived)")
     p.add_argument("--tables", type=Path, default=None, help="also write the paper tables here (paper/tables)")
+    p.add_argument("--decision-map", action="store_true",
+                   help="write only decision_map.csv: the advisor's choice over transfer sizes and bytes in flight")
 
 
 def run_validate(args) -> int:
     from .validation import run as validation, tables
+    if args.decision_map:
+        validation.write_map(args.results, args.out)
+        return 0
     validation.validate(args.results, args.out)
     if args.tables is not None:
         tables.write_tables(args.out, args.tables)

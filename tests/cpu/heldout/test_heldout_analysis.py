@@ -36,9 +36,11 @@ def test_ctas_per_sm_is_limited_by_shared_memory_registers_and_warps():
     assert describe.ctas_per_sm(0, 16, 4) == 16               # 64 warps / 4
 
 
-def test_the_pointer_kernel_is_cp_async_only_where_it_issues_more_ldgsts():
-    assert alternative({"sass_ldgsts": 4}, {"sass_ldgsts": 40}) == "cp_async"
-    assert alternative({"sass_ldgsts": 4}, {"sass_ldgsts": 4}) == "plain_loads"
+def test_the_pointer_kernel_is_cp_async_only_where_it_issues_more_ldgsts_into_a_buffer_of_the_operand():
+    assert alternative({"sass_ldgsts": 4}, {"sass_ldgsts": 40, "shared_bytes": 3084}, 1024) == "cp_async"
+    assert alternative({"sass_ldgsts": 4}, {"sass_ldgsts": 4, "shared_bytes": 3084}, 1024) == "plain_loads"
+    # a gather of short rows: its LDGSTS are the index prefetches, the rows go to registers
+    assert alternative({"sass_ldgsts": 4}, {"sass_ldgsts": 67, "shared_bytes": 12}, 64) == "plain_loads"
 
 
 def _synthetic_raw(folder, ratio_by_family):

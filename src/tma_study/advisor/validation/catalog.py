@@ -14,7 +14,7 @@ import yaml
 
 from tma_study.config import REPO_ROOT
 
-from .. import advise_with, from_mapping
+from .. import from_mapping
 from .cases import TIE, TMA
 
 OPERANDS = REPO_ROOT / "config" / "advisor_catalog.yaml"
@@ -47,7 +47,7 @@ def _measured(link: dict | None, cases: pd.DataFrame) -> tuple[str, int, int, in
             f"{alternative}, tied in {ties} of {len(chosen)}"), tma, alternative, ties
 
 
-def compare(variants: list, cases: pd.DataFrame, operands: Path = OPERANDS,
+def compare(advisor, cases: pd.DataFrame, operands: Path = OPERANDS,
             catalog_dir: Path = CATALOG_DIR) -> pd.DataFrame:
     library = library_mechanisms(catalog_dir)
     rows = []
@@ -55,7 +55,7 @@ def compare(variants: list, cases: pd.DataFrame, operands: Path = OPERANDS,
         if item["id"] not in library:
             raise KeyError(f"{operands}: entry {item['id']!r} is not in {catalog_dir}/*.yaml")
         entry = library[item["id"]]
-        advice = advise_with(from_mapping({**item["operand"], "name": item["id"]}), variants)
+        advice = advisor(from_mapping(item["operand"]))
         mechanism = entry["mechanism"]
         text, tma, alternative, ties = _measured(item.get("measured"), cases)
         ranked = {r.mechanism: r for r in advice.ranking}

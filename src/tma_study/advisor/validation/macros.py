@@ -40,6 +40,17 @@ SCORES = {   # macro -> (set, policy, column)
     "advisorHeldoutAlwaysAlternativeNotWorse": (HELDOUT, "always_alternative", "share_not_worse"),
     "advisorHeldoutSizeOnlyNotWorse": (HELDOUT, "transfer_size_only", "share_not_worse"),
     "advisorHeldoutMajorityNotWorse": (HELDOUT, "majority_class", "share_not_worse"),
+    "advisorHeldoutSizeOnlyRegret": (HELDOUT, "transfer_size_only", "mean_regret"),
+    "advisorHeldoutFaThreeCases": (HELDOUT, "fa3_rule", "cases"),
+    "advisorHeldoutFaThreeNotWorse": (HELDOUT, "fa3_rule", "share_not_worse"),
+}
+COMPARISONS = {   # macro -> (set, baseline, column of comparison.csv): points of cases or of time
+    "advisorHeldoutVsSizeOnlyFewerLosses": (HELDOUT, "transfer_size_only", "fewer_losses_share"),
+    "advisorHeldoutVsSizeOnlyFewerLossesLow": (HELDOUT, "transfer_size_only", "fewer_losses_low"),
+    "advisorHeldoutVsSizeOnlyFewerLossesHigh": (HELDOUT, "transfer_size_only", "fewer_losses_high"),
+    "advisorHeldoutVsSizeOnlyLessRegret": (HELDOUT, "transfer_size_only", "less_regret"),
+    "advisorHeldoutVsSizeOnlyLessRegretLow": (HELDOUT, "transfer_size_only", "less_regret_low"),
+    "advisorHeldoutVsSizeOnlyLessRegretHigh": (HELDOUT, "transfer_size_only", "less_regret_high"),
 }
 CATALOG = {"advisorCatalogEntries": "entries", "advisorCatalogAgree": "agree",
            "advisorCatalogAgreeOrTied": "agree_or_tied"}
@@ -71,6 +82,14 @@ def macros(derived: Path) -> dict[str, str]:
                 continue
             raise MacroError(f"{derived}/scores.csv has no {column} for {which} / {policy} (macro {name})")
         out[name] = _format(column, row.iloc[0][column])
+    comparison = pd.read_csv(derived / "comparison.csv") if (derived / "comparison.csv").stat().st_size > 1 else None
+    for name, (which, baseline, column) in COMPARISONS.items():
+        if comparison is None or comparison.empty:
+            continue
+        row = comparison[(comparison.set == which) & (comparison.family == "all") & (comparison.baseline == baseline)]
+        if len(row):
+            digits = 2 if "regret" in column else 1
+            out[name] = f"{100 * row.iloc[0][column]:+.{digits}f}"
     agreement = pd.read_csv(derived / "catalog_agreement.csv").iloc[0]
     out.update({name: str(int(agreement[column])) for name, column in CATALOG.items()})
     return out

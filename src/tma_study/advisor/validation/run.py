@@ -12,6 +12,7 @@
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -23,8 +24,9 @@ from .. import advise_with, evidence, frozen, from_mapping
 from . import catalog, loso, scores
 from .cases import COLUMNS, operand_spec
 
-DERIVED_FILES = ("cases.csv", "scores.csv", "comparison.csv", "catalog.csv", "catalog_agreement.csv",
-                 "decision_map.csv")
+SCORED_FILES = ("cases.csv", "scores.csv", "comparison.csv", "catalog.csv", "catalog_agreement.csv")
+MAP_FILE = "decision_map.csv"          # its own job: it needs only the microbenchmarks (write_map)
+DERIVED_FILES = (*SCORED_FILES, MAP_FILE)
 FIGURES = ("advisor_decision_map",)
 TABLES = ("advisor_scores", "advisor_comparison", "advisor_catalog", "advisor_misses", "advisor_scores_by_family")
 HELDOUT_CASES = Path("heldout") / "derived" / "cases.csv"
@@ -39,10 +41,25 @@ def output_files() -> list[str]:
             + [f"figures/{f}.{ext}" for f in FIGURES for ext in ("pdf", "png")])
 
 
-def _advisor_picks(cases: pd.DataFrame, variants: list) -> pd.DataFrame:
+class Advisor:
+    """advise_with over one set of evidence, once per distinct operand. Its tables keep only the
+    columns the rules read (evidence.TABLES): the same rows and values, a fraction of the copying."""
+
+    def __init__(self, variants: list):
+        self.variants = [replace(ev, tables={k: v[list(evidence.TABLES[k])] for k, v in ev.tables.items()})
+                         for ev in variants]
+        self.known: dict = {}
+
+    def __call__(self, operand):
+        if operand not in self.known:
+            self.known[operand] = advise_with(operand, self.variants)
+        return self.known[operand]
+
+
+def _advisor_picks(cases: pd.DataFrame, advisor: Advisor) -> pd.DataFrame:
     rows = []
     for case in cases.itertuples():
-        advice = advise_with(from_mapping(operand_spec(case)), variants)
+        advice = advisor(from_mapping(operand_spec(case)))
         ranked = {r.mechanism: r.predicted_time_ratio for r in advice.ranking}
         predicted = ranked["tma"] / ranked[case.alternative]
         if advice.choice in ("tma", case.alternative):
@@ -75,8 +92,8 @@ def validation_cases(results_dir: Path, sha256: str) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=COLUMNS)
 
 
-def picks(cases: pd.DataFrame, variants: list, crossover: pd.DataFrame) -> pd.DataFrame:
-    out = _advisor_picks(cases, variants)
+def picks(cases: pd.DataFrame, advisor: Advisor, crossover: pd.DataFrame) -> pd.DataFrame:
+    out = _advisor_picks(cases, advisor)
     out["always_tma"] = "tma"
     out["always_alternative"] = scores.ALTERNATIVE_PICK
     out["transfer_size_only"] = scores.transfer_size_pick(cases, crossover)
@@ -100,13 +117,13 @@ def score_sets(cases: pd.DataFrame, chosen: pd.DataFrame) -> tuple[pd.DataFrame,
     return pd.DataFrame(rows), pd.DataFrame(compared)
 
 
-def decision_map(variants: list) -> pd.DataFrame:
+def decision_map(advisor: Advisor) -> pd.DataFrame:
     rows = []
     for level in ("hbm", "l2"):
         for size in MAP_SIZES:
             for in_flight in MAP_IN_FLIGHT:
-                advice = advise_with(from_mapping({"level": level, "shape": "bulk", "bytes_per_transfer": size,
-                                                   "bytes_in_flight_per_sm": in_flight}), variants)
+                advice = advisor(from_mapping({"level": level, "shape": "bulk", "bytes_per_transfer": size,
+                                               "bytes_in_flight_per_sm": in_flight}))
                 runner = next((r for r in advice.ranking if r.mechanism not in advice.tied), None)
                 rows.append({"level": level, "bytes_per_transfer": size, "bytes_in_flight_per_sm": in_flight,
                              "choice": advice.choice, "tied": " ".join(advice.tied),
@@ -119,11 +136,11 @@ def decision_map(variants: list) -> pd.DataFrame:
 
 def validate(results_dir: Path, out_dir: Path) -> None:
     results_dir, out_dir = Path(results_dir), Path(out_dir)
-    variants = evidence.load(results_dir)
+    advisor = Advisor(evidence.load(results_dir))
     version = frozen.current_version()
     cases = validation_cases(results_dir, version["sha256"])
     crossover = pd.read_csv(results_dir / "crossover" / "derived" / "crossover.csv")
-    chosen = picks(cases, variants, crossover) if len(cases) else pd.DataFrame()
+    chosen = picks(cases, advisor, crossover) if len(cases) else pd.DataFrame()
     scored, compared = score_sets(cases, chosen) if len(cases) else (pd.DataFrame(), pd.DataFrame())
     table = pd.concat([cases, chosen], axis=1) if len(cases) else cases
     if len(cases):
@@ -131,8 +148,14 @@ def validate(results_dir: Path, out_dir: Path) -> None:
         table["advisor_result"], table["advisor_regret"] = result.result, result.regret
     table["advisor_version"], table["advisor_sha256"] = version["version"], version["sha256"]
     out_dir.mkdir(parents=True, exist_ok=True)
-    library = catalog.compare(variants, cases)
+    library = catalog.compare(advisor, cases)
     outputs = {"cases.csv": table, "scores.csv": scored, "comparison.csv": compared, "catalog.csv": library,
-               "catalog_agreement.csv": catalog.agreement(library), "decision_map.csv": decision_map(variants)}
+               "catalog_agreement.csv": catalog.agreement(library)}
     for name, frame in outputs.items():
         atomic_write_text(out_dir / name, frame.to_csv(index=False))
+
+
+def write_map(results_dir: Path, out_dir: Path) -> None:
+    """``decision_map.csv`` alone, from the microbenchmarks of results/<label>/."""
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
+    atomic_write_text(Path(out_dir) / MAP_FILE, decision_map(Advisor(evidence.load(results_dir))).to_csv(index=False))

@@ -18,8 +18,19 @@ def _pct(value, digits: int = 1) -> str:
     return "" if pd.isna(value) else f"{100 * value:.{digits}f} %"
 
 
-def _interval(low, high) -> str:
-    return "" if pd.isna(low) else f"[{100 * low:.1f}, {100 * high:.1f}]"
+def _interval(low, high, digits: int = 1) -> str:
+    return "" if pd.isna(low) else f"[{100 * low:.{digits}f}, {100 * high:.{digits}f}]"
+
+
+def _verdict(r) -> str:
+    """Where the advisor or the baseline is better beyond the interval: on losses, on regret."""
+    better = [what for what, low in (("losses", r.fewer_losses_low), ("regret", r.less_regret_low)) if low > 0]
+    worse = [what for what, high in (("losses", r.fewer_losses_high), ("regret", r.less_regret_high)) if high < 0]
+    if better and not worse:
+        return "advisor better: " + " and ".join(better)
+    if worse and not better:
+        return "baseline better: " + " and ".join(worse)
+    return "no difference" if not better else "mixed"
 
 
 def _score_rows(scores: pd.DataFrame) -> pd.DataFrame:
@@ -40,12 +51,12 @@ def _score_rows(scores: pd.DataFrame) -> pd.DataFrame:
 def _comparison_rows(comparison: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for r in comparison[comparison.family == "all"].itertuples():
-        verdict = "advisor better" if r.advisor_beats_it else "baseline better" if r.it_beats_advisor else "no difference"
+        verdict = _verdict(r)
         rows.append({"set": SET_NAMES.get(r.set, r.set), "baseline": POLICY_NAMES[r.baseline], "cases": int(r.cases),
                      "fewer losses (points)": f"{100 * r.fewer_losses_share:+.1f}",
                      "95 % interval": _interval(r.fewer_losses_low, r.fewer_losses_high),
                      "less regret (points)": f"{100 * r.less_regret:+.2f}",
-                     "regret interval": _interval(r.less_regret_low, r.less_regret_high), "verdict": verdict})
+                     "regret interval": _interval(r.less_regret_low, r.less_regret_high, 2), "verdict": verdict})
     return pd.DataFrame(rows)
 
 
@@ -59,7 +70,7 @@ def _catalog_rows(catalog: pd.DataFrame) -> pd.DataFrame:
 def _miss_rows(cases: pd.DataFrame) -> pd.DataFrame:
     if cases.empty:
         return pd.DataFrame(columns=["set", "case", "advisor", "winner", "regret", "TMA / alternative"])
-    lost = cases[cases.advisor_result == "loss"].sort_values("advisor_regret", ascending=False)
+    lost = cases[cases.advisor_result == "loss"].sort_values(["set", "advisor_regret"], ascending=[True, False])
     lost = lost.groupby("set", sort=False).head(MISSES_PER_SET)
     return pd.DataFrame([{"set": SET_NAMES.get(r.set, r.set), "case": f"{r.family}: {r.case}",
                           "advisor": r.advisor_choice, "winner": r.winner, "regret": _pct(r.advisor_regret),

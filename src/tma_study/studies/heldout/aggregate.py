@@ -1,6 +1,7 @@
 """The heldout study's raw samples -> one validation case per configuration (derived/cases.csv).
 
-Per case: the median time of each kernel over its samples; the ratio of TMA's time to the pointer
+Per case: what the pointer kernel's loads compiled to (``alternatives``, from kernels.csv); the
+median time of each kernel over its samples; the ratio of TMA's time to the pointer
 kernel's within each pair (the two ran back to back in one power state); its median and a
 bootstrap 95 % interval (pairs resampled, a fixed seed). TMA wins where the whole interval lies
 below 1, the alternative (cp.async or plain loads, as the pointer kernel compiled) where it lies
@@ -37,7 +38,25 @@ def ratio_interval(ratios: np.ndarray, rng: np.random.Generator) -> tuple[float,
     return float(np.quantile(medians, 0.025)), float(np.quantile(medians, 0.975))
 
 
-def cases_table(cases: pd.DataFrame, samples: pd.DataFrame) -> pd.DataFrame:
+def operand_bytes(cases: pd.DataFrame) -> pd.Series:
+    """Bytes of one transfer of the operand: its box, or its gathered row."""
+    box = cases.box_dims.fillna("").map(lambda d: float(np.prod([int(v) for v in d.split("x")])) if d else np.nan)
+    return (box * cases.element_bytes).fillna(cases.row_bytes)
+
+
+def alternatives(cases: pd.DataFrame, kernels: pd.DataFrame) -> pd.Series:
+    """What each pointer kernel's loads of the operand compiled to: cp.async where it issues more
+    LDGSTS than the TMA kernel (whose own are index or page-table prefetches) and its shared memory
+    holds at least one transfer of the operand; else plain loads (a row gather's short rows go
+    straight to registers, only its index loads through cp.async). The raw ``alternative`` column
+    was labelled by the LDGSTS count alone, which takes those index prefetches for the operand."""
+    wide = kernels.pivot_table(index="case", columns="variant", values=["sass_ldgsts", "shared_bytes"])
+    more = wide[("sass_ldgsts", "pointer")] > wide[("sass_ldgsts", "tma")]
+    held = wide.loc[cases.case, ("shared_bytes", "pointer")].to_numpy() >= operand_bytes(cases).to_numpy()
+    return pd.Series(np.where(more.loc[cases.case].to_numpy() & held, "cp_async", "plain_loads"), index=cases.index)
+
+
+def cases_table(cases: pd.DataFrame, samples: pd.DataFrame, kernels: pd.DataFrame) -> pd.DataFrame:
     ratios = pair_ratios(samples)
     medians = samples.groupby(["case", "variant"]).time_us.median().unstack()
     rng = np.random.default_rng(SEED)
@@ -48,6 +67,8 @@ def cases_table(cases: pd.DataFrame, samples: pd.DataFrame) -> pd.DataFrame:
         rows.append({"case": case.case, "ratio": float(np.median(r)), "ratio_low": low, "ratio_high": high,
                      "tma_time_us": medians.loc[case.case, "tma"],
                      "alternative_time_us": medians.loc[case.case, "pointer"], "pairs": len(r)})
+    cases = cases.rename(columns={"alternative": "alternative_by_ldgsts_count"})
+    cases["alternative"] = alternatives(cases, kernels)
     out = cases.merge(pd.DataFrame(rows), on="case")
     out["set"] = "heldout"
     out["pattern"], out["cluster_sharing"] = "streaming", 1
@@ -75,7 +96,7 @@ def families(table: pd.DataFrame) -> pd.DataFrame:
 def aggregate(raw_dir: Path, derived_dir: Path, repeat_dir: Path | None = None) -> None:
     from . import STUDY
     raw = raw_data.load(STUDY, raw_dir)
-    table = cases_table(raw["cases.csv"], raw["samples.csv"])
+    table = cases_table(raw["cases.csv"], raw["samples.csv"], raw["kernels.csv"])
     derived_dir = Path(derived_dir)
     derived_dir.mkdir(parents=True, exist_ok=True)
     atomic_write_text(derived_dir / "cases.csv", table.to_csv(index=False))

@@ -15,6 +15,7 @@ inputs with a poisoned output before it is timed; a mismatch stops the run, noth
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 from pathlib import Path
@@ -36,17 +37,21 @@ WARMUP_LAUNCHES = 3
 PROGRESS_EVERY = 10
 
 
-def alternative(tma: dict, pointer: dict) -> str:
+def alternative(tma: dict, pointer: dict, operand_bytes: float) -> str:
     """What the pointer kernel's loads of the operand became: cp.async where it issues more LDGSTS
-    than the TMA kernel (whose own are the index or page-table prefetches), else plain loads."""
-    return "cp_async" if pointer["sass_ldgsts"] > tma["sass_ldgsts"] else "plain_loads"
+    than the TMA kernel (whose own are the index or page-table prefetches) and its shared memory
+    holds a transfer of the operand, else plain loads (aggregate.alternatives: the same rule)."""
+    more = pointer["sass_ldgsts"] > tma["sass_ldgsts"]
+    return "cp_async" if more and pointer["shared_bytes"] >= operand_bytes else "plain_loads"
 
 
 def _case_row(case, resources: dict, errors: dict, version: dict) -> dict:
     tma, pointer = resources["tma"], resources["pointer"]
-    return {"family": case.family, "case": case.key, **case.params,
-            **describe.operand(case, tma["shared_bytes"], tma["registers"]),
-            "alternative": alternative(tma, pointer),
+    operand = describe.operand(case, tma["shared_bytes"], tma["registers"])
+    size = (math.prod(int(v) for v in operand["box_dims"].split("x")) * operand["element_bytes"]
+            if operand.get("box_dims") else operand["row_bytes"])
+    return {"family": case.family, "case": case.key, **case.params, **operand,
+            "alternative": alternative(tma, pointer, size),
             "tma_max_error": errors["tma"], "pointer_max_error": errors["pointer"],
             "advisor_version": version["version"], "advisor_sha256": version["sha256"]}
 
