@@ -37,3 +37,23 @@ rule all:
         LAYOUT.all_outputs(),
         CATALOG_TABLES,
         ADVISOR_OUTPUTS,
+
+
+# The main job ends with its result: each study's claims and where to read the rest
+# (tma_study.summary); Snakemake's whole output stays in the log it names after this.
+onsuccess:
+    from snakemake.logging import logger
+    from tma_study.summary import summary
+
+    if (
+        not workflow.dag_settings.targets
+        and Path(f"{RESULTS}/claims.tsv").is_file()
+    ):
+        logger.info(
+            "\n"
+            + summary(
+                Path(f"{RESULTS}/claims.tsv"),
+                [f"figures/{figure}.png" for figure in FIGURE_STUDY],
+                "paper/tables",
+            )
+        )

@@ -70,6 +70,17 @@ def test_the_three_figures_differ(pipeline):
     assert len(digests) == 3
 
 
+def test_the_main_job_ends_with_its_result(pipeline):
+    """The last lines before Snakemake's log hint: a line per study with its claims' tally and
+    the paths a reviewer reads next (tma_study.summary)."""
+    root, result = pipeline
+    tail = output_of(result).split("Claims checked against", 1)[-1]
+    assert tail.splitlines()[-2].startswith("Complete log"), tail[-600:]
+    studies = {line.split("\t")[5] for line in (root / CLAIMS).read_text().splitlines()[1:]}
+    assert all(re.search(rf"^  {study} +\d+ / \d+ / \d+$", tail, re.MULTILINE) for study in studies), tail
+    assert f"results/{REFERENCE_GPU}/claims.md" in tail and "--report report.html" in tail
+
+
 def test_a_second_run_has_nothing_to_do(pipeline):
     root, _ = pipeline
     result = snakemake(root, "-n")
