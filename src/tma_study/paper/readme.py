@@ -8,7 +8,7 @@ Each table sits between markers (``<!-- checklist:begin -->`` ... ``<!-- checkli
 them, and the no-GPU pipeline test fails when the committed README disagrees with what the
 pipeline finds on the committed reference data, so the README cannot silently go stale when
 a claim, a threshold or the data change. The cost table is the README's one source of the
-times it quotes.
+times it quotes. docs/provenance.md's table of commits is rewritten with them (``doc_tables``).
 """
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from tma_study.atomic import atomic_write_text
 from tma_study.harness.provenance import read as read_provenance
 from tma_study.studies import discover
 
+from . import doc_tables
 from .claims import FAIL, NOT_MEASURED, PASS, read_outcomes
 
 BEGIN, END = "<!-- checklist:begin -->", "<!-- checklist:end -->"
@@ -53,7 +54,8 @@ def checklist_table(claims_tsv: Path) -> str:
         mine = outcomes[outcomes.study == study]
         tally = " / ".join(str(int((mine.status == s).sum())) for s in (PASS, FAIL, NOT_MEASURED))
         rests = ", ".join(_where(f, figures) for f in dict.fromkeys(mine.figure))
-        check = f"`.venv/bin/snakemake -c4 {claims_tsv.as_posix()} && grep ^{study}_ {claims_tsv.as_posix()}`"
+        check = (f"`.venv/bin/snakemake -c4 {claims_tsv.as_posix()} && .venv/bin/tma-study claims --results "
+                 f"{claims_tsv.parent.as_posix()} --study {study}`")
         lines.append(f"| `{study}` | {tally} | {rests} | {check} |")
     return "\n".join(lines)
 
@@ -119,7 +121,8 @@ def render(readme_text: str, table: str, begin: str = BEGIN, end: str = END) -> 
 def update_readme(readme: Path, claims_tsv: Path, check_only: bool = False) -> bool:
     """Rewrite the tables (unless ``check_only``); return whether they were out of date.
 
-    The cost table is written only where the README has its markers."""
+    The cost table is written only where the README has its markers; the provenance table of
+    docs/provenance.md (beside the README) only where that file has its markers."""
     readme = Path(readme)
     current = readme.read_text()
     wanted = render(current, checklist_table(claims_tsv))
@@ -127,4 +130,16 @@ def update_readme(readme: Path, claims_tsv: Path, check_only: bool = False) -> b
         wanted = render(wanted, cost_table(Path(claims_tsv).parent), COST_BEGIN, COST_END)
     if wanted != current and not check_only:
         atomic_write_text(readme, wanted)
+    return _update_provenance_doc(readme.parent, check_only) or wanted != current
+
+
+def _update_provenance_doc(root: Path, check_only: bool) -> bool:
+    """Rewrite docs/provenance.md's generated table (unless ``check_only``); whether it was stale."""
+    doc = root / doc_tables.PROVENANCE_DOC
+    if not doc.is_file() or doc_tables.BEGIN not in doc.read_text():
+        return False
+    current = doc.read_text()
+    wanted = render(current, doc_tables.provenance_table(root), doc_tables.BEGIN, doc_tables.END)
+    if wanted != current and not check_only:
+        atomic_write_text(doc, wanted)
     return wanted != current
