@@ -14,6 +14,8 @@
     tma-study paper-generated --results DIR --study S ... [--claims TSV] --paper paper
     tma-study build-paper [--paper paper]                  paper/main.pdf (needs latexmk, pdflatex)
     tma-study readme-tables [--claims TSV] [--check]       the README's checklist and cost tables
+    tma-study release [--out build/release]                an archive to deposit: code and raw data at
+                                                           HEAD, paper/main.pdf, SHA256SUMS (docs/release.md)
 """
 from __future__ import annotations
 
@@ -29,7 +31,8 @@ from .generated import write_comparison, write_generated
 from .pdf import TexMissingError, build_pdf
 from .readme import update_readme
 
-COMMANDS = ("catalog", "claims", "rules-of-thumb", "compare", "paper-generated", "build-paper", "readme-tables")
+COMMANDS = ("catalog", "claims", "rules-of-thumb", "compare", "paper-generated", "build-paper", "readme-tables",
+            "release")
 
 
 def add_commands(sub) -> None:
@@ -71,6 +74,11 @@ def add_commands(sub) -> None:
                    help="results/<label>/claims.tsv (default: that of config/config.yaml's reference_gpu)")
     p.add_argument("--readme", type=Path, default=Path("README.md"), help="the README to rewrite or check")
     p.add_argument("--check", action="store_true", help="exit 1 when the README's table is out of date")
+    p = sub.add_parser("release", help="an archive to deposit: the code and raw data committed at HEAD, "
+                                       "paper/main.pdf and SHA256SUMS (docs/release.md)")
+    p.add_argument("--out", type=Path, default=Path("build/release"),
+                   help="folder for tma-study-<version>-<commit>.tar.gz and its .sha256 (default: build/release)")
+    p.add_argument("--pdf", type=Path, default=None, help="the paper's PDF (default: paper/main.pdf)")
 
 
 def _study_dirs(items: list[str]) -> dict[str, Path]:
@@ -173,5 +181,11 @@ def run(args) -> int:
                   f"--claims {args.claims}", file=sys.stderr)
             return 1
         print(f"{args.readme}: generated tables {'updated' if changed else 'already up to date'}")
+        return 0
+    if args.command == "release":
+        from tma_study.release import build
+        archive, count = build(REPO_ROOT, args.out, args.pdf)
+        print(f"{archive}: {count} files (the code and raw data at HEAD, paper/main.pdf, SHA256SUMS); "
+              f"its sha256 in {archive.name}.sha256 beside it")
         return 0
     raise SystemExit(f"not a paper command: {args.command}")
