@@ -5,6 +5,7 @@ Nothing here runs a job; it maps (config, studies, results label) to paths.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import re
 import subprocess
 from dataclasses import dataclass, replace
@@ -114,6 +115,15 @@ def measure_targets(config: dict, label: str | None = None, root: Path = Path(".
                           f"({gpus!r}) both set: measure_gpus names each GPU kind's results folder "
                           "(from its slug); leave results_label null")
     return [MeasureTarget(new_label(slug, config, root, today), slug, str(model)) for slug, model in gpus.items()]
+
+
+def study_config_text(config: dict, name: str) -> str:
+    """build/config/<name>.json: the validated config holding study ``name`` alone (a change of
+    its section, and only that, reruns the study's compile and measure steps)."""
+    alone = {"measure": False, "reference_gpu": config["reference_gpu"], "studies": {name: config["studies"][name]}}
+    if "gpu_probe" in config:
+        alone["gpu_probe"] = config["gpu_probe"]
+    return json.dumps(alone, indent=2, sort_keys=True) + "\n"
 
 
 def _module_file(module: str) -> str:
