@@ -1,6 +1,7 @@
 # The claims of config/claims/<study>.yaml, checked against this run's derived data:
 # results/<label>/claims.tsv and claims.md (PASS, FAIL or NOT MEASURED, with the numbers), and
-# claims_by_run.tsv: the status of each claim in every other run of its sweep in results/.
+# claims_by_run.tsv: the status of each claim in every other run of its sweep in results/, and
+# claims_by_gpu.tsv: in every run of another GPU model (tma_study.paper.claims_by_gpu).
 # The claims files are validated when the workflow is parsed, so a bad claim stops every
 # invocation before any job, naming the file, the claim and the key.
 from tma_study.paper.claims import (
@@ -37,6 +38,7 @@ rule claims:
             "src/tma_study/paper/claims.py",
             "src/tma_study/paper/claim_checks.py",
             "src/tma_study/paper/claim_files.py",
+            "src/tma_study/paper/claims_by_gpu.py",
         ],
     output:
         tsv=f"{RESULTS}/claims.tsv",
@@ -45,6 +47,8 @@ rule claims:
         ),
         # each claim's status in every other run of its sweep (results/<other label>/)
         runs=f"{RESULTS}/claims_by_run.tsv",
+        # each claim's status on every run of another GPU model (results/<label>/, your own GPU)
+        gpus=f"{RESULTS}/claims_by_gpu.tsv",
     log:
         f"logs/claims/{LABEL}.log",
     params:

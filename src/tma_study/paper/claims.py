@@ -45,6 +45,7 @@ from .claim_files import CLAIMS_DIR, Claim, ClaimsError, load_claims, parse_file
 RERUN_SUFFIX = "-rerun"                        # tma_study.pipeline.RERUN_SUFFIX
 SPREAD_TEXT = "spread between runs of this sweep"
 BY_RUN_FILE = "claims_by_run.tsv"             # each claim's status in every run of its sweep
+REFERENCE_GPU_SPECIFIC = "set for the reference GPU"   # a claim's thresholds that hold for it alone
 TSV_COLUMNS = ["id", "status", "reason", "observed", "threshold", "study", "figure", "statement"]
 __all__ = ["PASS", "FAIL", "NOT_MEASURED", "CLAIMS_DIR", "Claim", "ClaimsError", "Outcome", "evaluate", "check_all",
            "format_value", "load_claims", "parse_file", "threshold_text"]
@@ -156,6 +157,8 @@ def evaluate(claim: Claim, results_dir: Path, study_dirs: dict | None = None) ->
     """
     results_dir = Path(results_dir)
     threshold = " and ".join(threshold_text(check) for check in claim.checks)
+    if claim.reference_gpu_specific:
+        threshold += f" ({REFERENCE_GPU_SPECIFIC}: {claim.reference_gpu_specific})"
     reason = _needs_reason(claim, results_dir)
     if reason:
         return Outcome(claim, NOT_MEASURED, reason, threshold=threshold)

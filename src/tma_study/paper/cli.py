@@ -4,8 +4,9 @@
                                                            validate catalog/*.yaml, write its tables
                                                            (and the counts its claims check)
     tma-study claims --results results/h200 [--study-dir catalog=build/catalog] [--strict]
-                                                           results/h200/claims.tsv, claims.md and
+                                                           results/h200/claims.tsv, claims.md,
                                                            claims_by_run.tsv (every run of each sweep)
+                                                           and claims_by_gpu.tsv (other GPUs' runs)
     tma-study claims --results results/h200 --study gemm [--strict]
                                                            print one study's lines of claims.tsv
                                                            (exact name; checks and writes nothing)
@@ -26,7 +27,7 @@ from pathlib import Path
 from tma_study.config import REPO_ROOT
 from tma_study.studies import discover
 
-from . import catalog, claims, rules_of_thumb
+from . import catalog, claims, claims_by_gpu, rules_of_thumb
 from .generated import write_comparison, write_generated
 from .pdf import TexMissingError, build_pdf
 from .readme import update_readme
@@ -65,7 +66,8 @@ def add_commands(sub) -> None:
     p.add_argument("--study", action="append", default=[], help="a study the paper holds (repeatable)")
     p.add_argument("--claims", type=Path, default=None, help="claims.tsv, for the claims' tally")
     p.add_argument("--catalog-derived", type=Path, default=None, help="the catalog's derived tables, for its counts")
-    p.add_argument("--paper", type=Path, default=Path("paper"), help="the paper's folder (writes its generated/)")
+    p.add_argument("--paper", type=Path, default=Path("paper"), help="the paper's folder (its sections/studies/)")
+    p.add_argument("--out", type=Path, default=None, help="folder for the generated files (default: <paper>/generated)")
     p = sub.add_parser("build-paper", help="paper/main.pdf with latexmk (needs a TeX installation)")
     p.add_argument("--paper", type=Path, default=Path("paper"), help="the paper's folder (main.tex)")
     p.add_argument("--build-dir", type=Path, default=Path("build/paper"), help="folder for LaTeX's work files")
@@ -143,6 +145,7 @@ def run(args) -> int:
         loaded = claims.load_claims(args.claims_dir or claims.CLAIMS_DIR, discover())
         outcomes = claims.check_all(loaded, args.results, study_dirs)
         tsv, md = claims.write_reports(outcomes, args.results, claims.other_runs(loaded, args.results, study_dirs))
+        claims_by_gpu.write(loaded, args.results, study_dirs)
         counts = claims.summary_counts(outcomes)
         print(f"{tsv}, {md}: " + ", ".join(f"{n} {status}" for status, n in counts.items()))
         failing = claims.failing(outcomes)
@@ -160,7 +163,7 @@ def run(args) -> int:
         write_comparison(_studies([args.study])[args.study], runs, args.reference, args.out)
         return 0
     if args.command == "paper-generated":
-        write_generated(args.results, _studies(args.study), args.paper, args.claims, args.catalog_derived)
+        write_generated(args.results, _studies(args.study), args.paper, args.claims, args.catalog_derived, args.out)
         return 0
     if args.command == "build-paper":
         try:

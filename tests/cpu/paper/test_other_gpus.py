@@ -1,0 +1,69 @@
+"""Your own GPU's run, judged: the reference data copied under another GPU's name (an H100 label
+whose provenance names an H100) gets every claim judged (claims_by_gpu.tsv, a section of
+claims.md, the reference-specific claims marked) and a comparison table for every study."""
+import json
+import shutil
+
+import pandas as pd
+import pytest
+from paper_fixture import REFERENCE, aggregated_reference, configured_studies
+
+from tma_study.paper import claims as claims_mod
+from tma_study.paper import claims_by_gpu
+from tma_study.paper.generated import write_comparison
+
+OTHER, OTHER_GPU = "h100-80gb-hbm3", "NVIDIA H100 80GB HBM3"
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    """results/<reference>/ aggregated, and the same data under results/<OTHER>/ naming an H100."""
+    root = tmp_path_factory.mktemp("gpus")
+    reference = aggregated_reference(root / "results")
+    other = shutil.copytree(reference, root / "results" / OTHER)
+    for provenance in other.glob("*/provenance.json"):
+        record = json.loads(provenance.read_text())
+        record["gpu"]["name"] = OTHER_GPU
+        provenance.write_text(json.dumps(record, indent=2))
+    return reference
+
+
+def test_every_claim_is_judged_on_the_other_gpus_run(results):
+    loaded = claims_mod.load_claims(studies=configured_studies())
+    gpu_claims = [c for c in loaded if (results / c.study).is_dir()]
+    frame = claims_by_gpu.judge(loaded, results).set_index("id")
+    column = f"{OTHER} ({OTHER_GPU})"
+    assert list(frame.columns) == ["study", claims_by_gpu.SPECIFIC_COLUMN, column]
+    reference = {o.claim.id: o.status for o in claims_mod.check_all(gpu_claims, results)}
+    assert {claim.id: frame.loc[claim.id, column] for claim in gpu_claims} == reference   # the same data
+    specific = frame[frame[claims_by_gpu.SPECIFIC_COLUMN] != ""]
+    assert len(specific) >= 10 and specific.index.isin(reference).all()
+
+
+def test_the_claims_files_say_where_thresholds_are_the_reference_gpus(results, tmp_path):
+    loaded = claims_mod.load_claims(studies=configured_studies())
+    outcomes = claims_mod.check_all([c for c in loaded if (results / c.study).is_dir()], results)
+    marked = [o for o in outcomes if o.claim.reference_gpu_specific]
+    assert marked and all(claims_mod.REFERENCE_GPU_SPECIFIC in o.threshold for o in marked)
+    assert not any(claims_mod.REFERENCE_GPU_SPECIFIC in o.threshold for o in outcomes if o not in marked)
+    claims_mod.write_reports(outcomes, results)
+    claims_by_gpu.write(loaded, results)
+    text = (results / "claims.md").read_text()
+    assert "## Judged on runs of other GPU models" in text and f"{OTHER} ({OTHER_GPU})" in text
+    assert text.count("(*reference GPU*)") == len({o.claim.id for o in marked})
+
+
+@pytest.mark.parametrize("name", sorted(configured_studies()))
+def test_every_study_compares_the_other_gpus_run_with_the_reference(results, name, tmp_path):
+    if not (results / name).is_dir():
+        pytest.skip(f"no reference data of {name}")
+    study = configured_studies()[name]
+    runs = {REFERENCE: results / name / "derived", OTHER: results.parent / OTHER / name / "derived"}
+    write_comparison(study, runs, REFERENCE, tmp_path)
+    table = (tmp_path / f"{name}_comparison.md").read_text()
+    header = next(line for line in table.splitlines() if line.startswith("| quantity"))
+    assert f"| {REFERENCE} | {OTHER} | moved |" in header
+    frame = study.entry("compare")(runs, REFERENCE)
+    assert len(frame) and (frame.moved == "no").all(), frame[frame.moved != "no"].to_string()
+    absent = pd.Series(frame[OTHER]).eq("not measured")
+    assert (pd.Series(frame[REFERENCE])[absent] == "not measured").all()   # measured wherever the reference is
