@@ -53,7 +53,7 @@ onsuccess:
             "\n"
             + summary(
                 Path(f"{RESULTS}/claims.tsv"),
-                [f"figures/{figure}.png" for figure in FIGURE_STUDY],
-                "paper/tables",
+                [f"{LAYOUT.figures_dir}/{figure}.png" for figure in FIGURE_STUDY],
+                LAYOUT.tables_dir,
             )
         )

@@ -49,9 +49,10 @@ for _name, _study in STUDIES.items():
             python=PYTHON,
             derived=lambda wildcards, input: Path(input.derived[0]).parent,
             study=_name,
+            tables=LAYOUT.tables_dir,
         shell:
             "{params.python} -m tma_study tables {params.study:q} --derived {params.derived:q} "
-            "--provenance {input.provenance:q} --kernels {input.kernels:q} --out paper/tables > {log:q} 2>&1"
+            "--provenance {input.provenance:q} --kernels {input.kernels:q} --out {params.tables:q} > {log:q} 2>&1"
 
 
 rule figure:
@@ -64,9 +65,11 @@ rule figure:
             FIGURE_STUDY[wildcards.figure]
         ),
     output:
-        pdf="figures/{figure}.pdf",
+        pdf=f"{LAYOUT.figures_dir}/{{figure}}.pdf",
         png=report(
-            "figures/{figure}.png", caption="../report/figure.rst", category="Figures"
+            f"{LAYOUT.figures_dir}/{{figure}}.png",
+            caption="../report/figure.rst",
+            category="Figures",
         ),
     log:
         "logs/figures/{figure}.log",

@@ -147,6 +147,11 @@ except (
 ) as error:
     raise WorkflowError(str(error)) from None
 
+# The figures and tables of any label but the committed reference (config/config.yaml's
+# reference_gpu) go to outputs/<label>/: another reference never overwrites the checkout's own.
+LAYOUT = LAYOUT.own_outputs(
+    config_mod.read_yaml(ROOT / "config" / "config.yaml")["reference_gpu"]
+)
 MEASURE = config["measure"]
 STUDIES = LAYOUT.studies
 # A measure run on one node compiles on every core but one, which the GPU job keeps, and
