@@ -146,7 +146,7 @@ def write_generated(results_dir: Path, studies: dict, paper_dir: Path, claims_ts
     out = Path(out_dir) if out_dir is not None else paper_dir / GENERATED
     macros_mod.write(results_dir, studies, out / "macros.tex", claims_tsv, catalog_derived)
     atomic_write_text(out / "projection.tex", to_latex_table(
-        projection.table(projection.load_specs()), "Published specifications the projection of Section~\\ref{sec:generality} "
+        projection.table({k: v for k, v in projection.load_specs().items() if k in projection.PROJECTED}), "Published specifications the projection of Section~\\ref{sec:generality} "
         "uses (config/gpu\\_specs.yaml; dense tensor rates, per GPU).", "tab:projection"))
     if claims_tsv is not None:
         figures = {f for study in studies.values() for f in study.figures} | set(ADVISOR_FIGURES)

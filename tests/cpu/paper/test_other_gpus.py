@@ -67,3 +67,21 @@ def test_every_study_compares_the_other_gpus_run_with_the_reference(results, nam
     assert len(frame) and (frame.moved == "no").all(), frame[frame.moved != "no"].to_string()
     absent = pd.Series(frame[OTHER]).eq("not measured")
     assert (pd.Series(frame[REFERENCE])[absent] == "not measured").all()   # measured wherever the reference is
+
+
+def test_gpu_specs_cover_the_hopper_family_and_find_a_run_by_its_device_name():
+    from tma_study.paper import projection
+    specs = projection.load_specs()
+    assert {"h200", "b200", "h100-sxm", "h100-pcie", "h800", "gh200", "h20"} <= set(specs)
+    assert all(spec["device_names"] and spec["source"] for spec in specs.values())
+    assert projection.spec_key(OTHER_GPU, specs) == "h100-sxm"
+    assert projection.spec_key("NVIDIA H100 PCIe", specs) == "h100-pcie"
+    assert projection.spec_key("NVIDIA H200 (synthetic test data)", specs) == "h200"
+    assert projection.spec_key("NVIDIA A100-SXM4-80GB", specs, default="none") == "none"
+    assert projection.table({k: specs[k] for k in projection.PROJECTED}).shape[1] == 3   # the projection's two
+
+
+def test_a_run_on_another_gpu_is_bounded_by_that_gpus_tensor_rate():
+    from tma_study.studies.paged_kv_tma.aggregate import tensor_peaks_tflops
+    assert tensor_peaks_tflops("NVIDIA H20") == {"bf16": 148.0, "e4m3": 296.0}
+    assert tensor_peaks_tflops("NVIDIA H200") == tensor_peaks_tflops(None) == {"bf16": 989.0, "e4m3": 1979.0}
