@@ -29,6 +29,10 @@ include: "workflow/rules/advisor.smk"
 include: "workflow/rules/claims.smk"
 include: "workflow/rules/paper.smk"
 include: "workflow/rules/gemm.smk"
+include: "workflow/rules/report.smk"
+
+
+report: "workflow/report/workflow.rst"
 
 
 rule all:
@@ -37,6 +41,7 @@ rule all:
         LAYOUT.all_outputs(),
         CATALOG_TABLES,
         ADVISOR_OUTPUTS,
+        REPORT_PAGES,
 
 
 # The main job ends with its result: each study's claims and where to read the rest

@@ -161,6 +161,11 @@ class Layout:
         return f"{self.outputs}paper/generated"
 
     @property
+    def report_dir(self) -> str:
+        """The HTML report's table pages (workflow/rules/report.smk)."""
+        return f"{self.outputs}report" if self.outputs else "build/report"
+
+    @property
     def results(self) -> str:
         return f"results/{self.label}"
 

@@ -34,7 +34,7 @@ def summary(claims_tsv: Path, figures: list[str], tables_dir: str, report: str =
     lines += [f"  {study:<{width}}" + " / ".join(str(c[s]) for s in STATUSES) for study, c in counts.items()]
     lines += [f"Each claim with its numbers, threshold and reason: {claims_tsv.with_suffix('.md').as_posix()}",
               f"Figures: {len(figures)} in {_folder(figures)} (.png and .pdf); tables: {tables_dir}/*.md",
-              f"Every figure and table with the claims resting on it: .venv/bin/snakemake --report {report}"]
+              f"Every figure and table by study, with its claims' status: .venv/bin/snakemake --report {report}"]
     return "\n".join(lines)
 
 

@@ -52,7 +52,7 @@ for _name, _study in STUDIES.items():
                 ),
                 study=_name,
                 reference=LABEL,
-                tables=LAYOUT.tables_dir,
+                tables=lambda wildcards, output: Path(output[0]).parent,
             shell:
                 "{params.python} -m tma_study compare {params.study:q} --reference {params.reference:q} "
                 "{params.runs} --out {params.tables:q} > {log:q} 2>&1"

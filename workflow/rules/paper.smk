@@ -26,7 +26,7 @@ rule rules_of_thumb:
         python=PYTHON,
         studies=STUDY_OPTIONS,
         results=lambda wildcards, input: Path(input.provenance[0]).parent.parent,
-        tables=LAYOUT.tables_dir,
+        tables=lambda wildcards, output: Path(output.tex).parent,
     shell:
         "{params.python} -m tma_study rules-of-thumb --results {params.results:q} {params.studies} "
         "--claims {input.claims:q} --out {params.tables:q} > {log:q} 2>&1"
@@ -67,7 +67,7 @@ rule paper_generated:
         studies=STUDY_OPTIONS,
         results=lambda wildcards, input: Path(input.claims).parent,
         catalog=lambda wildcards, input: Path(input.catalog[0]).parent,
-        generated=LAYOUT.generated_dir,
+        generated=lambda wildcards, output: Path(output.macros).parent,
     shell:
         "{params.python} -m tma_study paper-generated --results {params.results:q} {params.studies} "
         "--claims {input.claims:q} --catalog-derived {params.catalog:q} --paper paper --out {params.generated:q} "

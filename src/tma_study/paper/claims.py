@@ -267,18 +267,7 @@ def read_outcomes(tsv: Path) -> pd.DataFrame:
     return pd.read_csv(tsv, sep="\t", dtype=str, keep_default_na=False)
 
 
-# ---------------------------------------------------------------------------- captions
-
-def claims_of_figure(figure: str, claims: list[Claim]) -> list[Claim]:
-    return [c for c in claims if c.figure == figure]
-
-
-def figure_caption(figure: str, title: str, claims: list[Claim]) -> str:
-    """One line: the figure's title and the claims resting on it (for Snakemake's report)."""
-    ids = [c.id for c in claims_of_figure(figure, claims)]
-    rests = f"Claims resting on it: {', '.join(ids)}." if ids else "No claim rests on it."
-    return f"{title.rstrip('.')}. {rests}"
-
+# ---------------------------------------------------------------------------- titles
 
 def notebook_title(notebook: Path) -> str:
     """The first Markdown heading of a jupytext notebook (``# # Title``)."""

@@ -17,6 +17,9 @@
     tma-study readme-tables [--claims TSV] [--check]       the README's checklist and cost tables
     tma-study release [--out build/release]                an archive to deposit: code and raw data at
                                                            HEAD, paper/main.pdf, SHA256SUMS (docs/release.md)
+    tma-study report-pages --claims TSV --out DIR TABLE.md ...
+                                                           the HTML report's page of each table, with the
+                                                           claims resting on it, and claims.html
 """
 from __future__ import annotations
 
@@ -33,7 +36,7 @@ from .pdf import TexMissingError, build_pdf
 from .readme import update_readme
 
 COMMANDS = ("catalog", "claims", "rules-of-thumb", "compare", "paper-generated", "build-paper", "readme-tables",
-            "release")
+            "release", "report-pages")
 
 
 def add_commands(sub) -> None:
@@ -81,6 +84,11 @@ def add_commands(sub) -> None:
     p.add_argument("--out", type=Path, default=Path("build/release"),
                    help="folder for tma-study-<version>-<commit>.tar.gz and its .sha256 (default: build/release)")
     p.add_argument("--pdf", type=Path, default=None, help="the paper's PDF (default: paper/main.pdf)")
+    p = sub.add_parser("report-pages", help="the HTML report's page of each table (with the claims resting "
+                                            "on it) and claims.html (workflow/rules/report.smk)")
+    p.add_argument("tables", type=Path, nargs="+", help="paper/tables/<table>.md files")
+    p.add_argument("--claims", type=Path, required=True, help="results/<label>/claims.tsv")
+    p.add_argument("--out", type=Path, required=True, help="folder for the pages (build/report/)")
 
 
 def _study_dirs(items: list[str]) -> dict[str, Path]:
@@ -184,6 +192,10 @@ def run(args) -> int:
                   f"--claims {args.claims}", file=sys.stderr)
             return 1
         print(f"{args.readme}: generated tables {'updated' if changed else 'already up to date'}")
+        return 0
+    if args.command == "report-pages":
+        from tma_study.report.report_pages import write_pages
+        print(f"{len(write_pages(args.claims, args.tables, args.out))} pages in {args.out}")
         return 0
     if args.command == "release":
         from tma_study.release import build

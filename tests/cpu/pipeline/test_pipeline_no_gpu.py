@@ -9,6 +9,7 @@ folder of ``crossover_fixture``.
 """
 
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -179,12 +180,20 @@ def test_the_readme_claims_table_is_current(pipeline):
         f"{CLAIMS} (after snakemake -c2)\n" + output_of(result))
 
 
-def test_the_html_report_captions_each_figure_with_its_claims(pipeline):
+def test_the_html_report_groups_by_study_and_gives_each_claims_status(pipeline):
+    """Every figure captioned with its claims' status and numbers, every paper table and the rules
+    of thumb as pages, grouped by study, under a description of the artifact."""
     root, _ = pipeline
     result = snakemake(root, "--report", "report.html")
     assert result.returncode == 0, output_of(result)[-3000:]
     html = (root / "report.html").read_text(errors="replace")
     assert html.count("Claims resting on it") + html.count("No claim rests on it") >= len(FIGURES) // 2
+    assert "<strong>PASS</strong>" in html and "Observed:" in html and "How to read it" in html
+    categories = json.loads(re.search(r"var categories = (\{.*?\});\n", html).group(1))
+    assert {"crossover", "claims", "rules of thumb"} <= set(categories)
+    assert "build/report/crossover_summary.html" in categories["crossover"]["tables"]
+    assert "build/report/rules_of_thumb.html" in categories["rules of thumb"]["tables"]
+    assert "figures/crossover_map.png" in categories["crossover"]["figures"]
 
 
 def test_the_paper_builds_or_says_what_to_install(pipeline):
