@@ -36,6 +36,10 @@ def _version(root: Path) -> str:
 
 
 def _check_releasable(root: Path, pdf: Path) -> None:
+    from .harness.source import own_repository
+    if not own_repository(root):
+        raise ReleaseError(f"{root} is not the top level of a git repository: a release is a commit "
+                           "(release from a clone of the repository)")
     changed = [line[3:] for line in _git(root, "status", "--porcelain", "--untracked-files=no").decode().splitlines()]
     if changed:
         raise ReleaseError("a release is a commit: commit or discard the changes to tracked files first: "

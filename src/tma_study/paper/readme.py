@@ -25,7 +25,9 @@ from .claims import FAIL, NOT_MEASURED, PASS, read_outcomes
 
 BEGIN, END = "<!-- checklist:begin -->", "<!-- checklist:end -->"
 COST_BEGIN, COST_END = "<!-- cost:begin -->", "<!-- cost:end -->"
+TIME_BEGIN, TIME_END = "<!-- time:begin -->", "<!-- time:end -->"
 ARCHITECTURES = {9: "Hopper (sm_90a)", 10: "Blackwell (sm_100a)"}
+RUNS = Path("benchmarks") / "runs"          # benchmarks/reviewer_path.sh --record writes here
 
 
 class ReadmeError(ValueError):
@@ -110,6 +112,27 @@ def _duration(seconds: float) -> str:
     return f"{int(seconds // 60)} min {int(seconds % 60)} s"
 
 
+def time_table(root: Path) -> str:
+    """Markdown: the newest recorded run of benchmarks/reviewer_path.sh on a fresh clone: the
+    machine, the install, the main job and the test command (a record without the tests omits them)."""
+    records = sorted(Path(root, RUNS).glob("reviewer-path-*.txt"))
+    if not records:
+        return "No run of `benchmarks/reviewer_path.sh --record` is recorded yet (benchmarks/runs/)."
+    fields = dict(line.split(": ", 1) for line in records[-1].read_text().splitlines()
+                  if ": " in line and not line.startswith("#"))
+    cores = fields["machine"].split()[0]
+    lines = [f"Generated from `{(RUNS / records[-1].name).as_posix()}` (`benchmarks/reviewer_path.sh --record`, "
+             f"a fresh clone at {fields['commit']}, {fields['date_utc']}) by `tma-study readme-tables`.", "",
+             f"| without a GPU: {fields['machine']}, {fields['python']} | took |", "| --- | --- |",
+             f"| install (`pip install -e .`) | {_duration(float(fields['install_s']))} |",
+             f"| main job (`snakemake -c{cores}`, {fields['main_job_jobs']} jobs) | "
+             f"{_duration(float(fields['main_job_s']))} |"]
+    if "test_command_s" in fields:
+        lines.append(f"| test command (install + `pytest`: {fields['test_result']}) | "
+                     f"{_duration(float(fields['test_command_s']))} |")
+    return "\n".join(lines)
+
+
 def render(readme_text: str, table: str, begin: str = BEGIN, end: str = END) -> str:
     if begin not in readme_text or end not in readme_text:
         raise ReadmeError(f"README has no {begin} ... {end} markers for a generated table")
@@ -128,6 +151,8 @@ def update_readme(readme: Path, claims_tsv: Path, check_only: bool = False) -> b
     wanted = render(current, checklist_table(claims_tsv))
     if COST_BEGIN in wanted:
         wanted = render(wanted, cost_table(Path(claims_tsv).parent), COST_BEGIN, COST_END)
+    if TIME_BEGIN in wanted:
+        wanted = render(wanted, time_table(readme.parent), TIME_BEGIN, TIME_END)
     if wanted != current and not check_only:
         atomic_write_text(readme, wanted)
     return _update_provenance_doc(readme.parent, check_only) or wanted != current

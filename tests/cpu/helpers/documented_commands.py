@@ -88,7 +88,7 @@ VERDICTS = [
     Verdict("setup", r'pip install -e "\.\[test\]"\s+#.*'),
     Verdict("slurm", r"snakemake --profile profiles/slurm( --config measure=true\s+'measure_gpus=\{[^}]*\}')?\s*(#.*)?"),
     Verdict("gpu", r"snakemake -c4 --config measure=true run_studies=crossover,dsm"),
-    Verdict("run", r"snakemake -n --config 'studies=\{crossover: \{stages: \[4\]\}\}'", prints=("Job stats",)),
+    Verdict("run", r"snakemake -n --config 'studies=\{crossover: \{stages: \[4\]\}\}'"),
     Verdict("run", r"tma-study check-config config/smoke\.yaml\s+#.*", prints=("valid:",)),
     Verdict("setup", r'python3\.12 -m venv \.venv && \.venv/bin/pip install -c constraints/h200-reference\.txt '
             r'-e "\.\[test,measure\]"'),

@@ -63,6 +63,13 @@ def test_a_changed_tree_or_a_missing_pdf_is_refused(repository, tmp_path):
         build(repository, tmp_path / "out")
 
 
+def test_a_folder_that_is_no_repository_is_refused(tmp_path):
+    (tmp_path / "paper").mkdir()
+    (tmp_path / "paper" / "main.pdf").write_bytes(b"%PDF")
+    with pytest.raises(ReleaseError, match="not the top level of a git repository"):
+        build(tmp_path, tmp_path / "out")
+
+
 def test_the_citation_names_the_project_and_pyprojects_version():
     citation = yaml.safe_load((REPO / "CITATION.cff").read_text())
     assert citation["cff-version"] == "1.2.0" and citation["message"] and citation["title"]
