@@ -58,7 +58,8 @@ onsuccess:
             "\n"
             + summary(
                 Path(f"{RESULTS}/claims.tsv"),
-                [f"{LAYOUT.figures_dir}/{figure}.png" for figure in FIGURE_STUDY],
+                [f"{LAYOUT.figures_dir}/{figure}.png" for figure in FIGURE_STUDY]
+                + [f for f in ADVISOR_FIGURES if f.endswith(".png")],
                 LAYOUT.tables_dir,
             )
         )

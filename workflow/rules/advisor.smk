@@ -11,11 +11,16 @@ ADVISOR_DIR = f"{RESULTS}/advisor/derived"
 ADVISOR_DERIVED = [f"{ADVISOR_DIR}/{f}" for f in advisor_validation.DERIVED_FILES]
 ADVISOR_SCORED = [f"{ADVISOR_DIR}/{f}" for f in advisor_validation.SCORED_FILES]
 ADVISOR_MAP = f"{ADVISOR_DIR}/{advisor_validation.MAP_FILE}"
+# under outputs/<label>/ where this run is not the committed reference (LAYOUT.outputs)
 ADVISOR_TABLES = [
-    f for f in advisor_validation.output_files() if f.startswith("paper/tables/")
+    f"{LAYOUT.outputs}{f}"
+    for f in advisor_validation.output_files()
+    if f.startswith("paper/tables/")
 ]
 ADVISOR_FIGURES = [
-    f for f in advisor_validation.output_files() if f.startswith("figures/")
+    f"{LAYOUT.outputs}{f}"
+    for f in advisor_validation.output_files()
+    if f.startswith("figures/")
 ]
 ADVISOR_OUTPUTS = (
     ADVISOR_DERIVED + ADVISOR_TABLES + ADVISOR_FIGURES if ADVISOR_ACTIVE else []
@@ -68,9 +73,10 @@ if ADVISOR_ACTIVE:
             python=PYTHON,
             results=RESULTS,
             out=ADVISOR_DIR,
+            tables=lambda wildcards, output: Path(output.tables[0]).parent,
         shell:
             "{params.python} -m tma_study advisor-validate --results {params.results:q} --out {params.out:q} "
-            "--tables paper/tables > {log:q} 2>&1"
+            "--tables {params.tables:q} > {log:q} 2>&1"
 
     # The decision map needs only the microbenchmarks: it runs beside the workload studies' jobs.
     rule advisor_decision_map:
@@ -96,11 +102,12 @@ if ADVISOR_ACTIVE:
             derived=ADVISOR_MAP,
             provenance=f"{RESULTS}/crossover/provenance.json",
         output:
-            pdf="figures/advisor_decision_map.pdf",
+            pdf=f"{LAYOUT.figures_dir}/advisor_decision_map.pdf",
             png=report(
-                "figures/advisor_decision_map.png",
+                f"{LAYOUT.figures_dir}/advisor_decision_map.png",
                 caption="../report/figure.rst",
-                category="Figures",
+                category="advisor",
+                subcategory="figures",
             ),
         log:
             "logs/figures/advisor_decision_map.log",

@@ -72,9 +72,11 @@ def test_every_study_compares_the_other_gpus_run_with_the_reference(results, nam
 def test_gpu_specs_cover_the_hopper_family_and_find_a_run_by_its_device_name():
     from tma_study.paper import projection
     specs = projection.load_specs()
-    assert {"h200", "b200", "h100-sxm", "h100-pcie", "h800", "gh200", "h20"} <= set(specs)
+    assert {"h200", "b200", "h100-80gb-hbm3", "h100-pcie", "h800", "gh200-480gb", "h20"} <= set(specs)
     assert all(spec["device_names"] and spec["source"] for spec in specs.values())
-    assert projection.spec_key(OTHER_GPU, specs) == "h100-sxm"
+    from tma_study.gpu import gpu_slug      # keyed by slug: the advisor finds a run's GPU by it too
+    assert all(gpu_slug(spec["device_names"][0]) == key for key, spec in specs.items())
+    assert projection.spec_key(OTHER_GPU, specs) == "h100-80gb-hbm3"
     assert projection.spec_key("NVIDIA H100 PCIe", specs) == "h100-pcie"
     assert projection.spec_key("NVIDIA H200 (synthetic test data)", specs) == "h200"
     assert projection.spec_key("NVIDIA A100-SXM4-80GB", specs, default="none") == "none"
