@@ -18,7 +18,7 @@ REPORT_TABLES = {
         for table in ("rules_of_thumb", "rules_refuted")
     },
     **{md: "catalog" for md in CATALOG_TABLES if md.endswith(".md")},
-    **{md: "advisor" for md in ADVISOR_TABLES if md.endswith(".md")},  # advisor.smk
+    **{md: "advisor" for md in ADVISOR_OUTPUTS if md.endswith(".md")},  # advisor.smk
 }
 REPORT_PAGES = [f"{LAYOUT.report_dir}/{Path(md).stem}.html" for md in REPORT_TABLES] + [
     f"{LAYOUT.report_dir}/claims.html"

@@ -159,9 +159,12 @@ def update_readme(readme: Path, claims_tsv: Path, check_only: bool = False) -> b
 
 
 def _update_provenance_doc(root: Path, check_only: bool) -> bool:
-    """Rewrite docs/provenance.md's generated table (unless ``check_only``); whether it was stale."""
+    """Rewrite docs/provenance.md's generated table (unless ``check_only``); whether it was stale.
+    Only in the project's own git repository: elsewhere (a copy, an unpacked archive) no commit
+    can be checked, and the table stays as the repository wrote it."""
+    from tma_study.harness.source import own_repository
     doc = root / doc_tables.PROVENANCE_DOC
-    if not doc.is_file() or doc_tables.BEGIN not in doc.read_text():
+    if not doc.is_file() or doc_tables.BEGIN not in doc.read_text() or not own_repository(root):
         return False
     current = doc.read_text()
     wanted = render(current, doc_tables.provenance_table(root), doc_tables.BEGIN, doc_tables.END)
