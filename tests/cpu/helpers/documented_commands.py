@@ -101,6 +101,7 @@ VERDICTS = [
     Verdict("history", r"\.venv/bin/python -m pytest( tests/cpu/\S+)+"),
     Verdict("run", r"\.venv/bin/tma-study advise --level hbm --shape gather .*", prints=("load it with:",)),
     Verdict("run", r"\.venv/bin/tma-study advise --level l2 --shape box .* --json", prints=('"operand": {',)),
+    Verdict("run", r"\.venv/bin/tma-study advisor-validate --results results/[a-z0-9-]+ --out \S+"),
     Verdict("run", r"\.venv/bin/tma-study check-provenance results/h200/\*/provenance\.json", prints=(": valid;",)),
     Verdict("run", r"\.venv/bin/snakemake -c2 && \.venv/bin/python tests/cpu/helpers/outputs_manifest\.py --write",
             prints=("outputs.sha256",)),
