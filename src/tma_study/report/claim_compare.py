@@ -56,7 +56,11 @@ def compare_runs(derived_dirs: dict[str, Path], reference: str) -> pd.DataFrame:
     if alone is not None:
         return pd.DataFrame(alone, columns=["quantity", *labels, "moved"])
     study_dirs = {label: Path(folder).parent for label, folder in derived_dirs.items()}
-    claims = parse_file(CLAIMS_DIR / f"{study}.yaml")
+    claims_file = CLAIMS_DIR / f"{study}.yaml"
+    if not claims_file.is_file():       # a study whose findings other studies' claims state
+        return pd.DataFrame([{"quantity": f"claims of {study}", **{label: "none stated" for label in labels},
+                              "moved": f"nothing to compare (no config/claims/{study}.yaml)"}],
+                            columns=["quantity", *labels, "moved"])
     rows = [_check_row(claim, index, check, study_dirs, labels)
-            for claim in claims for index, check in enumerate(claim.checks)]
+            for claim in parse_file(claims_file) for index, check in enumerate(claim.checks)]
     return pd.DataFrame(rows, columns=["quantity", *labels, "moved"])

@@ -6,7 +6,7 @@ import shutil
 
 import pandas as pd
 import pytest
-from paper_fixture import REFERENCE, aggregated_reference, configured_studies
+from paper_fixture import REFERENCE, REPO, aggregated_reference, configured_studies
 
 from tma_study.paper import claims as claims_mod
 from tma_study.paper import claims_by_gpu
@@ -64,6 +64,9 @@ def test_every_study_compares_the_other_gpus_run_with_the_reference(results, nam
     header = next(line for line in table.splitlines() if line.startswith("| quantity"))
     assert f"| {REFERENCE} | {OTHER} | moved |" in header
     frame = study.entry("compare")(runs, REFERENCE)
+    if frame.moved.str.startswith("nothing to compare").all():     # a study that states no claims
+        assert not (REPO / "config" / "claims" / f"{name}.yaml").is_file()
+        return
     assert len(frame) and (frame.moved == "no").all(), frame[frame.moved != "no"].to_string()
     absent = pd.Series(frame[OTHER]).eq("not measured")
     assert (pd.Series(frame[REFERENCE])[absent] == "not measured").all()   # measured wherever the reference is
