@@ -95,13 +95,15 @@ def _copy_regular_file(source: Path, target: Path) -> None:
     os.chmod(target, 0o666 & ~_umask())
 
 
-def publish_directory(staged: Path, destination: Path) -> None:
+def publish_directory(staged: Path, destination: Path, replacing: dict[str, str] | None = None) -> None:
     """Copy every data file of a finished staged measurement into ``destination``, atomically.
 
     Only regular files are copied, by content, with ordinary permissions; a symbolic link, a
     folder or any other kind of entry stops the publication, naming it (nothing is followed
     into results/). Hidden files are left behind: Snakemake marks a ``directory()`` output
     with a ``.snakemake_timestamp`` file, which is bookkeeping, not measured data.
+    ``replacing``: {file name: text} published instead of the staged file's content (the
+    provenance.json that seals the raw files, harness.publishing).
     """
     staged = Path(staged)
     if not (staged / "provenance.json").exists():
@@ -117,4 +119,8 @@ def publish_directory(staged: Path, destination: Path) -> None:
         raise PublishError(f"{linked[0]} is a symbolic link: a measurement is published into a real folder only")
     with staged_directory(destination) as target:
         for path in entries:
-            _copy_regular_file(path, target / path.name)
+            if path.name in (replacing or {}):
+                (target / path.name).write_text(replacing[path.name])
+                os.chmod(target / path.name, 0o666 & ~_umask())
+            else:
+                _copy_regular_file(path, target / path.name)

@@ -8,13 +8,16 @@
                         the job claims one free visible GPU: tma_study.harness.gpu_lock)
     tma-study aggregate STUDY --raw DIR --out DIR [--repeat DIR]           (CPU) checks the raw data first
     tma-study tables    STUDY --derived DIR --provenance FILE --out DIR    (CPU)
-    tma-study publish   --staged DIR --out DIR                             check a finished measurement, copy it
-                                                                           into results/
+    tma-study publish   --staged DIR --out DIR                             check a finished measurement, seal its raw
+                                                                           files in its provenance, copy it into results/
+    tma-study seal      DIR...                                             seal results/<label>/<study>/ folders
+                                                                           published before seals (once)
     tma-study kernel-table STUDY --kernels CSV --out DIR                   (CPU) from results/<gpu>/<study>/kernels.csv
     tma-study check-gpu                                                    says whether this machine can measure
     tma-study check-raw STUDY --raw DIR                                    check raw data against the study's schema
     tma-study check-provenance FILE...                                     check provenance.json files, and whether
-                                                                           the commit each names holds its code
+                                                                           the commit each names is in the repository
+                                                                           and holds its code
     tma-study check-config FILE...                                         config/config.yaml under these override
                                                                            files (as --configfile), validated
 
@@ -90,6 +93,8 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("publish", help="check a complete staged measurement, copy it into results/ atomically")
     p.add_argument("--staged", type=Path, required=True)
     p.add_argument("--out", type=Path, required=True)
+    p = sub.add_parser("seal", help="seal the raw files of results/<label>/<study>/ folders published before seals")
+    p.add_argument("folders", type=Path, nargs="+")
     p = sub.add_parser("kernel-table", help="paper table of the kernels' resources and SASS checks")
     p.add_argument("study")
     p.add_argument("--kernels", type=Path, required=True,
@@ -144,11 +149,25 @@ def _check_config(files: list[Path]) -> None:
 
 
 def _publish(staged: Path, out: Path) -> None:
-    from .harness import provenance, raw_data
-    from .atomic import publish_directory
+    from .harness import provenance, publishing
     record = provenance.read(Path(staged) / "provenance.json")
-    raw_data.load(_study(record["study"]), staged)          # bad data never reach results/
-    publish_directory(staged, out)
+    publishing.publish(_study(record["study"]), staged, out)       # bad data never reach results/
+
+
+def _seal(folders: list[Path]) -> None:
+    from .harness import provenance, publishing
+    for folder in folders:
+        record = provenance.read(Path(folder) / "provenance.json")
+        print(publishing.seal_published(_study(record["study"]), folder))
+
+
+def _check_provenance(files: list[Path]) -> None:
+    from .harness import provenance, provenance_checks, source
+    for path in files:
+        record = provenance.read(path)
+        said = [provenance_checks.check_commit(record, config_mod.REPO_ROOT, str(path)),
+                source.check_recorded(record, config_mod.REPO_ROOT)]
+        print(f"{path}: valid; {'; '.join(filter(None, said))}")
 
 
 def _run(args, parser) -> int:
@@ -163,12 +182,12 @@ def _run(args, parser) -> int:
         print(json.dumps(gpu_mod.require_hopper(gpu_mod.detect()).as_dict(), indent=2))
     elif args.command == "publish":
         _publish(args.staged, args.out)
+    elif args.command == "seal":
+        _seal(args.folders)
     elif args.command == "check-config":
         _check_config(args.files)
     elif args.command == "check-provenance":
-        from .harness import provenance, source
-        for path in args.files:
-            print(f"{path}: valid; {source.check_recorded(provenance.read(path), config_mod.REPO_ROOT)}")
+        _check_provenance(args.files)
     else:
         _run_study_command(args, parser, _study(args.study))
     return 0
@@ -184,11 +203,15 @@ def _run_study_command(args, parser, study) -> None:
     elif args.command == "measure":
         _measure(study, args)
     elif args.command == "aggregate":
+        from .harness import provenance, seal
+        for folder in filter(None, (args.raw, args.repeat)):   # analysis reads published, sealed data
+            seal.require(provenance.read(Path(folder) / "provenance.json", study=study.name), folder)
         study.entry("aggregate")(args.raw, args.out, args.repeat)
     elif args.command == "check-raw":
         from .harness import raw_data
         raw = raw_data.load(study, args.raw)
-        print(f"{args.raw}: valid {study.name} raw data ({raw.provenance['configurations']} configurations)")
+        sealed = "sealed" if raw.provenance.get("raw_files") else "not sealed (a staged measurement: publish seals it)"
+        print(f"{args.raw}: valid {study.name} raw data ({raw.provenance['configurations']} configurations, {sealed})")
     elif args.command == "tables":
         from .harness import provenance
         study.entry("write_tables")(args.derived, provenance.read(args.provenance, study=study.name), args.out)

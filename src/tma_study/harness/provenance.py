@@ -2,8 +2,9 @@
 
 ``build`` writes the record at the end of a measurement; ``read`` is how every reader loads one:
 valid JSON holding an object, valid against ``workflow/schemas/provenance.schema.yaml``, of the
-study expected, its ``config_sha256`` the hash of its ``config`` and its start before its end.
-Which code the record names is harness/source.py's business.
+study expected, its ``config_sha256`` the hash of its ``config``, its start before its end and
+neither after the reader's clock, and the GPU it names the GPU of its folder (harness.provenance_checks).
+Which code the record names is harness/source.py's business; its raw files' seals, harness/seal.py's.
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import subprocess
 from pathlib import Path
 
 from .. import config as config_mod
-from . import gpu_lock, l2_state
+from . import gpu_lock, l2_state, provenance_checks, seal
 from .source import SOURCE_COMMIT_VARIABLE, git_state, source_hash  # noqa: F401  (provenance's API)
 
 SCHEMA = config_mod.SCHEMA_DIR / "provenance.schema.yaml"
@@ -90,11 +91,12 @@ class ProvenanceError(ValueError):
     """A provenance.json that cannot be trusted; the message names the file and the key."""
 
 
-def _show(path: Path) -> str:
-    try:
-        return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
-    except ValueError:
-        return str(path)
+_show = seal.shown
+
+
+def dumps(record: dict) -> str:
+    """A record as provenance.json holds it (two-space indent, one newline at the end)."""
+    return json.dumps(record, indent=2) + "\n"
 
 
 def check(record, path: Path, study: str | None = None) -> dict:
@@ -111,10 +113,14 @@ def check(record, path: Path, study: str | None = None) -> dict:
     if config_hash(record["config"]) != record["config_sha256"]:
         raise ProvenanceError(f"{where}, key 'config_sha256': is not the sha256 of key 'config' "
                               "(the config was edited after the measurement)")
-    if dt.datetime.fromisoformat(record["started_utc"].replace("Z", "+00:00")) > \
-            dt.datetime.fromisoformat(record["finished_utc"].replace("Z", "+00:00")):
+    if provenance_checks.utc(record["started_utc"]) > provenance_checks.utc(record["finished_utc"]):
         raise ProvenanceError(f"{where}, key 'finished_utc': {record['finished_utc']} is before "
                               f"started_utc {record['started_utc']}")
+    try:
+        provenance_checks.check_dates(record, where)
+        provenance_checks.check_gpu(record, path, where)
+    except provenance_checks.ProvenanceCheckError as error:
+        raise ProvenanceError(str(error)) from None
     return record
 
 
@@ -122,9 +128,11 @@ def read(path: Path, study: str | None = None) -> dict:
     """The provenance record at ``path``, checked (``check``); ``study``: the study it must be of."""
     path = Path(path)
     try:
-        text = path.read_text()
+        text = seal.read_checked(path, seal.MAX_PROVENANCE_BYTES).decode()
     except FileNotFoundError:
         raise ProvenanceError(f"{_show(path)}: missing (every study's raw data come with one)") from None
+    except seal.UnsafeFileError as error:
+        raise ProvenanceError(str(error)) from None
     except (OSError, UnicodeDecodeError) as error:
         raise ProvenanceError(f"{_show(path)}: cannot be read: {error}") from None
     try:

@@ -1,7 +1,8 @@
 """Raw data checked against its study's schema before any analysis reads it.
 
 ``load(study, raw_dir)`` reads ``provenance.json`` (harness.provenance.read, its own schema)
-and every raw file of the study, checks each against ``raw_schema.yaml`` (harness.raw_schema):
+and every raw file of the study, each only where it is safe to read and, where provenance seals
+them, only as sealed (harness.seal), and checks each against ``raw_schema.yaml`` (harness.raw_schema):
 the file ends with a whole line; columns are those declared, each of its type, in its range,
 among its allowed values; the key identifies one row; times are present exactly on rows whose
 ``timing_status`` is ok; derived columns equal their formula; the rows counted as
@@ -12,6 +13,7 @@ returns, so nothing is read twice or read unchecked.
 from __future__ import annotations
 
 import io
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,8 +22,9 @@ import numpy as np
 import pandas as pd
 
 from . import provenance as provenance_mod
-from . import raw_schema
+from . import raw_schema, seal
 from .raw_schema import OK, FileSchema
+from .seal import shown  # noqa: F401  (raw_data's API: how a path is shown)
 
 RELATIVE_TOLERANCE = 1e-6     # derived columns: written from the same numbers, so far closer
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -40,15 +43,6 @@ class RawData:
 
     def __getitem__(self, name: str) -> pd.DataFrame:
         return self.frames[name]
-
-
-def shown(path: Path) -> str:
-    """``path`` relative to the working folder where it lies under it (the project root in jobs)."""
-    path = Path(path)
-    try:
-        return str(path.resolve().relative_to(Path.cwd().resolve()))
-    except ValueError:
-        return str(path)
 
 
 def timed_ok(frame: pd.DataFrame) -> pd.Series:
@@ -86,13 +80,17 @@ class _Problems:
             raise RawDataError(f"{self.first}{more}; raw data must follow {shown(schema_file)}")
 
 
-def _read_csv(path: Path) -> pd.DataFrame:
+def _read_raw(path: Path, boundary: Path) -> bytes:
+    """A raw file's bytes (seal.read_checked: no link out of results/, no device, bounded)."""
     try:
-        data = path.read_bytes()
+        return seal.read_checked(path, seal.MAX_RAW_FILE_BYTES, boundary)
     except FileNotFoundError:
         raise RawDataError(f"{shown(path)}: missing (the study's raw files: measure writes them)") from None
     except OSError as error:
         raise RawDataError(f"{shown(path)}: cannot be read: {error.strerror}") from None
+
+
+def _parse_csv(path: Path, data: bytes) -> pd.DataFrame:
     if not data.strip():
         raise RawDataError(f"{shown(path)}: empty file, not even a header line")
     if not data.endswith(b"\n"):
@@ -279,16 +277,22 @@ def _check_count(frames: dict, schema, provenance: dict, raw_dir: Path) -> None:
             f"added?); raw data must follow {shown(schema.path)}")
 
 
-def load(study, raw_dir: Path) -> RawData:
-    """The study's raw data in ``raw_dir`` and its provenance, every file checked."""
+def load(study, raw_dir: Path, require_seal: bool = False) -> RawData:
+    """The study's raw data in ``raw_dir`` and its provenance, every file checked: read safely
+    (harness.seal.read_checked), compared with its seal before any is parsed (a seal present must
+    hold; ``require_seal``: data without one are refused), then against its schema."""
     raw_dir = Path(raw_dir)
     schema = raw_schema.load(study)
     provenance = provenance_mod.read(raw_dir / "provenance.json", study=study.name)
+    boundary = seal.boundary_of(raw_dir)
+    # the study's raw files, kernels.csv and optional files where the run recorded them
+    present = [name for name in schema.files if name in study.raw_files or os.path.lexists(raw_dir / name)
+               or name in (provenance.get(seal.SEAL_KEY) or {})]
+    contents = {name: _read_raw(raw_dir / name, boundary) for name in present}
+    seal.verify(provenance, contents, raw_dir, required=require_seal)
     frames = {}
-    # the study's raw files, and kernels.csv where the run recorded it (measured_files)
-    present = [name for name in schema.files if name in study.raw_files or (raw_dir / name).exists()]
-    for name in present:
-        frames[name] = _read_csv(raw_dir / name)
+    for name, data in contents.items():
+        frames[name] = _parse_csv(raw_dir / name, data)
         check_frame(frames[name], schema.files[name], raw_dir / name, schema.path)
     _check_count(frames, schema, provenance, raw_dir)
     return RawData(frames, provenance)

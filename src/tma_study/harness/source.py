@@ -94,6 +94,15 @@ def _blobs(root: Path, objects: list[str]) -> list[bytes]:
     return contents
 
 
+def commit_in_repository(root: Path, commit: str) -> bool:
+    """Does the git repository at ``root`` hold ``commit``?"""
+    try:
+        _full_commit(root, commit)
+    except (OSError, subprocess.CalledProcessError):
+        return False
+    return True
+
+
 def _full_commit(root: Path, commit: str) -> str:
     return _git(root, "rev-parse", "--verify", "--quiet", f"{commit}^{{commit}}")
 

@@ -5,6 +5,7 @@ The checkout copies are fixtures of tests/cpu/pipeline/conftest.py."""
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -12,6 +13,7 @@ import sys
 from pathlib import Path
 
 from tma_study import cli
+from tma_study.harness import provenance, seal
 
 REPO = Path(__file__).resolve().parents[3]
 VENV_BIN = Path(sys.executable).parent
@@ -31,15 +33,35 @@ def results_digest() -> str:
     return digest.hexdigest()
 
 
-def raw_copy(destination: Path, study: str, label: str = "h200") -> Path:
-    """results/<label>/<study>/'s raw files (no derived data) copied to ``destination``."""
+def raw_copy(destination: Path, study: str, label: str = "h200", sealed: bool = True) -> Path:
+    """results/<label>/<study>/'s raw files (no derived data) copied to ``destination``;
+    ``sealed=False``: without the seal, as a measurement is staged before publish seals it."""
     source = REPO / "results" / label / study
     target = destination / "results" / label / study
     target.mkdir(parents=True)
     for path in source.iterdir():
         if path.is_file():
             shutil.copyfile(path, target / path.name)
+    if not sealed:
+        record = json.loads((target / "provenance.json").read_text())
+        record = {k: v for k, v in record.items() if k not in (seal.SEAL_KEY, seal.SEALED_BY_KEY)}
+        (target / "provenance.json").write_text(provenance.dumps(record))
     return target
+
+
+def reseal(folder: Path) -> None:
+    """Seal ``folder``'s raw files as they are now: a damaged copy whose seal is made to match,
+    so that what refuses it is the check behind the seal (the schema), as for a measurement
+    that was published damaged. A provenance.json that does not parse is left as it is."""
+    path = Path(folder) / "provenance.json"
+    try:
+        record = json.loads(path.read_text())
+    except ValueError:
+        return
+    if not isinstance(record, dict) or seal.SEAL_KEY not in record:
+        return
+    contents = {name: (folder / name).read_bytes() for name in record[seal.SEAL_KEY] if (folder / name).is_file()}
+    path.write_text(provenance.dumps(seal.sealed(record, contents, "tests: resealed after the damage")))
 
 
 def run_cli(capsys, *args: str) -> tuple[int, str]:
@@ -75,18 +97,9 @@ def copy_checkout(destination: Path) -> Path:
     return destination
 
 
+# a kernels.csv that follows its schema (the committed data's are sealed: a test writing this one reseals)
 SYNTHETIC_KERNELS = ("kernel,registers,shared_bytes_static,stack_frame_bytes,spill_store_bytes,spill_load_bytes,"
                      "sass_instructions,expected_sass\nsynthetic_kernel,64,128,0,0,0,1000,UTMALDGx1\n")
-
-
-def checkout_with_kernel_tables(destination: Path) -> Path:
-    """A copy of the checkout; a data set that predates the kernels.csv a measurement now writes
-    beside its raw data (the kernel tables read it) gets a synthetic one in the copy."""
-    root = copy_checkout(destination)
-    for folder in (root / "results").glob("*/*"):
-        if folder.is_dir() and (folder / "provenance.json").exists() and not (folder / "kernels.csv").exists():
-            (folder / "kernels.csv").write_text(SYNTHETIC_KERNELS)
-    return root
 
 
 def snakemake(root: Path, *args: str, cwd: Path | None = None) -> tuple[int, str]:

@@ -4,13 +4,13 @@ import shutil
 from pathlib import Path
 
 import pytest
-from bad_input_fixture import checkout_with_kernel_tables
+from bad_input_fixture import copy_checkout
 
 
 @pytest.fixture(scope="module")
 def pristine_checkout(tmp_path_factory) -> Path:
     """One copy of the checkout per test module, never changed."""
-    return checkout_with_kernel_tables(tmp_path_factory.mktemp("pristine"))
+    return copy_checkout(tmp_path_factory.mktemp("pristine"))
 
 
 @pytest.fixture

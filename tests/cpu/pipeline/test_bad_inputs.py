@@ -199,7 +199,7 @@ def test_measuring_into_a_folder_of_committed_data_is_refused():
 # ------------------------------------------------------------------ publishing a measurement
 @pytest.fixture
 def staged(tmp_path):
-    return raw_copy(tmp_path / "staged", "dsm")
+    return raw_copy(tmp_path / "staged", "dsm", sealed=False)
 
 
 def test_publishing_gives_ordinary_permissions(tmp_path, staged):

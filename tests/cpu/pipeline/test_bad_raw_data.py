@@ -1,7 +1,9 @@
 """Damaged or edited raw data never become a derived table: ``tma-study aggregate`` (and every
 other reader) checks a study's raw files against its raw_schema.yaml and its provenance.json
 against its schema first, and stops with one line naming file, row and column (or key), before
-writing anything. Each case damages a tmp copy of the committed H200 data; none touches results/.
+writing anything. Each case damages a tmp copy of the committed H200 data and reseals it (the
+seal alone would refuse it first: test_sealed_data.py), so that the schema is what is tested;
+none touches results/.
 """
 import json
 import re
@@ -10,7 +12,8 @@ import shutil
 import pandas as pd
 import pytest
 
-from bad_input_fixture import REPO, assert_one_line_error, assert_stopped_before_any_job, raw_copy, run_cli, snakemake
+from bad_input_fixture import (REPO, assert_one_line_error, assert_stopped_before_any_job, raw_copy, reseal, run_cli,
+                               snakemake)
 from tma_study.harness import raw_data, raw_schema
 from tma_study.harness.timing import Timing
 from tma_study.studies import discover
@@ -35,6 +38,8 @@ def set_cell(path, row: int, column: str, value: str) -> None:
 
 
 def aggregate(capsys, tmp_path, raw, *extra):
+    for folder in (raw, *extra[1:2]):          # the raw folder and a --repeat folder
+        reseal(folder)
     out = tmp_path / "derived"
     status, error = run_cli(capsys, "aggregate", raw.name, "--raw", raw, "--out", out, *extra)
     return status, error, out
@@ -248,12 +253,14 @@ def test_the_tables_step_checks_its_provenance(tmp_path, crossover, capsys):
 def test_the_main_job_refuses_damaged_raw_data_before_any_job(checkout):
     stream = checkout / "results" / "h200" / "crossover" / "stream.csv"
     stream.write_text("".join(lines(stream)[:720]))
+    reseal(stream.parent)
     status, output = snakemake(checkout, "paper/tables/crossover_summary.md")
     assert_stopped_before_any_job(status, output, "results/h200/crossover/provenance.json", "configurations")
 
 
 def test_the_main_job_refuses_damaged_data_of_another_run_it_would_overlay(checkout):
     set_cell(checkout / "results" / "h200-wide-grid" / "crossover" / "stream.csv", 0, "mechanism", "magic")
+    reseal(checkout / "results" / "h200-wide-grid" / "crossover")
     status, output = snakemake(checkout, "figures/crossover_bandwidth.pdf")
     assert_stopped_before_any_job(status, output, "results/h200-wide-grid/crossover/stream.csv", "row 1",
                                   "column mechanism")
