@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from . import gpu as gpu_mod
+from .harness import runs
 from .config import ConfigError
 
 TABLE_FORMATS = ("tex", "md")
@@ -195,9 +196,12 @@ class Layout:
         return out
 
     def repeat_files(self, study: str) -> list[str]:
-        """Raw data of a second run of the same sweep (results/<label>-rerun/), when present."""
-        repeat = [f"results/{self.label}{RERUN_SUFFIX}/{study}/{f}" for f in self.studies[study].raw_files]
-        return repeat if all((self.root / f).exists() for f in repeat) else []
+        """Raw data of a second run of the same sweep (results/<label>-rerun/), when present (and
+        not the same run as this one: a copy of it is no second run)."""
+        label = f"{self.label}{RERUN_SUFFIX}"
+        if label not in self.overlay_labels(study):
+            return []
+        return [f"results/{label}/{study}/{f}" for f in self.studies[study].raw_files]
 
     def derived_files(self, study: str) -> list[str]:
         return [f"{self.results}/{study}/derived/{f}" for f in self.studies[study].derived_files]
@@ -250,12 +254,32 @@ class Layout:
         """Other results/<label>/ folders with a complete run of ``study``, or that this run
         measures (``measured_labels``): figures overlay them, comparison tables set them side by side.
 
-        Each name must be a valid results label (it goes into file names and commands)."""
-        names = (*self.studies[study].raw_files, "provenance.json")
-        on_disk = {check_label(folder.parent.name, f"folder results/{folder.parent.name}/")
-                   for folder in (self.root / "results").glob(f"*/{study}")
-                   if all((folder / n).is_file() for n in names)}
-        return sorted((on_disk | set(self.measured_labels)) - {self.label})
+        Each name must be a valid results label (it goes into file names and commands); a folder
+        holding part of a run is named with the files it lacks (MissingDataError); a folder holding
+        the same run as this label's or an earlier one's (the same sealed raw files) is left out."""
+        declared = self.studies[study]
+        on_disk = []
+        for folder in sorted(p for p in (self.root / "results").glob(f"*/{study}") if p.is_dir()):
+            label = check_label(folder.parent.name, f"folder results/{folder.parent.name}/")
+            missing = runs.missing_files(folder, declared)
+            if missing:
+                raise MissingDataError(
+                    f"results/{label}/{study}/ lacks {', '.join(missing)}: a run of study {study} holds "
+                    f"{', '.join(runs.run_files(declared))}; restore them (git checkout -- results/{label}/) or "
+                    "remove the folder")
+            if label != self.label and all((folder / n).is_file() for n in runs.run_files(declared)):
+                on_disk.append(folder)
+        reference = self.root / "results" / self.label / study
+        kept, _ = runs.distinct([reference, *on_disk])
+        labels = {folder.parent.name for folder in kept if folder != reference}
+        return sorted((labels | set(self.measured_labels)) - {self.label})
+
+    def same_runs(self, study: str) -> list[tuple[str, str]]:
+        """(folder left out, the folder holding the same run) for each copy of a run of ``study``."""
+        folders = sorted(p for p in (self.root / "results").glob(f"*/{study}")
+                         if p.is_dir() and p.parent.name != self.label and runs.identity(p) is not None)
+        _, same = runs.distinct([self.root / "results" / self.label / study, *folders])
+        return [(str(a.relative_to(self.root)), str(b.relative_to(self.root))) for a, b in same]
 
     def overlay_derived_files(self, study: str) -> list[str]:
         """The derived files of every other run of ``study`` (made by the overlay aggregate rules)."""

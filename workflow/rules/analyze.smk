@@ -27,6 +27,7 @@ for _name, _study in STUDIES.items():
             ),
             derived=lambda wildcards, output: Path(output[0]).parent,
             study=_name,
+            sealed=sealed_inputs,  # content, not clocks: new data rerun it (common.smk)
         shell:
             "{params.python} -m tma_study aggregate {params.study:q} --raw {params.raw:q} {params.repeat} "
             "--out {params.derived:q} > {log:q} 2>&1"
@@ -52,6 +53,7 @@ for _name, _study in STUDIES.items():
             derived=lambda wildcards, input: Path(input.derived[0]).parent,
             study=_name,
             tables=lambda wildcards, output: Path(output[0]).parent,
+            sealed=sealed_inputs,
         shell:
             "{params.python} -m tma_study tables {params.study:q} --derived {params.derived:q} "
             "--provenance {input.provenance:q} --kernels {input.kernels:q} --out {params.tables:q} > {log:q} 2>&1"
@@ -59,6 +61,7 @@ for _name, _study in STUDIES.items():
 
 rule figure:
     input:
+        notebook="notebooks/{figure}.py",
         derived=lambda wildcards: LAYOUT.derived_files(FIGURE_STUDY[wildcards.figure]),
         provenance=lambda wildcards: f"{RESULTS}/{FIGURE_STUDY[wildcards.figure]}/provenance.json",
         code=lambda wildcards: LAYOUT.code_files(FIGURE_STUDY[wildcards.figure]),

@@ -40,7 +40,7 @@ if not Path(tma_study.__file__).resolve().is_relative_to(ROOT):
 from tma_study import config as config_mod  # noqa: E402
 from tma_study import gpu as gpu_mod  # noqa: E402
 from tma_study import schedule  # noqa: E402
-from tma_study.harness import raw_data  # noqa: E402
+from tma_study.harness import provenance_checks, raw_data, seal  # noqa: E402
 from tma_study.harness.provenance import ProvenanceError  # noqa: E402
 from tma_study.harness.raw_schema import RawSchemaError  # noqa: E402
 from tma_study.pipeline import (  # noqa: E402
@@ -54,6 +54,7 @@ from tma_study.pipeline import (  # noqa: E402
     results_label,
     study_config_text,
 )
+from tma_study.harness.runs import content_digest  # noqa: E402
 from tma_study.studies import discover  # noqa: E402
 
 KNOWN_STUDIES = discover()
@@ -132,10 +133,21 @@ try:
                 file=sys.stderr,
             )
         LAYOUT.check_raw_data_present()
-        # every raw file analysis will read, checked against its study's schema before any job
+        # every raw file analysis will read: as sealed by its provenance, which names the GPU of
+        # its folder and a commit of this repository, and following its study's schema; before any job
         for _name, _study in LAYOUT.studies.items():
             for _label in [LAYOUT.label, *LAYOUT.overlay_labels(_name)]:
-                raw_data.load(_study, Path("results") / _label / _name)
+                _folder = Path("results") / _label / _name
+                _raw = raw_data.load(_study, _folder, require_seal=True)
+                provenance_checks.check_commit(
+                    _raw.provenance, ROOT, str(_folder / "provenance.json")
+                )
+            for _copy, _same in LAYOUT.same_runs(_name):
+                print(
+                    f"note: {_copy}/ holds the same raw files as {_same}/ (the same sealed "
+                    "digests): the same run, not another; left out",
+                    file=sys.stderr,
+                )
 except (
     config_mod.ConfigError,
     gpu_mod.GpuRequirementError,
@@ -143,7 +155,10 @@ except (
     ResultsLabelError,
     raw_data.RawDataError,
     ProvenanceError,
+    provenance_checks.ProvenanceCheckError,
     RawSchemaError,
+    seal.SealError,
+    seal.UnsafeFileError,
 ) as error:
     raise WorkflowError(str(error)) from None
 
@@ -170,3 +185,11 @@ FIGURE_STUDY = LAYOUT.figure_study()
 # jobs run the CLI with the interpreter that runs Snakemake (its venv); every value that goes
 # into a shell command is quoted (shlex.quote, or {...:q} in a rule's shell string)
 PYTHON = shlex.quote(sys.executable)
+
+
+def sealed_inputs(wildcards, input):
+    """A parameter of each rule reading raw data or provenance (results/<label>/<study>/<file>):
+    the digest of those runs' provenance.json, which seals their raw files (checked above), so
+    new data rerun the rule whatever the files' times say (a clock ahead, an unpacked archive)."""
+    runs = sorted({str(Path(f).parent) for f in input if len(Path(f).parts) == 4 and f.startswith("results/")})
+    return content_digest(f"{run}/provenance.json" for run in runs)

@@ -25,6 +25,7 @@ for _name, _study in STUDIES.items():
                 raw=lambda wildcards, input: Path(input.raw[0]).parent,
                 derived=lambda wildcards, output: Path(output[0]).parent,
                 study=_name,
+                sealed=sealed_inputs,  # content, not clocks (common.smk)
             shell:
                 "{params.python} -m tma_study aggregate {params.study:q} --raw {params.raw:q} "
                 "--out {params.derived:q} > {log:q} 2>&1"

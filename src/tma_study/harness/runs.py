@@ -3,15 +3,27 @@ run measured (the same GPU model, study config and kernels), and reading a file 
 
 The claims' spreads between runs (``tma_study.paper.claims``) and the advisor's intervals
 (``tma_study.advisor.evidence``) are taken over these runs.
+
+A run is a results/<label>/<study>/ folder holding the study's raw files and provenance.json,
+whose seal (harness.seal) names each raw file's sha256. Two folders whose raw files have the same
+digests hold one run (a copied folder is not another instance: ``distinct``). A folder holding some
+of a run's files but not all is named with the ones it lacks (``missing_files``), never silently
+left out. ``content_digest`` is a parameter of every rule that reads a run, so new data rerun what
+depends on them whatever the files' times say.
 """
 from __future__ import annotations
 
 import functools
+import hashlib
+import json
 from pathlib import Path
 
 import pandas as pd
 
+from . import seal
 from .provenance import read as read_provenance
+
+PROVENANCE = "provenance.json"
 
 KERNEL_IDENTITY = ("registers", "sass_instructions", "expected_sass")   # kernels.csv, beside the name
 
@@ -63,19 +75,90 @@ def same_sweep_runs(study_dir: Path) -> list[Path]:
     """The other results/<label>/<study>/ folders that hold the same sweep as ``study_dir``,
     measured on the same GPU model with the same kernels (a run of the same configuration with
     another version of the kernels measures the code's change, not the instance's): another
-    instance's run, or a repeat on the same one."""
+    instance's run, or a repeat on the same one; never a copy of one (the same sealed raw files)."""
     study_dir = Path(study_dir)
     provenance = study_dir / "provenance.json"
     if not provenance.is_file():
         return []
     mine = _read_provenance(provenance)
+    others = [p.parent for p in sorted(study_dir.parent.parent.glob(f"*/{study_dir.name}/provenance.json"))
+              if p.parent.resolve() != study_dir.resolve()]
     runs = []
-    for other in sorted(study_dir.parent.parent.glob(f"*/{study_dir.name}/provenance.json")):
-        if other.parent.resolve() == study_dir.resolve():
-            continue
-        theirs = _read_provenance(other)
+    for other in distinct([study_dir, *others])[0][1:]:      # a copy of a run is not another run
+        theirs = _read_provenance(other / PROVENANCE)
         if (theirs["gpu"].get("name") == mine["gpu"].get("name")
                 and _same_sweep(mine.get("config", {}), theirs.get("config", {}))
-                and _same_kernels(study_dir, other.parent)):
-            runs.append(other.parent)
+                and _same_kernels(study_dir, other)):
+            runs.append(other)
     return runs
+
+
+# ------------------------------------------------------------ what a run folder holds
+
+def run_files(study) -> tuple[str, ...]:
+    """The files every run of ``study`` holds: its raw files and provenance.json."""
+    return (*study.raw_files, PROVENANCE)
+
+
+def missing_files(folder: Path, study) -> list[str]:
+    """The run files ``folder`` lacks where it holds any of them (empty: a whole run, or none)."""
+    names = run_files(study)
+    missing = [name for name in names if not (Path(folder) / name).is_file()]
+    return missing if len(missing) < len(names) else []
+
+
+@functools.lru_cache(maxsize=None)
+def _identity(path: str, modified_ns: int, size: int) -> tuple | None:
+    try:
+        record = json.loads(seal.read_checked(Path(path), seal.MAX_PROVENANCE_BYTES))
+    except (OSError, ValueError):
+        return None                         # unreadable: the startup's checks name it
+    return seal.run_identity(record) if isinstance(record, dict) else None
+
+
+def identity(folder: Path) -> tuple | None:
+    """The sealed names and digests of a run's raw files (None where unsealed or unreadable)."""
+    path = Path(folder) / PROVENANCE
+    try:
+        info = path.stat()
+    except OSError:
+        return None
+    return _identity(str(path), info.st_mtime_ns, info.st_size)
+
+
+def distinct(folders: list[Path]) -> tuple[list[Path], list[tuple[Path, Path]]]:
+    """``folders`` without those holding the same run as an earlier one (same sealed digests),
+    and (left out, the folder holding the same run) for each one left out."""
+    kept, same, seen = [], [], {}
+    for folder in folders:
+        key = identity(folder)
+        if key is not None and key in seen:
+            same.append((folder, seen[key]))
+            continue
+        if key is not None:
+            seen[key] = folder
+        kept.append(folder)
+    return kept, same
+
+
+def _file_digest(path: Path) -> str:
+    try:
+        info = path.stat()
+    except OSError:
+        return "absent"
+    return _cached_digest(str(path), info.st_mtime_ns, info.st_size)
+
+
+@functools.lru_cache(maxsize=None)
+def _cached_digest(path: str, modified_ns: int, size: int) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def content_digest(paths) -> str:
+    """sha256 over the content of ``paths`` (files, in order; 'absent' for one not there yet):
+    a rule's parameter, so a change of content reruns it. A provenance.json among them stands for
+    the raw files it seals (the main job checks the seals before any job)."""
+    digest = hashlib.sha256()
+    for path in paths:
+        digest.update(f"{path}\0{_file_digest(Path(path))}\0".encode())
+    return digest.hexdigest()
