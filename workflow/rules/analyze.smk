@@ -80,6 +80,7 @@ rule figure:
     log:
         "logs/figures/{figure}.log",
     params:
+        python=PYTHON,
         derived=lambda wildcards, input: Path(input.derived[0]).parent,
         # the HTML report's caption: the figure's claims and their status, read when the report
         # is made (an object: Snakemake's params trigger leaves it out, tma_study.report.report_pages)
@@ -88,5 +89,9 @@ rule figure:
             notebook_title(Path("notebooks") / f"{wildcards.figure}.py"),
             f"{RESULTS}/claims.tsv",
         ),
-    script:
-        "../../notebooks/{wildcards.figure}.py"
+        sealed=sealed_inputs,
+    # the notebook runs as Snakemake's script: would run it (a `snakemake` object with these
+    # inputs, tma_study.report.notebook), with the interpreter quoted: a venv path may hold spaces
+    shell:
+        "{params.python} -m tma_study.report.notebook {input.notebook:q} --derived {params.derived:q} "
+        "--provenance {input.provenance:q} --pdf {output.pdf:q} --others {input.others:q} > {log:q} 2>&1"
