@@ -217,8 +217,9 @@ def validate(config: dict, known_studies, expand: bool = False) -> dict:
             extra = {"config": config} if "config" in inspect.signature(check).parameters else {}
             problems = list(check(section, expand=expand, **extra))
         messages += problems
-    for i, name in enumerate(config.get(RUN_STUDIES) or ()):
-        if isinstance(studies, dict) and name not in studies:
+    selected = config.get(RUN_STUDIES)
+    for i, name in enumerate(selected if isinstance(selected, list) else ()):   # a wrong type: schema says so
+        if isinstance(studies, dict) and isinstance(name, str) and name not in studies:
             messages.append(f"config key '{RUN_STUDIES}[{i}]': {name!r} is not a study of key 'studies'; "
                             f"choose among {', '.join(sorted(studies))}")
     if messages:

@@ -13,6 +13,21 @@ from snakemake.utils import update_config
 # this checkout's packages go first on the path (for this process and, through PYTHONPATH,
 # every job), and $TMA_STUDY_ROOT tells the package where schemas, config and results are.
 ROOT = Path(workflow.basedir).resolve()
+# What the main job writes must be writable (a read-only checkout fails later, in Snakemake's
+# own bookkeeping, with a traceback): the checkout and each of these folders that exists.
+_WRITTEN = [".snakemake", "build", "logs", "figures", "paper/tables", "paper/generated", "results"]
+_WRITTEN += [str(p.relative_to(ROOT)) for p in sorted(ROOT.glob("results/*/*/derived"))]
+_READ_ONLY = [
+    f"{name}/"
+    for name in [".", *_WRITTEN]
+    if (ROOT / name).is_dir() and not os.access(ROOT / name, os.W_OK)
+]
+if _READ_ONLY:
+    raise WorkflowError(
+        f"the checkout {ROOT} cannot be written here: {', '.join(_READ_ONLY)} must be writable (the "
+        "main job writes .snakemake/, build/, logs/, figures/, paper/tables/, paper/generated/ and "
+        "results/<label>/); copy the checkout to a writable folder (cp -r) or make these writable"
+    )
 _PACKAGES = ROOT / "build" / "python-path"
 for _name, _source in (
     ("tma_study", ROOT / "src" / "tma_study"),
