@@ -257,6 +257,18 @@ def check_frame(frame: pd.DataFrame, schema: FileSchema, path: Path, schema_file
     problems.raise_if_any(schema_file)
 
 
+def _check_gpu_columns(frame: pd.DataFrame, schema: FileSchema, provenance: dict, path: Path,
+                       schema_file: Path) -> None:
+    """Columns that name the GPU a row was measured on (``names_gpu``) name provenance's GPU."""
+    problems, gpu = _Problems(path), provenance["gpu"]["name"]
+    for column, spec in schema.columns.items():
+        if spec.get("names_gpu") and column in frame.columns:
+            if (row := _first(frame[column].astype(str) != gpu)) is not None:
+                problems.add(f"{_value(frame[column].iloc[row])} is not the GPU provenance.json names ({gpu!r}): "
+                             "one run, one GPU", row, column)
+    problems.raise_if_any(schema_file)
+
+
 def counted_configurations(frame: pd.DataFrame, schema: FileSchema) -> int:
     if schema.configurations == "every row":
         return len(frame)
@@ -294,5 +306,6 @@ def load(study, raw_dir: Path, require_seal: bool = False) -> RawData:
     for name, data in contents.items():
         frames[name] = _parse_csv(raw_dir / name, data)
         check_frame(frames[name], schema.files[name], raw_dir / name, schema.path)
+        _check_gpu_columns(frames[name], schema.files[name], provenance, raw_dir / name, schema.path)
     _check_count(frames, schema, provenance, raw_dir)
     return RawData(frames, provenance)

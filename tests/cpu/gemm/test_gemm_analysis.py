@@ -276,45 +276,17 @@ def test_every_row_says_how_it_accumulates(folders):
     assert "no promotion" in (tables / "gemm_kernels.md").read_text()
 
 
-@pytest.fixture(scope="module")
-def legacy(tmp_path_factory):
-    """The synthetic run as the committed H200 reference wrote it: no accumulation column in
-    gemm.csv or kernels.csv (fp8 TMA variants then promoted, and cuBLAS ran use_fast_accum=False)."""
-    import json
+@pytest.mark.parametrize("name", ["gemm.csv", "kernels.csv"])
+def test_data_without_the_accumulation_column_are_refused_not_inferred(tmp_path, name):
+    """Every row says how it accumulated: a gemm.csv or kernels.csv without the column is refused
+    naming it (an inferred value once turned the paper's 'without promotion' into 'with')."""
+    from tma_study.harness import raw_data
 
-    root = tmp_path_factory.mktemp("gemm-legacy")
-    raw = write_raw_folder(root / "results" / "gemm")
-    for name in ("gemm.csv", "kernels.csv"):
-        frame = pd.read_csv(raw / name)
-        frame.drop(columns=[c for c in ("accumulation", "kernel_schedule") if c in frame.columns]) \
-            .to_csv(raw / name, index=False)
-    aggregate(raw, raw / "derived")
-    write_tables(raw / "derived", json.loads((raw / "provenance.json").read_text()), root / "tables")
-    write_kernel_table(STUDY, raw / "kernels.csv", root / "tables")
-    return raw / "derived", root / "tables"
-
-
-def test_data_before_the_accumulation_column_get_the_rule_of_their_code(legacy):
-    from tma_study.studies.gemm.macros import macros
-
-    derived, tables = legacy
-    measured = pd.read_csv(derived / "measured.csv")
-    accumulation = measured.groupby(["dtype", "load"]).accumulation.unique().map(list).to_dict()
-    assert accumulation == {("bf16", "cpasync"): ["fp32"], ("bf16", "cublas"): ["fp32"], ("bf16", "tma"): ["fp32"],
-                            ("fp8_e4m3", "cpasync"): ["fp8_no_promotion"], ("fp8_e4m3", "cublas"): ["fp8_promoted"],
-                            ("fp8_e4m3", "tma"): ["fp8_promoted"]}
-    assert set(measured.accumulation_source) == {"inferred: the data predate the accumulation column"}
-    run = (tables / "gemm_run.md").read_text()
-    assert ("| fp8 accumulation | TMA: promoted; cp.async: no promotion; cuBLAS: promoted "
-            "(inferred: the data predate the accumulation column) |") in run
-    assert "| sm90 | fp8_e4m3 | square | 2 | promoted / no promotion / promoted |" in \
-        (tables / "gemm_speedup.md").read_text()
-    kernels = (tables / "gemm_kernels.md").read_text()
-    assert "inferred: the data predate" in kernels and "| sm90_tma_cooperative_fp8_e4m3_t128x256x64_c1x1 | promoted |" \
-        in kernels
-    numbers = macros(derived, {"configurations": 1, "packages": {}})
-    assert (numbers["gemmFpeightAccumulationTma"], numbers["gemmFpeightAccumulationCpasync"],
-            numbers["gemmFpeightAccumulationCublas"]) == ("with promotion", "without promotion", "with promotion")
+    raw = write_raw_folder(tmp_path / "results" / "gemm")
+    pd.read_csv(raw / name).drop(columns="accumulation").to_csv(raw / name, index=False)
+    with pytest.raises(raw_data.RawDataError, match=rf"{name}: missing column\(s\) \['accumulation'\]"):
+        raw_data.load(STUDY, raw)
+    assert not (raw / "derived").exists()
 
 
 def test_the_bar_and_multicast_rules_follow_the_data(throttled, tmp_path):

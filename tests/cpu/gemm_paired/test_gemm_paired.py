@@ -167,7 +167,7 @@ def synthetic_raw(folder: Path, study_config: dict) -> Path:
                          "sm_clock_mhz_mean": CLOCK_MHZ[state], "sm_clock_mhz_min": CLOCK_MHZ[state] - 15,
                          "clock_readings": 4, "power_w_mean": 690.0 if capped else 560.0, "temperature_c": 55.0,
                          "clocks_event_reasons": 4 if capped else 0, "power_capped": capped,
-                         "tflops": flop / (time_us * 1e6), "measured_on": "NVIDIA H200"})
+                         "tflops": flop / (time_us * 1e6), "measured_on": "synthetic test data"})
     pd.DataFrame(rows).to_csv(folder / "samples.csv", index=False)
     pd.DataFrame([{**gemm_variants.parse_name(n).columns(), "registers": 168, "spill_store_bytes": 0,
                    "spill_load_bytes": 0} for n in names]).to_csv(folder / "kernels.csv", index=False)

@@ -40,7 +40,7 @@ def synthetic_counters(study_config: dict) -> pd.DataFrame:
                          "l2_throughput_pct": 65.0, "l2_hit_rate_pct": 90.0, "xbar_to_sm_bytes": operand_bytes(v, size),
                          "xbar_to_sm_pct": 40.0, "dram_read_bytes": 4 * size * size, "dram_pct": 20.0,
                          "tensor_active_pct": 70.0, "sm_throughput_pct": 72.0, "kernel": "void cutlass::device_kernel",
-                         "measured_on": "NVIDIA H200"})
+                         "measured_on": "synthetic test data"})
     return pd.DataFrame(rows)
 
 

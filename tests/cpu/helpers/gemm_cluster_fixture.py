@@ -44,7 +44,7 @@ def synthetic_samples(study_config: dict) -> pd.DataFrame:
                              "sm_clock_mhz_mean": clock, "sm_clock_mhz_min": clock - 15, "clock_readings": 20,
                              "power_w_mean": 690.0, "temperature_c": 60.0, "clocks_event_reasons": 4,
                              "power_capped": True, "tflops": shape.flop / (time_us * 1e6),
-                             "measured_on": "NVIDIA H200"})
+                             "measured_on": "synthetic test data"})
     return pd.DataFrame(rows)
 
 

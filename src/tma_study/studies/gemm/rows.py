@@ -1,13 +1,11 @@
 """What a row of the gemm study's data says, shared by its analysis, rules, macros and tables:
-the status words, the tie tolerance, how a row accumulated (recorded, or inferred for data that
-predate the column), the timing limits of its run, and the short names of variants."""
+the status words, the tie tolerance, how a row accumulated (a column every row records), the
+timing limits of its run, and the short names of variants."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import pandas as pd
-
-from .variants import parse_name
 
 MEASURED = "measured"
 TIE_TOLERANCE = 0.02           # |ratio - 1| below this (or the runs' spread) is a tie
@@ -20,37 +18,19 @@ NVBENCH_DEFAULT_THROTTLE_PERCENT = 75.0
 FLOOR_TOLERANCE = 0.01
 BYTES_PER_ELEMENT = {"bf16": 2, "fp8_e4m3": 1}
 ACCUMULATION_COLUMN = "accumulation"
-# Whether a row's accumulation was written by the measure step or inferred (column
-# ``accumulation_source``): data that predate the column get the accumulation of the code that
-# measured them, legacy_accumulation() (docs/history.md: why that rule holds for them).
-RECORDED, INFERRED = "recorded", "inferred: the data predate the accumulation column"
-
-
-def legacy_accumulation(arch: str, dtype: str, load: str) -> str:
-    """How a row of data written before the ``accumulation`` column accumulated (see INFERRED)."""
-    if dtype != "fp8_e4m3":
-        return "fp32"
-    promoted = load == "cublas" or (arch == "sm90" and load == "tma")
-    return "fp8_promoted" if promoted else "fp8_no_promotion"
+# Every row says how it accumulated (column ``accumulation``, required by raw_schema.yaml: data
+# without it are refused, never given an inferred value; docs/history.md). ``accumulation_source``
+# in the derived data says where the value came from.
+RECORDED = "recorded"
 
 
 def with_accumulation(frame: pd.DataFrame) -> pd.DataFrame:
-    """``frame`` (gemm.csv or kernels.csv rows) with ``accumulation`` and ``accumulation_source``.
-
-    Rows without arch, dtype or load columns (a kernels.csv reduced to a few columns) take them
-    from their variant's name.
-    """
-    frame = frame.copy()
-    if ACCUMULATION_COLUMN in frame.columns:
-        frame["accumulation_source"] = RECORDED
-        return frame
-    if {"arch", "dtype", "load"} <= set(frame.columns):
-        keys = zip(frame["arch"], frame["dtype"], frame["load"])
-    else:
-        keys = ((v.arch, v.dtype, v.load) for v in map(parse_name, frame["variant"]))
-    frame[ACCUMULATION_COLUMN] = [legacy_accumulation(*key) for key in keys]
-    frame["accumulation_source"] = INFERRED
-    return frame
+    """``frame`` (gemm.csv or kernels.csv rows) with ``accumulation_source``; ValueError naming
+    the column where ``accumulation`` is missing (the raw-data schema refuses such data first)."""
+    if ACCUMULATION_COLUMN not in frame.columns:
+        raise ValueError(f"no column {ACCUMULATION_COLUMN!r} (how each row accumulates): the gemm raw-data schema "
+                         "requires it; data without it are not analysed")
+    return frame.assign(accumulation_source=RECORDED)
 
 
 @dataclass(frozen=True)

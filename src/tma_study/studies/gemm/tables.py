@@ -16,7 +16,6 @@ from .aggregate import BAR_FRACTION
 from .rows import (
     ACCUMULATION_COLUMN,
     FLOOR_TOLERANCE,
-    INFERRED,
     MEASURED,
     NOT_MEASURED_TEXT,
     TIE_TOLERANCE,
@@ -193,7 +192,7 @@ def status_table(status: pd.DataFrame) -> pd.DataFrame:
 
 def fp8_accumulation_text(measured: pd.DataFrame) -> str:
     """How the run's fp8 rows accumulated, per load mechanism, e.g. 'TMA: promoted; cp.async: no
-    promotion; cuBLAS: promoted' (and whether that was inferred for data that predate the column)."""
+    promotion; cuBLAS: promoted'."""
     if ACCUMULATION_COLUMN not in measured.columns or "dtype" not in measured.columns:
         return "not recorded"
     fp8 = measured[measured.dtype == "fp8_e4m3"]
@@ -202,8 +201,7 @@ def fp8_accumulation_text(measured: pd.DataFrame) -> str:
     loads = [load for load in LOAD_LABEL if (fp8.load == load).any()]          # TMA, cp.async, ..., cuBLAS
     parts = [f"{LOAD_LABEL[load]}: {_accumulation_labels(fp8.loc[fp8.load == load, ACCUMULATION_COLUMN])}"
              for load in loads]
-    inferred = "accumulation_source" in fp8.columns and (fp8.accumulation_source == INFERRED).any()
-    return "; ".join(parts) + (f" ({INFERRED})" if inferred else "")
+    return "; ".join(parts)
 
 
 def protocol_text(provenance: dict) -> tuple[str, str]:
@@ -260,11 +258,9 @@ def kernels_table(kernels: pd.DataFrame) -> pd.DataFrame:
 def write_kernel_table(study, kernels_csv: Path, tables_dir: Path) -> None:
     """paper/tables/gemm_kernels.*: the variants the data were measured with (``study``: gemm's declaration)."""
     kernels = with_accumulation(pd.read_csv(kernels_csv))
-    inferred = (kernels.accumulation_source == INFERRED).any()
     write_table(kernels_table(kernels), tables_dir, "gemm_kernels",
                 "GEMM variants (CUTLASS 4.2, nvcc -O3 -DNDEBUG): how fp8 inputs accumulate (promoted into a "
-                "separate fp32 register accumulator, or not)"
-                + (f" ({INFERRED})" if inferred else "") + ", registers, pipeline stages, shared memory, "
+                "separate fp32 register accumulator, or not), registers, pipeline stages, shared memory, "
                 "compile time and the SASS that shows each uses the load mechanism it is named for.")
 
 
