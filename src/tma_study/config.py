@@ -9,7 +9,8 @@ a YAML file that does not parse is named with its line and column.
 
 The project root (schemas, config, results, build) is $TMA_STUDY_ROOT where it is set (the
 Snakefile sets it to its own folder, for itself and its jobs), else the checkout this package
-lies in.
+lies in; a package installed from a wheel outside any checkout reads the copy of the schemas
+it ships (``PACKAGED_SCHEMA_DIR``).
 """
 from __future__ import annotations
 
@@ -25,7 +26,11 @@ from referencing.jsonschema import DRAFT202012
 
 ROOT_VARIABLE = "TMA_STUDY_ROOT"
 REPO_ROOT = Path(os.environ.get(ROOT_VARIABLE) or Path(__file__).resolve().parents[2]).resolve()
-SCHEMA_DIR = REPO_ROOT / "workflow" / "schemas"
+# An installed wheel carries a copy of workflow/schemas/ (setup.py): used where no checkout is
+# around (no $TMA_STUDY_ROOT, and the package does not lie in a checkout).
+PACKAGED_SCHEMA_DIR = Path(__file__).resolve().parent / "schemas"
+SCHEMA_DIR = (PACKAGED_SCHEMA_DIR if not os.environ.get(ROOT_VARIABLE) and PACKAGED_SCHEMA_DIR.is_dir()
+              and not (REPO_ROOT / "workflow" / "schemas").is_dir() else REPO_ROOT / "workflow" / "schemas")
 TOP_SCHEMA = SCHEMA_DIR / "config.schema.yaml"
 
 
