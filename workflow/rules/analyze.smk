@@ -27,7 +27,12 @@ for _name, _study in STUDIES.items():
             ),
             derived=lambda wildcards, output: Path(output[0]).parent,
             study=_name,
-            sealed=sealed_inputs,  # content, not clocks: new data rerun it (common.smk)
+            # content, not clocks: new data rerun it (common.smk)
+            sealed=sealed_digest(
+                LAYOUT.raw_files(_name)
+                + LAYOUT.read_raw_files(_name)
+                + LAYOUT.repeat_files(_name)
+            ),
         shell:
             "{params.python} -m tma_study aggregate {params.study:q} --raw {params.raw:q} {params.repeat} "
             "--out {params.derived:q} > {log:q} 2>&1"
@@ -53,7 +58,7 @@ for _name, _study in STUDIES.items():
             derived=lambda wildcards, input: Path(input.derived[0]).parent,
             study=_name,
             tables=lambda wildcards, output: Path(output[0]).parent,
-            sealed=sealed_inputs,
+            sealed=sealed_digest([f"{RESULTS}/{_name}/provenance.json"]),
         shell:
             "{params.python} -m tma_study tables {params.study:q} --derived {params.derived:q} "
             "--provenance {input.provenance:q} --kernels {input.kernels:q} --out {params.tables:q} > {log:q} 2>&1"
@@ -89,7 +94,9 @@ rule figure:
             notebook_title(Path("notebooks") / f"{wildcards.figure}.py"),
             f"{RESULTS}/claims.tsv",
         ),
-        sealed=sealed_inputs,
+        sealed=lambda wildcards: sealed_digest(
+            [f"{RESULTS}/{FIGURE_STUDY[wildcards.figure]}/provenance.json"]
+        ),
     # the notebook runs as Snakemake's script: would run it (a `snakemake` object with these
     # inputs, tma_study.report.notebook), with the interpreter quoted: a venv path may hold spaces
     shell:

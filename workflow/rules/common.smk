@@ -15,7 +15,15 @@ from snakemake.utils import update_config
 ROOT = Path(workflow.basedir).resolve()
 # What the main job writes must be writable (a read-only checkout fails later, in Snakemake's
 # own bookkeeping, with a traceback): the checkout and each of these folders that exists.
-_WRITTEN = [".snakemake", "build", "logs", "figures", "paper/tables", "paper/generated", "results"]
+_WRITTEN = [
+    ".snakemake",
+    "build",
+    "logs",
+    "figures",
+    "paper/tables",
+    "paper/generated",
+    "results",
+]
 _WRITTEN += [str(p.relative_to(ROOT)) for p in sorted(ROOT.glob("results/*/*/derived"))]
 _READ_ONLY = [
     f"{name}/"
@@ -202,9 +210,17 @@ FIGURE_STUDY = LAYOUT.figure_study()
 PYTHON = shlex.quote(sys.executable)
 
 
-def sealed_inputs(wildcards, input):
-    """A parameter of each rule reading raw data or provenance (results/<label>/<study>/<file>):
-    the digest of those runs' provenance.json, which seals their raw files (checked above), so
-    new data rerun the rule whatever the files' times say (a clock ahead, an unpacked archive)."""
-    runs = sorted({str(Path(f).parent) for f in input if len(Path(f).parts) == 4 and f.startswith("results/")})
+def sealed_digest(paths):
+    """A parameter of each rule reading raw data or provenance (``paths``: its files under
+    results/<label>/<study>/): the digest of those runs' provenance.json, which seals their raw
+    files (checked above), so new data rerun the rule whatever the files' times say (a clock
+    ahead, an unpacked archive). Snakemake compares parameters that do not derive from input.
+    """
+    runs = sorted(
+        {
+            str(Path(f).parent)
+            for f in paths
+            if len(Path(f).parts) == 4 and f.startswith("results/")
+        }
+    )
     return content_digest(f"{run}/provenance.json" for run in runs)

@@ -25,7 +25,13 @@ for _name, _study in STUDIES.items():
                 raw=lambda wildcards, input: Path(input.raw[0]).parent,
                 derived=lambda wildcards, output: Path(output[0]).parent,
                 study=_name,
-                sealed=sealed_inputs,  # content, not clocks (common.smk)
+                # content, not clocks (common.smk)
+                sealed=sealed_digest(
+                    [
+                        f"results/{_label}/{_name}/provenance.json",
+                        *LAYOUT.overlay_read_raw_files(_name, _label),
+                    ]
+                ),
             shell:
                 "{params.python} -m tma_study aggregate {params.study:q} --raw {params.raw:q} "
                 "--out {params.derived:q} > {log:q} 2>&1"

@@ -27,7 +27,7 @@ rule rules_of_thumb:
         studies=STUDY_OPTIONS,
         results=lambda wildcards, input: Path(input.provenance[0]).parent.parent,
         tables=lambda wildcards, output: Path(output.tex).parent,
-        sealed=sealed_inputs,
+        sealed=sealed_digest(PAPER_INPUTS["provenance"]),
     shell:
         "{params.python} -m tma_study rules-of-thumb --results {params.results:q} {params.studies} "
         "--claims {input.claims:q} --out {params.tables:q} > {log:q} 2>&1"
@@ -69,7 +69,7 @@ rule paper_generated:
         results=lambda wildcards, input: Path(input.claims).parent,
         catalog=lambda wildcards, input: Path(input.catalog[0]).parent,
         generated=lambda wildcards, output: Path(output.macros).parent,
-        sealed=sealed_inputs,
+        sealed=sealed_digest(PAPER_INPUTS["provenance"]),
     shell:
         "{params.python} -m tma_study paper-generated --results {params.results:q} {params.studies} "
         "--claims {input.claims:q} --catalog-derived {params.catalog:q} --paper paper --out {params.generated:q} "
