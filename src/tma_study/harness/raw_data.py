@@ -235,6 +235,19 @@ def _check_key(frame: pd.DataFrame, schema: FileSchema, problems: _Problems) -> 
                      twin, ", ".join(key))
 
 
+def _check_parts(frame: pd.DataFrame, schema: FileSchema, problems: _Problems) -> None:
+    """Columns that repeat a part of another (``part_of``: gemm's family is its shape's first part)."""
+    for column, spec in schema.columns.items():
+        part = spec.get("part_of")
+        if part is None or column not in frame.columns or part["column"] not in frame.columns:
+            continue
+        whole = frame[part["column"]].astype(str)
+        expected = whole.str.split(part["separator"], regex=False).str[part["index"]]
+        if (row := _first(frame[column].astype(str) != expected)) is not None:
+            problems.add(f"{_value(frame[column].iloc[row])} is not part {part['index'] + 1} of {part['column']} "
+                         f"{_value(whole.iloc[row])} (parts separated by {part['separator']!r})", row, column)
+
+
 def check_frame(frame: pd.DataFrame, schema: FileSchema, path: Path, schema_file: Path) -> None:
     """Raise RawDataError for the first way ``frame`` (read from ``path``) fails ``schema``."""
     problems = _Problems(path)
@@ -253,6 +266,7 @@ def check_frame(frame: pd.DataFrame, schema: FileSchema, path: Path, schema_file
             _check_column(frame, column, spec, ok, problems)
     problems.raise_if_any(schema_file)      # rules assume typed columns
     _check_key(frame, schema, problems)
+    _check_parts(frame, schema, problems)
     _check_rules(frame, schema, ok, problems)
     problems.raise_if_any(schema_file)
 
