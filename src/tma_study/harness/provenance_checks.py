@@ -64,6 +64,13 @@ def published_sm_counts(path: Path = GPU_SPECS) -> dict[str, int]:
 def check_gpu(record: dict, path: Path, where: str) -> None:
     gpu = record["gpu"]
     name, slug = gpu["name"], gpu_slug(gpu["name"])
+    label = results_label_of(path)
+    expected = label_gpu(label) if label else None
+    if expected is not None and gpu_model(name) != expected:
+        raise ProvenanceCheckError(
+            f"{where}, key 'gpu.name': {name!r} is not the GPU of its folder results/{label}/ (a run under "
+            f"results/{expected}*/ names a GPU of model {expected.upper()}): data of another GPU go under "
+            "results/<its slug>/")
     if gpu.get("slug") is not None and gpu["slug"] != slug:
         raise ProvenanceCheckError(f"{where}, key 'gpu.slug': {gpu['slug']!r} is not the slug of gpu.name "
                                    f"{name!r} ({slug!r}): the record was edited")
@@ -72,17 +79,10 @@ def check_gpu(record: dict, path: Path, where: str) -> None:
         if device.get(key) and gpu.get(key) and device[key] != gpu[key]:
             raise ProvenanceCheckError(f"{where}, key 'device.{key}': {device[key]!r} is not gpu.{key} "
                                        f"{gpu[key]!r}: one run, one GPU")
-    label = results_label_of(path)
-    expected = label_gpu(label) if label else None
-    if expected is not None and gpu_model(name) != expected:
-        raise ProvenanceCheckError(
-            f"{where}, key 'gpu.name': {name!r} is not the GPU of its folder results/{label}/ (a run under "
-            f"results/{expected}*/ names a GPU of model {expected.upper()}): data of another GPU go under "
-            "results/<its slug>/")
     published = published_sm_counts().get(slug)
     if published is not None and gpu["sm_count"] != published:
         raise ProvenanceCheckError(f"{where}, key 'gpu.sm_count': {gpu['sm_count']}, but the {name} has "
-                                   f"{published} SMs ({config_mod.REPO_ROOT.name}/config/gpu_specs.yaml)")
+                                   f"{published} SMs (config/gpu_specs.yaml)")
 
 
 def utc(text: str) -> dt.datetime:
