@@ -62,7 +62,7 @@ def crossover(tmp_path):
 @pytest.mark.parametrize("folder", sorted(p.relative_to(REPO).as_posix() for p in (REPO / "results").glob("*/*")
                                           if p.is_dir() and p.name in STUDIES))
 def test_every_committed_data_set_follows_its_schema(folder):
-    raw = raw_data.load(STUDIES[folder.split("/")[-1]], REPO / folder)
+    raw = raw_data.load(STUDIES[folder.split("/")[-1]], REPO / folder, require_seal=True)   # sealed, and the seal holds
     assert raw.provenance["configurations"] > 0
 
 
