@@ -229,3 +229,36 @@ def test_snakemake_measure_without_hopper_says_a_hopper_gpu_is_needed(flag):
     # the studies in config.yaml measure on Hopper (and gemm also on Blackwell)
     assert "no CUDA GPU is visible" in output and "Hopper (compute capability 9.0" in output, output
     assert "CUDA 13 driver" in output, output
+
+
+# ------------------------------------------------------------------ every key of the wrong type
+def _keys_and_wrong_values():
+    """(config path, a value of the wrong type) for every top-level key and every key of each
+    study's section: a mapping where the schema wants anything else, a number where it wants one."""
+    def wrong(spec):
+        kind = spec.get("type")
+        return 42 if kind == "object" or (isinstance(kind, list) and "object" in kind) else {"wrong": ["type"]}
+    cases = [((key,), wrong(spec)) for key, spec in config_mod.load_schema(config_mod.TOP_SCHEMA)["properties"].items()]
+    for name in KNOWN_STUDIES:
+        schema = config_mod.load_schema(config_mod.SCHEMA_DIR / "studies" / f"{name}.schema.yaml")
+        cases += [(("studies", name, key), wrong(spec)) for key, spec in schema.get("properties", {}).items()]
+    return cases
+
+
+def test_every_config_key_of_the_wrong_type_names_the_key_and_its_form(config):
+    """As --config gives them (typed as YAML reads them: run_studies=42 is 42): each one refused
+    naming the key, with what the schema allows, never an exception of another kind."""
+    unnamed = []
+    for path, value in _keys_and_wrong_values():
+        broken = copy.deepcopy(config)
+        section = broken
+        for key in path[:-1]:
+            section = section.setdefault(key, {})
+        section[path[-1]] = value
+        config_mod.coerce_command_line(broken)
+        key = ".".join(path)
+        message = rejection(broken)
+        if f"config key '{key}" not in message or not any(w in message for w in ("is not of type", "allowed")):
+            unnamed.append(f"{key}: {message}")
+    assert not unnamed, "\n".join(unnamed)
+    assert len(_keys_and_wrong_values()) > 60
