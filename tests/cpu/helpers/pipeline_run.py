@@ -39,9 +39,9 @@ def copy_checkout(destination: Path) -> Path:
     return destination
 
 
-def environment(root: Path) -> dict[str, str]:
+def environment(root: Path, bin_dir: Path = VENV_BIN) -> dict[str, str]:
     """What a command in the copy runs with: the venv first on PATH, the copy's own packages."""
-    return {**os.environ, "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+    return {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
             "PYTHONPATH": str(root / ".test-packages"), "MPLBACKEND": "Agg"}
 
 
@@ -51,12 +51,24 @@ def shell(root: Path, command: str, timeout: int = 900) -> subprocess.CompletedP
                           text=True, timeout=timeout)
 
 
-def snakemake(root: Path, *args: str) -> subprocess.CompletedProcess:
-    env = environment(root)
+VENV_LINK = "a venv ä é"
+
+
+def venv_link(folder: Path) -> Path:
+    """This venv under ``folder`` (a link), its path holding spaces and non-ASCII characters: its
+    ``bin/python`` is the interpreter jobs run with (sys.executable), as from a venv made there."""
+    link = folder / VENV_LINK
+    link.symlink_to(Path(sys.prefix), target_is_directory=True)
+    return link / "bin" / "python"
+
+
+def snakemake(root: Path, *args: str, python: Path | None = None) -> subprocess.CompletedProcess:
+    """``snakemake ARGS`` in ``root``; ``python``: run as ``python -m snakemake`` with that interpreter."""
+    env = environment(root, Path(python).parent if python else VENV_BIN)
+    command = [str(python), "-m", "snakemake"] if python else [str(VENV_BIN / "snakemake")]
     # A guard against a hung job, not a speed check: the first main job compiles every kernel
     # (about 20 minutes on 2 slow cores).
-    return subprocess.run([str(VENV_BIN / "snakemake"), *args], cwd=root, env=env, capture_output=True,
-                          text=True, timeout=2700)
+    return subprocess.run([*command, *args], cwd=root, env=env, capture_output=True, text=True, timeout=2700)
 
 
 def output_of(result: subprocess.CompletedProcess) -> str:

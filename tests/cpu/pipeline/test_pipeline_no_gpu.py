@@ -1,5 +1,5 @@
 """The whole analyze tier on a machine without a GPU: ``snakemake -c2`` in a copy of the
-checkout turns the crossover raw data into every figure, table and derived file, a second
+checkout (its path, and the venv's, holding spaces and non-ASCII characters) turns the crossover raw data into every figure, table and derived file, a second
 run has nothing to do, deleting one figure rebuilds only that figure, and every figure, table,
 claim and paper macro made from the committed data has the bytes tests/cpu/pipeline/outputs.sha256
 names (helpers/outputs_manifest.py; regenerating it: docs/testing.md).
@@ -21,7 +21,8 @@ from pathlib import Path
 import documented_commands
 import outputs_manifest
 import pytest
-from pipeline_run import REPO, RAW, REAL_DATA, REFERENCE_GPU, copy_checkout, jobs_run, output_of, shell, snakemake
+from pipeline_run import (REPO, RAW, REAL_DATA, REFERENCE_GPU, VENV_LINK, copy_checkout, jobs_run, output_of, shell,
+                          snakemake, venv_link)
 
 pytestmark = pytest.mark.slow
 
@@ -38,8 +39,18 @@ OUTPUTS = FIGURES + TABLES + DERIVED + PAPER_OUTPUTS
 
 @pytest.fixture(scope="module")
 def pipeline(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
-    root = copy_checkout(tmp_path_factory.mktemp("checkout"))
-    return root, snakemake(root, "-c2")
+    """The main job in a checkout and from a venv whose paths hold spaces and non-ASCII characters
+    (Snakemake's script: directive once stopped on the venv's space after 35 of 68 steps)."""
+    folder = tmp_path_factory.mktemp("checkout")
+    root = copy_checkout(folder / "a checkout ü ß")
+    venv_link(folder)
+    return root, run(root, "-c2")
+
+
+def run(root: Path, *args: str) -> subprocess.CompletedProcess:
+    """Snakemake in the pipeline's checkout, with the interpreter of its first run (the rules'
+    commands name it: another interpreter is another command, and reruns them)."""
+    return snakemake(root, *args, python=root.parent / VENV_LINK / "bin" / "python")
 
 
 def test_full_run_succeeds(pipeline):
@@ -86,7 +97,7 @@ def test_the_main_job_ends_with_its_result(pipeline):
 
 def test_a_second_run_has_nothing_to_do(pipeline):
     root, _ = pipeline
-    result = snakemake(root, "-n")
+    result = run(root, "-n")
     assert result.returncode == 0, output_of(result)
     assert "Nothing to be done" in output_of(result), output_of(result)
 
@@ -97,7 +108,7 @@ def test_deleting_one_figure_rebuilds_only_that_figure(pipeline):
     untouched = [f for f in OUTPUTS if not f.startswith("figures/crossover_map.")]
     before = {f: (root / f).stat().st_mtime_ns for f in untouched}
     target.unlink()
-    result = snakemake(root, "-c1", "figures/crossover_map.pdf")
+    result = run(root, "-c1", "figures/crossover_map.pdf")
     assert result.returncode == 0, output_of(result)[-5000:]
     assert jobs_run(result) == {"figure": 1}
     assert target.is_file() and target.stat().st_size > 0
@@ -186,7 +197,7 @@ def test_the_html_report_groups_by_study_and_gives_each_claims_status(pipeline):
     """Every figure captioned with its claims' status and numbers, every paper table and the rules
     of thumb as pages, grouped by study, under a description of the artifact."""
     root, _ = pipeline
-    result = snakemake(root, "--report", "report.html")
+    result = run(root, "--report", "report.html")
     assert result.returncode == 0, output_of(result)[-3000:]
     html = (root / "report.html").read_text(errors="replace")
     assert html.count("Claims resting on it") + html.count("No claim rests on it") >= len(FIGURES) // 2
@@ -202,7 +213,7 @@ def test_the_paper_builds_or_says_what_to_install(pipeline):
     """With TeX: the PDF builds with a section per study section file, and LaTeX finds every
     reference and macro. Without: the error says what to install."""
     root, _ = pipeline
-    result = snakemake(root, "-c1", "paper")
+    result = run(root, "-c1", "paper")
     if not (shutil.which("latexmk") and shutil.which("pdflatex")):
         assert result.returncode != 0
         assert "apt-get install texlive-latex-base" in output_of(result), output_of(result)[-3000:]
@@ -235,7 +246,7 @@ def test_the_pdf_reads_cleanly(pipeline):
     root, _ = pipeline
     pdf = root / "paper" / "main.pdf"
     if not pdf.is_file():
-        result = snakemake(root, "-c1", "paper")
+        result = run(root, "-c1", "paper")
         assert result.returncode == 0, output_of(result)[-5000:]
     text = subprocess.run(["pdftotext", str(pdf), "-"], capture_output=True, text=True, check=True).stdout
     assert not paper_pdf.pdf_text_problems(text), paper_pdf.pdf_text_problems(text)
