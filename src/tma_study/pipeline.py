@@ -89,6 +89,12 @@ def new_label(slug: str, config: dict, root: Path, today: dt.date | None = None,
         elif label == config["reference_gpu"] or committed(root, label):
             label = f"{slug}-{(today or dt.datetime.now(dt.timezone.utc).date()).isoformat()}"
     check_label(label, "the results label")
+    from .harness.provenance_checks import label_gpu
+    if label_gpu(label) not in (None, slug.split("-")[0]):
+        raise ResultsLabelError(
+            f"results/{label}/ names a GPU of model {label_gpu(label).upper()}, but this measurement runs on "
+            f"a GPU whose slug is {slug!r}: its provenance would contradict its folder. Choose a label that "
+            f"starts with {slug.split('-')[0]!r} or names no GPU model (--config results_label=NAME)")
     if committed(root, label) and not overwrite:
         raise ResultsLabelError(
             f"results/{label}/ holds committed data: a measurement would overwrite it. Choose another "

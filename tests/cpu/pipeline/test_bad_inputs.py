@@ -186,7 +186,7 @@ def test_a_project_root_that_is_not_a_checkout_is_named(tmp_path):
     assert_one_line_error(result.returncode, result.stderr, str(tmp_path), "not a checkout", "TMA_STUDY_ROOT")
 
 
-def test_measuring_into_a_folder_of_committed_data_is_refused():
+def test_measuring_into_committed_data_or_a_folder_of_another_gpu_is_refused():
     h200 = GpuInfo(name="NVIDIA H200", compute_capability=(9, 0), sm_count=132, l2_bytes=1, smem_per_block_optin_bytes=1,
                    smem_per_sm_bytes=1, max_sm_clock_khz=1, memory_clock_khz=1, memory_bus_bits=1,
                    total_memory_bytes=1, driver_version=13000)
@@ -194,6 +194,11 @@ def test_measuring_into_a_folder_of_committed_data_is_refused():
     config = {"measure": True, "reference_gpu": "h200", "results_label": "h200-rerun", "studies": {}}
     with pytest.raises(ResultsLabelError, match="results/h200-rerun/ holds committed data"):
         results_label(config, detect=lambda: h200, root=REPO)
+    config["results_label"] = "a100-mine"          # its provenance would contradict its folder
+    with pytest.raises(ResultsLabelError, match="results/a100-mine/ names a GPU of model A100.*slug is 'h200'"):
+        results_label(config, detect=lambda: h200, root=REPO)
+    config["results_label"] = "mine"
+    assert results_label(config, detect=lambda: h200, root=REPO) == "mine"
 
 
 # ------------------------------------------------------------------ publishing a measurement
