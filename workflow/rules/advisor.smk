@@ -76,6 +76,7 @@ if ADVISOR_ACTIVE:
             results=lambda wildcards, output: Path(output.derived[0]).parents[2],
             out=lambda wildcards, output: Path(output.derived[0]).parent,
             tables=lambda wildcards, output: Path(output.tables[0]).parent,
+            sealed=sealed_digest(advisor_inputs()),  # content, not clocks (common.smk)
         shell:
             "{params.python} -m tma_study advisor-validate --results {params.results:q} --out {params.out:q} "
             "--tables {params.tables:q} > {log:q} 2>&1"
@@ -95,12 +96,14 @@ if ADVISOR_ACTIVE:
             python=PYTHON,
             results=lambda wildcards, output: Path(output[0]).parents[2],
             out=lambda wildcards, output: Path(output[0]).parent,
+            sealed=sealed_digest(evidence_inputs()),
         shell:
             "{params.python} -m tma_study advisor-validate --decision-map --results {params.results:q} "
             "--out {params.out:q} > {log:q} 2>&1"
 
     rule advisor_figure:
         input:
+            notebook="notebooks/advisor_decision_map.py",
             derived=ADVISOR_MAP,
             provenance=f"{RESULTS}/crossover/provenance.json",
         output:
@@ -114,7 +117,10 @@ if ADVISOR_ACTIVE:
         log:
             "logs/figures/advisor_decision_map.log",
         params:
+            python=PYTHON,
             derived=lambda wildcards, input: Path(input.derived).parent,
             caption="The advisor's decision map: which mechanism it chooses by transfer size and bytes in flight per SM.",
-        script:
-            "../../notebooks/advisor_decision_map.py"
+        # as the figure rule runs its notebooks (a venv path may hold spaces)
+        shell:
+            "{params.python} -m tma_study.report.notebook {input.notebook:q} --derived {params.derived:q} "
+            "--provenance {input.provenance:q} --pdf {output.pdf:q} > {log:q} 2>&1"
