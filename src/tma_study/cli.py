@@ -6,7 +6,7 @@
     tma-study measure   STUDY --out DIR [--config config/config.yaml]      (Hopper GPU)
                         [--expect-gpu SLUG]  (--config takes a whole pipeline config, YAML or JSON;
                         the job claims one free visible GPU: tma_study.harness.gpu_lock)
-    tma-study aggregate STUDY --raw DIR --out DIR [--repeat DIR]           (CPU) checks the raw data first
+    tma-study aggregate STUDY --raw DIR --out DIR [--repeat DIR]           (CPU) checks the raw data (sealed) first
     tma-study tables    STUDY --derived DIR --provenance FILE --out DIR    (CPU)
     tma-study publish   --staged DIR --out DIR                             check a finished measurement, seal its raw
                                                                            files in its provenance, copy it into results/
