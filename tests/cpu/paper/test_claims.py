@@ -332,6 +332,7 @@ def _run(root, label, gbps, config_change=None):
     study_dir = root / label / "crossover"
     (study_dir / "derived").mkdir(parents=True)
     provenance = json.loads((REPO_ROOT / "results/h200/crossover/provenance.json").read_text())
+    provenance.pop("raw_files")        # a run of its own: the reference's seal would make it a copy
     provenance["config"].update(config_change or {})
     provenance["config_sha256"] = config_hash(provenance["config"])
     (study_dir / "provenance.json").write_text(json.dumps(provenance))
