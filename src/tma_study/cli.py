@@ -156,7 +156,11 @@ def _publish(staged: Path, out: Path) -> None:
 
 def _seal(folders: list[Path]) -> None:
     from .harness import provenance, publishing
+    studies = discover()
     for folder in folders:
+        if Path(folder).name not in studies and not (Path(folder) / "provenance.json").exists():
+            print(f"{folder}: not a study's run (results/<label>/<study>/): left alone")
+            continue
         record = provenance.read(Path(folder) / "provenance.json")
         print(publishing.seal_published(_study(record["study"]), folder))
 
