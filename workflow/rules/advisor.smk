@@ -76,7 +76,7 @@ if ADVISOR_ACTIVE:
             results=lambda wildcards, output: Path(output.derived[0]).parents[2],
             out=lambda wildcards, output: Path(output.derived[0]).parent,
             tables=lambda wildcards, output: Path(output.tables[0]).parent,
-            sealed=sealed_digest(advisor_inputs()),  # content, not clocks (common.smk)
+            sealed=sealed_digest(ADVISOR_INPUTS),  # content, not clocks (common.smk)
         shell:
             "{params.python} -m tma_study advisor-validate --results {params.results:q} --out {params.out:q} "
             "--tables {params.tables:q} > {log:q} 2>&1"
@@ -96,7 +96,7 @@ if ADVISOR_ACTIVE:
             python=PYTHON,
             results=lambda wildcards, output: Path(output[0]).parents[2],
             out=lambda wildcards, output: Path(output[0]).parent,
-            sealed=sealed_digest(evidence_inputs()),
+            sealed=sealed_digest(ADVISOR_EVIDENCE),
         shell:
             "{params.python} -m tma_study advisor-validate --decision-map --results {params.results:q} "
             "--out {params.out:q} > {log:q} 2>&1"

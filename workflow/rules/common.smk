@@ -77,7 +77,7 @@ from tma_study.pipeline import (  # noqa: E402
     results_label,
     study_config_text,
 )
-from tma_study.harness.runs import content_digest  # noqa: E402
+from tma_study.harness.runs import Interpreter, content_digest  # noqa: E402
 from tma_study.studies import discover  # noqa: E402
 
 KNOWN_STUDIES = discover()
@@ -207,7 +207,7 @@ RESULTS = LAYOUT.results
 FIGURE_STUDY = LAYOUT.figure_study()
 # jobs run the CLI with the interpreter that runs Snakemake (its venv); every value that goes
 # into a shell command is quoted (shlex.quote, or {...:q} in a rule's shell string)
-PYTHON = shlex.quote(sys.executable)
+PYTHON = Interpreter(sys.executable)
 
 
 def sealed_digest(paths):

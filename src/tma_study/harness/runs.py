@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import shlex
 from pathlib import Path
 
 import pandas as pd
@@ -162,3 +163,19 @@ def content_digest(paths) -> str:
     for path in paths:
         digest.update(f"{path}\0{_file_digest(Path(path))}\0".encode())
     return digest.hexdigest()
+
+
+class Interpreter:
+    """The interpreter the rules' jobs run with, quoted for the shell (``str``). An object, not a
+    string, so that Snakemake's params trigger leaves it out: the same venv reached through
+    another path (a link; the checkout's .venv beside a venv whose path holds spaces) reruns no
+    job. What the data are is a parameter (``content_digest``); where the interpreter lies is not."""
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def __str__(self) -> str:
+        return shlex.quote(self.path)
+
+    def __format__(self, spec: str) -> str:          # the shell command formats {params.python}
+        return format(str(self), spec)
