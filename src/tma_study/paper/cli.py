@@ -11,6 +11,8 @@
     tma-study paper-generated --results DIR --study S ... [--claims TSV] --paper paper
     tma-study build-paper [--paper paper]                  paper/main.pdf (needs latexmk, pdflatex)
     tma-study readme-tables --claims TSV [--check]         the README's checklist and cost tables
+    tma-study claims-register [--check | --resolve]        register new claims in config/claims_registry/
+                                                           (--check: name every unregistered change)
 """
 from __future__ import annotations
 
@@ -21,12 +23,13 @@ from pathlib import Path
 from tma_study.config import REPO_ROOT
 from tma_study.studies import discover
 
-from . import catalog, claims, rules_of_thumb
+from . import catalog, claims, claims_registry, rules_of_thumb
 from .generated import write_comparison, write_generated
 from .pdf import TexMissingError, build_pdf
 from .readme import update_readme
 
-COMMANDS = ("catalog", "claims", "rules-of-thumb", "compare", "paper-generated", "build-paper", "readme-tables")
+COMMANDS = ("catalog", "claims", "rules-of-thumb", "compare", "paper-generated", "build-paper", "readme-tables",
+            "claims-register")
 
 
 def add_commands(sub) -> None:
@@ -63,6 +66,9 @@ def add_commands(sub) -> None:
     p.add_argument("--claims", type=Path, required=True, help="results/<label>/claims.tsv")
     p.add_argument("--readme", type=Path, default=Path("README.md"))
     p.add_argument("--check", action="store_true", help="exit 1 when the README's table is out of date")
+    p = sub.add_parser("claims-register", help="add registry entries for new claims (config/claims_registry/)")
+    p.add_argument("--check", action="store_true", help="exit 1 naming each claim that differs from its entry")
+    p.add_argument("--resolve", action="store_true", help="fill 'registered: pending' with the committing commit")
 
 
 def _study_dirs(items: list[str]) -> dict[str, Path]:
@@ -132,4 +138,21 @@ def run(args) -> int:
             return 1
         print(f"{args.readme}: generated tables {'updated' if changed else 'already up to date'}")
         return 0
+    if args.command == "claims-register":
+        return _register(args)
     raise SystemExit(f"not a paper command: {args.command}")
+
+
+def _register(args) -> int:
+    import datetime
+    current = claims_registry.claim_dicts(claims.load_claims(claims.CLAIMS_DIR, discover()))
+    if args.resolve:
+        print(f"{claims_registry.resolve_pending()} pending entries resolved")
+        return 0
+    if not args.check:
+        added = claims_registry.register(current, today=datetime.date.today().isoformat())
+        print(f"registered (pending until committed): {', '.join(added) or 'nothing new'}")
+    found = claims_registry.problems(current, claims_registry.load())
+    for line in found:
+        print(f"error: {line}", file=sys.stderr)
+    return 1 if found else 0

@@ -142,6 +142,27 @@ KNOWN_FAILING = {
         "with the tile box TMA is up to 10 % faster in bf16 prefill at 64-token pages, where FA3 gathers",
     "paged_kv_tma_decode_reaches_80pct_of_read_stream":
         "two e4m3 points (head dims 64 and 256) read below the bar of the read stream",
+    # restored from the history (config/claims_registry/, issue 45 item 7): changed or deleted after their data
+    "cluster_launch_costs_where_multicast_saw_it":
+        "draft: clusters of 4 and 8 cost nothing where 3 CTAs fit an SM (slowdown 1.00, not 1.05)",
+    "cluster_launch_gpcs_predict_occupancy":
+        "draft: the GPCs inferred from placement predict the occupancy API's count in 9 of 16 settings",
+    "cluster_launch_one_wave_when_two_fit":
+        "draft: where two CTAs fit an SM, clusters of 4 and 8 start in two waves",
+    "crossover_plain_loads_below_tma_hbm_before_534ec0a":
+        "plain loads reach 0.936 of the copy from HBM, not below 0.93 (moved to 'at most 95 % of TMA')",
+    "crossover_reproducible_within_1_5_percent":
+        "the repeat run moved a median by 1.7 % (the bound moved to 2, then 2.5 %)",
+    "crossover_tma_ahead_of_cp_async_l2_large_before_534ec0a":
+        "TMA's L2 lead from 4 KiB is 16 %, not 15 % clear of the runs' 1.8 % spread (moved to 10 %)",
+    "crossover_tma_issue_to_arrival_below_full_chain":
+        "the one-thread CTA's chain takes up to 1.007 of the full chain's time, not 3 % less",
+    "gemm_paired_spread_within_margin_before_b1e7d66":
+        "the pairs' unordered ratio spreads 4 and 10 % (cuBLAS's first-slot penalty); moved to the ABBA ratio",
+    "multicast_wins_from_an_l2_read_rate_before_4c418fc":
+        "the compute sweep has no boundary from which multicast wins (as its successor says)",
+    "paged_kv_decode_e4m3_reaches_70pct_of_copy":
+        "one fp8 decode point reads below 70 % of the copy (the bar moved to 65 %)",
 }
 
 
