@@ -18,10 +18,9 @@ import pandas as pd
 
 from tma_study.advisor.validation.cases import COLUMNS, TIE, TMA, winner
 from tma_study.atomic import atomic_write_text
+from tma_study.bootstrap import BOOTSTRAP_RESAMPLES, SEED, interval
 from tma_study.harness import raw_data
 
-BOOTSTRAP_RESAMPLES = 2000
-SEED = 20261205
 INTERVAL_METHOD = "bootstrap over the case's pairs (2000 resamples) of the median TMA / pointer time ratio"
 
 
@@ -34,8 +33,7 @@ def pair_ratios(samples: pd.DataFrame) -> pd.DataFrame:
 
 def ratio_interval(ratios: np.ndarray, rng: np.random.Generator) -> tuple[float, float]:
     resampled = rng.choice(ratios, size=(BOOTSTRAP_RESAMPLES, len(ratios)), replace=True)
-    medians = np.median(resampled, axis=1)
-    return float(np.quantile(medians, 0.025)), float(np.quantile(medians, 0.975))
+    return interval(np.median(resampled, axis=1))
 
 
 def operand_bytes(cases: pd.DataFrame) -> pd.Series:
