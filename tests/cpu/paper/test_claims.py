@@ -297,6 +297,8 @@ EXACT_COLUMNS = {"entries", "operands", "mechanism", "crossover_bytes", "best_ri
 INTERVAL_COLUMNS = {"fewer_losses_low", "less_regret_low", "mean_regret_high", "share_not_worse_low"}
 # A share of catalog entries the advisor agrees with: a count over cited facts, not a measurement.
 EXACT_COLUMNS |= {"share_agree_or_tied"}
+# The share of cases on which a rule and its best baseline are right together: a count of identical picks.
+EXACT_COLUMNS |= {"agrees_with_best_baseline"}
 
 
 def test_every_measured_threshold_leaves_a_stated_margin():

@@ -27,6 +27,7 @@ has that lean on both sides, and the verdict's tolerance is at least the rounds'
 - ``rule.csv``           the multicast microbenchmark's verdict that the gemm study scores (gemm.predict:
                          the 2-D pattern's multicast vs own copies at the cluster shape and A tile size, per
                          operand location) against both baselines: how often "not faster" holds
+- ``rule_baselines.csv`` that verdict beside the trivial baselines, with bootstrap intervals (baselines.py)
 """
 from __future__ import annotations
 
@@ -40,6 +41,7 @@ from tma_study.studies.gemm.predict import _gemm_verdict, multicast_verdicts
 from tma_study.studies.gemm.rows import BYTES_PER_ELEMENT, MEASURED, NOT_MEASURED_TEXT, TIE_TOLERANCE
 
 from . import STUDY
+from .baselines import rule_baselines
 from .configs import DEFAULT_ORDER
 
 SHAPE = ["dtype", "size"]
@@ -280,7 +282,8 @@ def aggregate(raw_dir: Path, derived_dir: Path, repeat_dir: Path | None = None) 
     gain_rows = gains(samples, configs)
     tables = {"configurations.csv": configs, "tile_order.csv": tile_order(samples, configs),
               "same_order.csv": same_order(samples, configs), "gains.csv": gain_rows,
-              "summary.csv": summary(gain_rows), "rule.csv": rule(gain_rows, verdicts, multicast_raw)}
+              "summary.csv": summary(gain_rows), "rule.csv": rule(gain_rows, verdicts, multicast_raw),
+              "rule_baselines.csv": rule_baselines(gain_rows, verdicts, BASELINES)}
     derived_dir = Path(derived_dir)
     derived_dir.mkdir(parents=True, exist_ok=True)
     for name, table in tables.items():
