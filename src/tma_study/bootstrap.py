@@ -31,3 +31,11 @@ def median_ratio_interval(numerator: np.ndarray, denominator: np.ndarray,
     ratio = np.asarray(numerator, float) / np.asarray(denominator, float)
     medians = np.median(ratio[resamples(len(ratio), seed)], axis=1)
     return (float(np.median(ratio)), *interval(medians))
+
+
+def interval_verdict(low: float, high: float, tolerance: float = 0.0) -> str:
+    """win | tie | loss of a gain (a time ratio, the other's time over this one's) from its interval:
+    a tie where the interval contains 1 or lies inside 1 +- tolerance, else a win above, a loss below."""
+    if low <= 1.0 <= high or (1.0 - tolerance <= low and high <= 1.0 + tolerance):
+        return "tie"
+    return "win" if low > 1.0 else "loss"

@@ -67,3 +67,12 @@ def test_every_study_that_scores_a_rule_scores_it_beside_its_baselines():
         if {"rules.csv", "rule.csv", "fa3_agreement.csv"} & set(study.derived_files):
             assert "rule_baselines.csv" in study.derived_files, study.name
             assert any(t.endswith("baselines") for t in study.tables), study.name
+
+
+def test_a_tie_is_an_interval_that_holds_1_or_lies_inside_the_tolerance():
+    assert bootstrap.interval_verdict(0.99, 1.03) == "tie"
+    assert bootstrap.interval_verdict(1.005, 1.015, tolerance=0.02) == "tie"
+    assert bootstrap.interval_verdict(1.01, 1.05, tolerance=0.02) == "win"
+    assert bootstrap.interval_verdict(0.90, 0.97) == "loss"
+    median, low, high = bootstrap.median_ratio_interval(np.full(12, 2.0), np.ones(12))
+    assert median == low == high == 2.0

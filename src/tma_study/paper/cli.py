@@ -23,7 +23,7 @@ from pathlib import Path
 from tma_study.config import REPO_ROOT
 from tma_study.studies import discover
 
-from . import catalog, claims, claims_registry, rules_of_thumb
+from . import catalog, claims, claims_registry, instances, rules_of_thumb
 from .generated import write_comparison, write_generated
 from .pdf import TexMissingError, build_pdf
 from .readme import update_readme
@@ -99,7 +99,9 @@ def run(args) -> int:
         study_dirs = _study_dirs(args.study_dir)
         loaded = claims.load_claims(args.claims_dir or claims.CLAIMS_DIR, discover())
         outcomes = claims.check_all(loaded, args.results, study_dirs)
-        tsv, md = claims.write_reports(outcomes, args.results, claims.other_runs(loaded, args.results, study_dirs))
+        runs = instances.annotate(claims.other_runs(loaded, args.results, study_dirs), loaded,
+                                  {o.claim.id: o.status for o in outcomes}, args.results)
+        tsv, md = claims.write_reports(outcomes, args.results, runs)
         counts = claims.summary_counts(outcomes)
         print(f"{tsv}, {md}: " + ", ".join(f"{n} {status}" for status, n in counts.items()))
         failing = claims.failing(outcomes)

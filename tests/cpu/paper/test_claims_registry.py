@@ -78,3 +78,14 @@ def test_every_restored_claim_is_judged_and_says_what_replaced_it():
     restored = [e for e in entries if "restored_from" in e]
     assert restored and all(e["id"] in ids for e in restored)
     assert all(e["restates"] in ids for e in entries if e.get("restates"))
+
+
+def test_a_restatement_is_found_through_the_registry_or_instead():
+    from types import SimpleNamespace
+
+    from tma_study.paper.instances import holds_everywhere, restatements
+    claims = [SimpleNamespace(id="old", instead="by_instead"), SimpleNamespace(id="new", instead=None)]
+    found = restatements(claims, [{"id": "new", "restates": "old"}, {"id": "x"}])
+    assert found == {"old": ["new", "by_instead"]}
+    assert holds_everywhere({"a": "PASS", "b": "PASS", "c": ""}, ["a", "b", "c"])
+    assert not holds_everywhere({"a": "PASS", "b": "FAIL"}, ["a", "b"])
