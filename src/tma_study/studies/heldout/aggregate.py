@@ -18,7 +18,7 @@ import pandas as pd
 
 from tma_study.advisor.validation.cases import COLUMNS, TIE, TMA, winner
 from tma_study.atomic import atomic_write_text
-from tma_study.bootstrap import BOOTSTRAP_RESAMPLES, SEED, interval
+from tma_study.bootstrap import BOOTSTRAP_RESAMPLES, SEED
 from tma_study.harness import raw_data
 
 INTERVAL_METHOD = "bootstrap over the case's pairs (2000 resamples) of the median TMA / pointer time ratio"
@@ -33,7 +33,8 @@ def pair_ratios(samples: pd.DataFrame) -> pd.DataFrame:
 
 def ratio_interval(ratios: np.ndarray, rng: np.random.Generator) -> tuple[float, float]:
     resampled = rng.choice(ratios, size=(BOOTSTRAP_RESAMPLES, len(ratios)), replace=True)
-    return interval(np.median(resampled, axis=1))
+    medians = np.median(resampled, axis=1)
+    return float(np.quantile(medians, 0.025)), float(np.quantile(medians, 0.975))
 
 
 def operand_bytes(cases: pd.DataFrame) -> pd.Series:
