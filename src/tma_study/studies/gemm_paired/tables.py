@@ -33,10 +33,10 @@ def ratios_table(ratios: pd.DataFrame) -> pd.DataFrame:
                      "candidate first": _pct(r.candidate_first_median),
                      **({"warm vs warm [95 %]": f"{_pct(r.warm_median)} [{_pct(r.warm_low)}, {_pct(r.warm_high)}]"}
                         if hasattr(r, "warm_median") else {}),
-                     "TFLOP/s": _num(r.candidate_tflops_median), "cuBLAS TFLOP/s": _num(r.cublas_tflops_median),
-                     "MHz": _num(r.candidate_sm_clock_mhz_mean_median),
-                     "cuBLAS MHz": _num(r.cublas_sm_clock_mhz_mean_median),
-                     "W": _num(r.candidate_power_w_mean_median), "cuBLAS W": _num(r.cublas_power_w_mean_median),
+                     "TFLOP/s / cuBLAS": f"{_num(r.candidate_tflops_median)} / {_num(r.cublas_tflops_median)}",
+                     "MHz / cuBLAS": (f"{_num(r.candidate_sm_clock_mhz_mean_median)} / "
+                                      f"{_num(r.cublas_sm_clock_mhz_mean_median)}"),
+                     "W / cuBLAS": f"{_num(r.candidate_power_w_mean_median)} / {_num(r.cublas_power_w_mean_median)}",
                      "clears 95 %": "yes" if r.passes else "no"})
     return pd.DataFrame(rows)
 
