@@ -29,6 +29,10 @@ include: "workflow/rules/advisor.smk"
 include: "workflow/rules/claims.smk"
 include: "workflow/rules/paper.smk"
 include: "workflow/rules/gemm.smk"
+include: "workflow/rules/report.smk"
+
+
+report: "workflow/report/workflow.rst"
 
 
 rule all:
@@ -37,3 +41,25 @@ rule all:
         LAYOUT.all_outputs(),
         CATALOG_TABLES,
         ADVISOR_OUTPUTS,
+        REPORT_PAGES,
+
+
+# The main job ends with its result: each study's claims and where to read the rest
+# (tma_study.summary); Snakemake's whole output stays in the log it names after this.
+onsuccess:
+    from snakemake.logging import logger
+    from tma_study.summary import summary
+
+    if (
+        not workflow.dag_settings.targets
+        and Path(f"{RESULTS}/claims.tsv").is_file()
+    ):
+        logger.info(
+            "\n"
+            + summary(
+                Path(f"{RESULTS}/claims.tsv"),
+                [f"{LAYOUT.figures_dir}/{figure}.png" for figure in FIGURE_STUDY]
+                + [f for f in ADVISOR_FIGURES if f.endswith(".png")],
+                LAYOUT.tables_dir,
+            )
+        )

@@ -59,5 +59,5 @@ for row, ws in zip(axes, sets):
         ax.grid(alpha=0.3)
     row[0].set_ylabel("delivered TB/s")
 axes[0][0].legend(fontsize=7)
-runs_legend(axes[-1][-1], derived.parent.parent.name, runs, loc="upper left")
+runs_legend(axes[-1][-1], derived.parent.parent.name, runs)
 finish(fig, provenance, pdf)

@@ -27,11 +27,11 @@ import pandas as pd
 
 from tma_study.studies.dsm.aggregate import with_pattern
 from tma_study.report.figures import (
-    RUN_STYLES,
     finish,
     inputs_and_runs,
     overlay_marker_style,
     overlay_style,
+    run_style,
     runs_legend,
 )
 
@@ -55,7 +55,7 @@ def cycles(latency, target, sizes):
     return values
 
 # %%
-fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.6))
+fig, (left, right) = plt.subplots(1, 2, figsize=(13 if runs else 10, 3.6))   # runs: a legend beside
 sizes = sorted(latency.cluster_size.unique())
 targets = [("local_lds", "own, ld.shared"), ("0", "own, ld.shared::cluster"), ("1", "CTA 1"), ("last", "CTA n-1")]
 width = 0.8 / len(targets)
@@ -92,7 +92,7 @@ for index, (_, their_bandwidth) in enumerate(others):
     theirs = their_bandwidth[their_bandwidth.path == "local"]
     if len(theirs):
         right.axhline(float(theirs.gbps.max()) / 1e3, color="#7f7f7f", linewidth=0.8,
-                      **RUN_STYLES[index % len(RUN_STYLES)])
+                      **run_style(index))
 right.set_xscale("log", base=2)
 cluster_sizes = sorted(remote.cluster_size.unique())
 right.set_xticks(cluster_sizes)
@@ -100,7 +100,7 @@ right.set_xticklabels([str(n) for n in cluster_sizes])
 right.set_yscale("log")
 right.set_xlabel("CTAs per cluster")
 right.set_ylabel("aggregate TB/s")
-runs_legend(right, derived.parent.parent.name, runs, loc="center left")
+runs_legend(right, derived.parent.parent.name, runs)
 right.legend(fontsize=7, loc="center right" if runs else "best")
 right.grid(alpha=0.3, which="both")
 finish(fig, provenance, pdf)

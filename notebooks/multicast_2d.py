@@ -72,6 +72,7 @@ for ax, ws in zip(axes[0], sets):
     ax.set_title(f"operands in {ws.upper()}")
     ax.grid(alpha=0.3, axis="y")
 axes[0][0].set_ylabel("multicast speedup\n(vs the better own-copy variant)")
-axes[0][0].legend(fontsize=8, loc="lower left")
-runs_legend(axes[0][-1], derived.parent.parent.name, runs, markers=True, loc="lower left")
+runs_legend(axes[0][-1], derived.parent.parent.name, runs, markers=True)
+handles, labels = axes[0][0].get_legend_handles_labels()     # beside the panels, off the bars
+axes[0][-1].legend(handles, labels, fontsize=8, loc="lower left", bbox_to_anchor=(1.02, 0.0), borderaxespad=0.0)
 finish(fig, provenance, pdf)

@@ -25,10 +25,10 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from tma_study.report.figures import (
-    RUN_STYLES,
     finish,
     inputs_and_runs,
     overlay_style,
+    run_style,
     runs_legend,
 )
 from tma_study.report.tables import human_bytes
@@ -69,7 +69,7 @@ for row, ws in zip(axes, sets):
             theirs = other[(other.working_set == ws) & (other.tile_bytes == tile) & (other.cluster_y == 1)]
             if len(theirs):
                 ax.axhline(float(theirs.delivered_gbps.iloc[0]) / 1e3, color="#bbbbbb", linewidth=0.8,
-                           **RUN_STYLES[index % len(RUN_STYLES)])
+                           **run_style(index))
         ax.set_xscale("log", base=2)
         ax.set_xticks([2, 4, 8, 16])
         ax.set_xticklabels(["2", "4", "8", "16"])
@@ -79,5 +79,5 @@ for row, ws in zip(axes, sets):
 for ax in axes[-1]:
     ax.set_xlabel("CTAs per cluster")
 axes[0][0].legend(fontsize=7)
-runs_legend(axes[-1][-1], derived.parent.parent.name, runs, loc="lower left")
+runs_legend(axes[-1][-1], derived.parent.parent.name, runs)
 finish(fig, provenance, pdf)

@@ -141,6 +141,6 @@ if handles:
 if len(scaling):
     first = scaling.iloc[0]
     fig.suptitle(f"{first['shape']}, {first.page_size}-token pages", fontsize=10)
-runs_legend(axes[-1], derived.parent.parent.name, runs, markers=has_prefill, loc="upper left")
+runs_legend(axes[-1], derived.parent.parent.name, runs, markers=has_prefill)
 fig.tight_layout(rect=(0, 0.2, 1, 1))
 finish(fig, provenance, pdf, rect=(0, 0.2, 1, 1))

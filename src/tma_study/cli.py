@@ -208,7 +208,8 @@ def one_line(error: BaseException) -> str:
 
 
 def main(argv=None) -> int:
-    parser = _parser()
+    from .cli_help import documented
+    parser = documented(_parser())
     args = parser.parse_args(argv)
     try:
         return _run(args, parser)

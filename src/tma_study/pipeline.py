@@ -5,6 +5,7 @@ Nothing here runs a job; it maps (config, studies, results label) to paths.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import re
 import subprocess
 from dataclasses import dataclass, replace
@@ -16,6 +17,7 @@ from .config import ConfigError
 TABLE_FORMATS = ("tex", "md")
 FIGURE_FORMATS = ("pdf", "png")
 RERUN_SUFFIX = "-rerun"
+OUTPUTS = "outputs"      # outputs/<label>/: figures and tables of a run other than the committed reference
 # config.schema.yaml's rule for results_label and reference_gpu: every results/<label>/ obeys it
 LABEL_PATTERN = re.compile(r"[a-z0-9][a-z0-9-]*")
 LABEL_RULE = "lower-case letters, digits and dashes, starting with a letter or digit"
@@ -116,6 +118,15 @@ def measure_targets(config: dict, label: str | None = None, root: Path = Path(".
     return [MeasureTarget(new_label(slug, config, root, today), slug, str(model)) for slug, model in gpus.items()]
 
 
+def study_config_text(config: dict, name: str) -> str:
+    """build/config/<name>.json: the validated config holding study ``name`` alone (a change of
+    its section, and only that, reruns the study's compile and measure steps)."""
+    alone = {"measure": False, "reference_gpu": config["reference_gpu"], "studies": {name: config["studies"][name]}}
+    if "gpu_probe" in config:
+        alone["gpu_probe"] = config["gpu_probe"]
+    return json.dumps(alone, indent=2, sort_keys=True) + "\n"
+
+
 def _module_file(module: str) -> str:
     """src/tma_study/... of a module of this package ('tma_study.compile_report' ->
     'src/tma_study/compile_report.py')."""
@@ -128,6 +139,31 @@ class Layout:
     label: str              # results/<label>/ is read (and, when measuring, written)
     root: Path = Path(".")
     measured_labels: tuple = ()   # other results/<label>/ this run measures (a cluster's GPU kinds)
+    # Where figures/, paper/tables/ and paper/generated/ go: the checkout's own for the committed
+    # reference, outputs/<label>/ for any other label (own_outputs), so they never overwrite those.
+    outputs: str = ""
+
+    def own_outputs(self, committed_reference: str) -> Layout:
+        """This layout, its figures and tables under outputs/<label>/ unless ``label`` is the
+        committed reference (config/config.yaml's reference_gpu)."""
+        return replace(self, outputs="" if self.label == committed_reference else f"{OUTPUTS}/{self.label}/")
+
+    @property
+    def figures_dir(self) -> str:
+        return f"{self.outputs}figures"
+
+    @property
+    def tables_dir(self) -> str:
+        return f"{self.outputs}paper/tables"
+
+    @property
+    def generated_dir(self) -> str:
+        return f"{self.outputs}paper/generated"
+
+    @property
+    def report_dir(self) -> str:
+        """The HTML report's table pages (workflow/rules/report.smk)."""
+        return f"{self.outputs}report" if self.outputs else "build/report"
 
     @property
     def results(self) -> str:
@@ -195,16 +231,16 @@ class Layout:
         return [_module_file(self.studies[study].kernel_table.partition(":")[0])]
 
     def table_files(self, study: str) -> list[str]:
-        return [f"paper/tables/{t}.{ext}" for t in self.studies[study].tables for ext in TABLE_FORMATS]
+        return [f"{self.tables_dir}/{t}.{ext}" for t in self.studies[study].tables for ext in TABLE_FORMATS]
 
     def kernel_table_files(self, study: str) -> list[str]:
-        return [f"paper/tables/{study}_kernels.{ext}" for ext in TABLE_FORMATS]
+        return [f"{self.tables_dir}/{study}_kernels.{ext}" for ext in TABLE_FORMATS]
 
     def all_outputs(self) -> list[str]:
         outputs = []
         for name, study in self.studies.items():
             outputs += self.derived_files(name)
-            outputs += [f"figures/{fig}.{ext}" for fig in study.figures for ext in FIGURE_FORMATS]
+            outputs += [f"{self.figures_dir}/{fig}.{ext}" for fig in study.figures for ext in FIGURE_FORMATS]
             outputs += self.table_files(name) + self.kernel_table_files(name)
         return outputs + self.paper_outputs()
 
@@ -230,17 +266,17 @@ class Layout:
         """paper/tables/<study>_comparison.*: what moved between runs (studies with ``compare``)."""
         if self.studies[study].compare is None:
             return []
-        return [f"paper/tables/{study}_comparison.{ext}" for ext in TABLE_FORMATS]
+        return [f"{self.tables_dir}/{study}_comparison.{ext}" for ext in TABLE_FORMATS]
 
     def claims_files(self) -> list[str]:
-        return [f"{self.results}/claims.tsv", f"{self.results}/claims.md", f"{self.results}/claims_by_run.tsv"]
+        return [f"{self.results}/{name}" for name in ("claims.tsv", "claims.md", "claims_by_run.tsv", "claims_by_gpu.tsv")]
 
     def paper_outputs(self) -> list[str]:
         """What the paper tier makes without TeX: claims, rules of thumb, macros, comparisons."""
         outputs = self.claims_files()
-        outputs += [f"paper/tables/{name}.{ext}" for name in ("rules_of_thumb", "rules_refuted") for ext in TABLE_FORMATS]
-        outputs += ["paper/generated/macros.tex", "paper/generated/studies.tex", "paper/generated/claims.tex",
-                    "paper/generated/projection.tex"]
+        outputs += [f"{self.tables_dir}/{name}.{ext}" for name in ("rules_of_thumb", "rules_refuted")
+                    for ext in TABLE_FORMATS]
+        outputs += [f"{self.generated_dir}/{name}.tex" for name in ("macros", "studies", "claims", "projection")]
         return outputs + [f for name in self.studies for f in self.comparison_files(name)]
 
     def measurable_on(self, major: int) -> tuple[Layout, list[str]]:

@@ -1,5 +1,7 @@
 # The analyze tier: any machine, no GPU. Raw data -> derived tables -> figures and paper tables.
 # One rule of each kind per study, generated from the study declarations (no central list).
+from tma_study.paper.claims import notebook_title
+from tma_study.report.report_pages import FigureCaption
 
 for _name, _study in STUDIES.items():
 
@@ -49,9 +51,10 @@ for _name, _study in STUDIES.items():
             python=PYTHON,
             derived=lambda wildcards, input: Path(input.derived[0]).parent,
             study=_name,
+            tables=lambda wildcards, output: Path(output[0]).parent,
         shell:
             "{params.python} -m tma_study tables {params.study:q} --derived {params.derived:q} "
-            "--provenance {input.provenance:q} --kernels {input.kernels:q} --out paper/tables > {log:q} 2>&1"
+            "--provenance {input.provenance:q} --kernels {input.kernels:q} --out {params.tables:q} > {log:q} 2>&1"
 
 
 rule figure:
@@ -64,14 +67,23 @@ rule figure:
             FIGURE_STUDY[wildcards.figure]
         ),
     output:
-        pdf="figures/{figure}.pdf",
+        pdf=f"{LAYOUT.figures_dir}/{{figure}}.pdf",
         png=report(
-            "figures/{figure}.png", caption="../report/figure.rst", category="Figures"
+            f"{LAYOUT.figures_dir}/{{figure}}.png",
+            caption="../report/figure.rst",
+            category=lambda wildcards: FIGURE_STUDY[wildcards.figure],
+            subcategory="figures",
         ),
     log:
         "logs/figures/{figure}.log",
     params:
         derived=lambda wildcards, input: Path(input.derived[0]).parent,
-        caption=lambda wildcards: FIGURE_CAPTIONS[wildcards.figure],  # workflow/rules/claims.smk
+        # the HTML report's caption: the figure's claims and their status, read when the report
+        # is made (an object: Snakemake's params trigger leaves it out, tma_study.report.report_pages)
+        report=lambda wildcards: FigureCaption(
+            wildcards.figure,
+            notebook_title(Path("notebooks") / f"{wildcards.figure}.py"),
+            f"{RESULTS}/claims.tsv",
+        ),
     script:
         "../../notebooks/{wildcards.figure}.py"

@@ -1,27 +1,15 @@
 # The claims of config/claims/<study>.yaml, checked against this run's derived data:
 # results/<label>/claims.tsv and claims.md (PASS, FAIL or NOT MEASURED, with the numbers), and
-# claims_by_run.tsv: the status of each claim in every other run of its sweep in results/.
+# claims_by_run.tsv: the status of each claim in every other run of its sweep in results/, and
+# claims_by_gpu.tsv: in every run of another GPU model (tma_study.paper.claims_by_gpu).
 # The claims files are validated when the workflow is parsed, so a bad claim stops every
 # invocation before any job, naming the file, the claim and the key.
-from tma_study.paper.claims import (
-    ClaimsError,
-    figure_caption,
-    load_claims,
-    notebook_title,
-)
+from tma_study.paper.claims import ClaimsError, load_claims
 
 try:
     CLAIMS = load_claims(studies=KNOWN_STUDIES)
 except ClaimsError as error:
     raise WorkflowError(str(error)) from None
-
-# One line per figure for Snakemake's HTML report: its title and the claims resting on it.
-FIGURE_CAPTIONS = {
-    figure: figure_caption(
-        figure, notebook_title(Path("notebooks") / f"{figure}.py"), CLAIMS
-    )
-    for figure in FIGURE_STUDY
-}
 
 
 rule claims:
@@ -40,14 +28,15 @@ rule claims:
             "src/tma_study/paper/claim_checks.py",
             "src/tma_study/paper/claim_files.py",
             "src/tma_study/paper/instances.py",
+            "src/tma_study/paper/claims_by_gpu.py",
         ],
     output:
         tsv=f"{RESULTS}/claims.tsv",
-        md=report(
-            f"{RESULTS}/claims.md", caption="../report/claims.rst", category="Claims"
-        ),
+        md=f"{RESULTS}/claims.md",  # in the HTML report as claims.html (workflow/rules/report.smk)
         # each claim's status in every other run of its sweep (results/<other label>/)
         runs=f"{RESULTS}/claims_by_run.tsv",
+        # each claim's status on every run of another GPU model (results/<label>/, your own GPU)
+        gpus=f"{RESULTS}/claims_by_gpu.tsv",
     log:
         f"logs/claims/{LABEL}.log",
     params:

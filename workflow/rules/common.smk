@@ -52,6 +52,7 @@ from tma_study.pipeline import (  # noqa: E402
     ResultsLabelError,
     measure_targets,
     results_label,
+    study_config_text,
 )
 from tma_study.studies import discover  # noqa: E402
 
@@ -146,6 +147,11 @@ except (
 ) as error:
     raise WorkflowError(str(error)) from None
 
+# The figures and tables of any label but the committed reference (config/config.yaml's
+# reference_gpu) go to outputs/<label>/: another reference never overwrites the checkout's own.
+LAYOUT = LAYOUT.own_outputs(
+    config_mod.read_yaml(ROOT / "config" / "config.yaml")["reference_gpu"]
+)
 MEASURE = config["measure"]
 STUDIES = LAYOUT.studies
 # A measure run on one node compiles on every core but one, which the GPU job keeps, and
@@ -164,15 +170,3 @@ FIGURE_STUDY = LAYOUT.figure_study()
 # jobs run the CLI with the interpreter that runs Snakemake (its venv); every value that goes
 # into a shell command is quoted (shlex.quote, or {...:q} in a rule's shell string)
 PYTHON = shlex.quote(sys.executable)
-
-
-def study_config_text(name):
-    """build/config/<name>.json: the validated config holding study ``name`` alone."""
-    alone = {
-        "measure": False,
-        "reference_gpu": config["reference_gpu"],
-        "studies": {name: config["studies"][name]},
-    }
-    if "gpu_probe" in config:
-        alone["gpu_probe"] = config["gpu_probe"]
-    return json.dumps(alone, indent=2, sort_keys=True) + "\n"

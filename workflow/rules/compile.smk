@@ -20,7 +20,7 @@ rule study_config:
     params:
         # the validated config of this study alone: a change of its section (and only that)
         # reruns this rule and what depends on it
-        text=lambda wildcards: study_config_text(wildcards.study),
+        text=lambda wildcards: study_config_text(config, wildcards.study),
     run:
         Path(output[0]).write_text(params.text)
 

@@ -28,7 +28,7 @@ if MEASURE:
         params:
             python=PYTHON,
             expect=lambda wildcards: (
-                "--expect-gpu " + shlex.quote(MEASURE_TARGET[wildcards.label].slug)
+                f"--expect-gpu {shlex.quote(MEASURE_TARGET[wildcards.label].slug)}"
                 if MEASURE_TARGET[wildcards.label].slug
                 else ""
             ),
@@ -39,7 +39,7 @@ if MEASURE:
     for _label in MEASURE_TARGET:
         # publish_<study> for results/<LABEL>/, publish_<study>_<label> for a cluster's other GPUs
         _suffix = (
-            "" if _label == LABEL else "_" + re.sub(r"[^A-Za-z0-9]", "_", _label)
+            "" if _label == LABEL else f"_{re.sub(r'[^A-Za-z0-9]', '_', _label)}"
         )
         for _name, _study in STUDIES.items():
 

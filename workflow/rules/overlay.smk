@@ -38,6 +38,8 @@ for _name, _study in STUDIES.items():
                 reference=LAYOUT.derived_files(_name),
                 others=LAYOUT.overlay_derived_files(_name),
                 code=LAYOUT.code_files(_name),
+                # the default comparison reads the study's claims (tma_study.report.claim_compare)
+                claims=[f for f in [f"config/claims/{_name}.yaml"] if Path(f).is_file()],
             output:
                 LAYOUT.comparison_files(_name),
             log:
@@ -50,6 +52,7 @@ for _name, _study in STUDIES.items():
                 ),
                 study=_name,
                 reference=LABEL,
+                tables=lambda wildcards, output: Path(output[0]).parent,
             shell:
                 "{params.python} -m tma_study compare {params.study:q} --reference {params.reference:q} "
-                "{params.runs} --out paper/tables > {log:q} 2>&1"
+                "{params.runs} --out {params.tables:q} > {log:q} 2>&1"

@@ -16,19 +16,20 @@ rule rules_of_thumb:
         code=["src/tma_study/paper/rules_of_thumb.py"]
         + [f for name in STUDIES for f in LAYOUT.code_files(name)],
     output:
-        tex="paper/tables/rules_of_thumb.tex",
-        md="paper/tables/rules_of_thumb.md",
-        refuted_tex="paper/tables/rules_refuted.tex",
-        refuted_md="paper/tables/rules_refuted.md",
+        tex=f"{LAYOUT.tables_dir}/rules_of_thumb.tex",
+        md=f"{LAYOUT.tables_dir}/rules_of_thumb.md",
+        refuted_tex=f"{LAYOUT.tables_dir}/rules_refuted.tex",
+        refuted_md=f"{LAYOUT.tables_dir}/rules_refuted.md",
     log:
         "logs/paper/rules_of_thumb.log",
     params:
         python=PYTHON,
         studies=STUDY_OPTIONS,
         results=lambda wildcards, input: Path(input.provenance[0]).parent.parent,
+        tables=lambda wildcards, output: Path(output.tex).parent,
     shell:
         "{params.python} -m tma_study rules-of-thumb --results {params.results:q} {params.studies} "
-        "--claims {input.claims:q} --out paper/tables > {log:q} 2>&1"
+        "--claims {input.claims:q} --out {params.tables:q} > {log:q} 2>&1"
 
 
 rule paper_generated:
@@ -51,12 +52,12 @@ rule paper_generated:
         ]
         + [f for name in STUDIES for f in LAYOUT.code_files(name)],
     output:
-        macros="paper/generated/macros.tex",
-        studies="paper/generated/studies.tex",
-        claims="paper/generated/claims.tex",
-        projection="paper/generated/projection.tex",
+        macros=f"{LAYOUT.generated_dir}/macros.tex",
+        studies=f"{LAYOUT.generated_dir}/studies.tex",
+        claims=f"{LAYOUT.generated_dir}/claims.tex",
+        projection=f"{LAYOUT.generated_dir}/projection.tex",
         fallback=[
-            f"paper/generated/study_{name}.tex"
+            f"{LAYOUT.generated_dir}/study_{name}.tex"
             for name in STUDIES
             if not Path(f"paper/sections/studies/{name}.tex").exists()
         ],
@@ -67,32 +68,38 @@ rule paper_generated:
         studies=STUDY_OPTIONS,
         results=lambda wildcards, input: Path(input.claims).parent,
         catalog=lambda wildcards, input: Path(input.catalog[0]).parent,
+        generated=lambda wildcards, output: Path(output.macros).parent,
     shell:
         "{params.python} -m tma_study paper-generated --results {params.results:q} {params.studies} "
-        "--claims {input.claims:q} --catalog-derived {params.catalog:q} --paper paper > {log:q} 2>&1"
+        "--claims {input.claims:q} --catalog-derived {params.catalog:q} --paper paper --out {params.generated:q} "
+        "> {log:q} 2>&1"
 
 
-rule paper:
-    input:
-        main="paper/main.tex",
-        sections=sorted(str(p) for p in Path("paper/sections").rglob("*.tex")),
-        bibliography="paper/references.bib",
-        generated=rules.paper_generated.output,
-        rules_of_thumb=rules.rules_of_thumb.output,
-        catalog=[f for f in CATALOG_TABLES if f.endswith(".tex")],  # workflow/rules/catalog.smk
-        figures=[f"figures/{figure}.pdf" for figure in FIGURE_STUDY],
-        advisor=[f for f in ADVISOR_OUTPUTS if f.endswith((".tex", ".pdf"))],
-        tables=[
-            f
-            for f in LAYOUT.all_outputs()
-            if f.startswith("paper/tables/") and f.endswith(".tex")
-        ],
-    output:
-        "paper/main.pdf",
-    log:
-        "logs/paper/main.log",
-    params:
-        python=PYTHON,
-    shell:
-        "{params.python} -m tma_study build-paper --paper paper --build-dir build/paper > {log:q} 2>&1 "
-        "|| {{ tail -n 40 {log:q} >&2; exit 1; }}"
+# paper/main.pdf is built from the committed reference alone (another reference_gpu's figures
+# and tables go to outputs/<label>/, which the paper does not read).
+if not LAYOUT.outputs:
+
+    rule paper:
+        input:
+            main="paper/main.tex",
+            sections=sorted(str(p) for p in Path("paper/sections").rglob("*.tex")),
+            bibliography="paper/references.bib",
+            generated=rules.paper_generated.output,
+            rules_of_thumb=rules.rules_of_thumb.output,
+            catalog=[f for f in CATALOG_TABLES if f.endswith(".tex")],  # workflow/rules/catalog.smk
+            figures=[f"figures/{figure}.pdf" for figure in FIGURE_STUDY],
+            advisor=[f for f in ADVISOR_OUTPUTS if f.endswith((".tex", ".pdf"))],
+            tables=[
+                f
+                for f in LAYOUT.all_outputs()
+                if f.startswith("paper/tables/") and f.endswith(".tex")
+            ],
+        output:
+            "paper/main.pdf",
+        log:
+            "logs/paper/main.log",
+        params:
+            python=PYTHON,
+        shell:
+            "{params.python} -m tma_study build-paper --paper paper --build-dir build/paper > {log:q} 2>&1 "
+            "|| {{ tail -n 40 {log:q} >&2; exit 1; }}"

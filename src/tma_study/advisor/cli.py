@@ -85,7 +85,7 @@ def _spec(args) -> dict:
     return spec
 
 
-def render(advice: Advice) -> str:
+def render(advice: Advice, statuses: dict | None = None) -> str:
     lines = [f"advice for {advice.operand.name or 'the operand'} from {advice.results}/ "
              f"(advisor v{advice.version}, sha256 {advice.sha256[:12]}):",
              f"  load it with: {advice.choice}"
@@ -103,11 +103,28 @@ def render(advice: Advice) -> str:
             lines.append(f"  outside the measured range: {n['what']} {n['asked']:g} "
                          f"(measured {n['measured_from']:g} to {n['measured_to']:g}, {n['octaves']:.2f} octaves)")
     lines.append(f"  rests on figures {', '.join(advice.figures)}")
-    lines.append(f"  and claims {', '.join(advice.claims)}")
+    statuses = statuses or {}
+    lines.append("  and claims " + ", ".join(f"{c} ({statuses[c]})" if c in statuses else c for c in advice.claims))
     return "\n".join(lines)
+
+
+def claim_statuses(results: Path) -> dict:
+    """claim id -> PASS / FAIL / NOT MEASURED in results/<label>/claims.tsv, where the main job wrote one."""
+    path = Path(results) / "claims.tsv"
+    if not path.is_file():
+        return {}
+    import pandas as pd
+    table = pd.read_csv(path, sep="\t", dtype=str, keep_default_na=False)
+    return dict(zip(table["id"], table["status"]))
 
 
 def run(args) -> int:
     advice = advise(_spec(args), args.results)
-    print(json.dumps(advice.as_dict(), indent=2) if args.json else render(advice))
+    statuses = claim_statuses(args.results)
+    if args.json:
+        document = advice.as_dict()
+        document["claims"] = [{"id": c, "status": statuses.get(c, "unknown: no claims.tsv")} for c in advice.claims]
+        print(json.dumps(document, indent=2))
+    else:
+        print(render(advice, statuses))
     return 0

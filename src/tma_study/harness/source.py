@@ -73,9 +73,25 @@ def source_hash_at(root: Path, commit: str) -> str | None:
                       binary=True).decode().split("\0")
         names = [PurePosixPath(n) for n in listed if n]
         files = [n for n in names if str(n) == TOP_FILE] + sorted(n for n in names if _is_source(n))
-        return _digest((n, _git(root, "show", f"{full}:{n}", binary=True)) for n in files)
+        return _digest(zip(files, _blobs(root, [f"{full}:{n}" for n in files])))
     except (OSError, subprocess.CalledProcessError):
         return None
+
+
+def _blobs(root: Path, objects: list[str]) -> list[bytes]:
+    """The contents of git objects ("commit:path"), read by one `git cat-file --batch`."""
+    out = subprocess.run(["git", "-C", str(root), "cat-file", "--batch"], input="\n".join(objects).encode() + b"\n",
+                         capture_output=True, check=True).stdout
+    contents, at = [], 0
+    for name in objects:
+        header_end = out.index(b"\n", at)
+        header = out[at:header_end].split()
+        if len(header) != 3:                    # "<object> missing"
+            raise subprocess.CalledProcessError(1, ["git", "cat-file", name])
+        size = int(header[2])
+        contents.append(out[header_end + 1:header_end + 1 + size])
+        at = header_end + 1 + size + 1
+    return contents
 
 
 def _full_commit(root: Path, commit: str) -> str:

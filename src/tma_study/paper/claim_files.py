@@ -34,6 +34,7 @@ class Claim:
     needs: str | None = None
     source: str = ""            # the claims file, for messages
     instead: str | None = None  # the claim stating what the data show where this expectation fails
+    reference_gpu_specific: str | None = None   # why its thresholds hold for the reference GPU only
 
     @property
     def checks(self) -> list[dict]:
@@ -148,7 +149,8 @@ def parse_file(path: Path, studies: dict | None = None) -> list[Claim]:
     if messages:
         raise ClaimsError("invalid claims:\n  " + "\n  ".join(messages))
     claims = [Claim(id=c["id"], statement=c["statement"], study=c["study"], figure=c["figure"],
-                    check=c["check"], needs=c.get("needs"), source=source, instead=c.get("instead"))
+                    check=c["check"], needs=c.get("needs"), source=source, instead=c.get("instead"),
+                    reference_gpu_specific=c.get("reference_gpu_specific"))
               for c in data["claims"]]
     messages = [m for claim in claims for m in _semantic_messages(claim, studies)]
     if messages:

@@ -45,6 +45,7 @@ from .claim_files import CLAIMS_DIR, Claim, ClaimsError, load_claims, parse_file
 RERUN_SUFFIX = "-rerun"                        # tma_study.pipeline.RERUN_SUFFIX
 SPREAD_TEXT = "spread between runs of this sweep"
 BY_RUN_FILE = "claims_by_run.tsv"             # each claim's status in every run of its sweep
+REFERENCE_GPU_SPECIFIC = "set for the reference GPU"   # a claim's thresholds that hold for it alone
 TSV_COLUMNS = ["id", "status", "reason", "observed", "threshold", "study", "figure", "statement"]
 __all__ = ["PASS", "FAIL", "NOT_MEASURED", "CLAIMS_DIR", "Claim", "ClaimsError", "Outcome", "evaluate", "check_all",
            "format_value", "load_claims", "parse_file", "threshold_text"]
@@ -156,6 +157,8 @@ def evaluate(claim: Claim, results_dir: Path, study_dirs: dict | None = None) ->
     """
     results_dir = Path(results_dir)
     threshold = " and ".join(threshold_text(check) for check in claim.checks)
+    if claim.reference_gpu_specific:
+        threshold += f" ({REFERENCE_GPU_SPECIFIC}: {claim.reference_gpu_specific})"
     reason = _needs_reason(claim, results_dir)
     if reason:
         return Outcome(claim, NOT_MEASURED, reason, threshold=threshold)
@@ -265,18 +268,7 @@ def read_outcomes(tsv: Path) -> pd.DataFrame:
     return pd.read_csv(tsv, sep="\t", dtype=str, keep_default_na=False)
 
 
-# ---------------------------------------------------------------------------- captions
-
-def claims_of_figure(figure: str, claims: list[Claim]) -> list[Claim]:
-    return [c for c in claims if c.figure == figure]
-
-
-def figure_caption(figure: str, title: str, claims: list[Claim]) -> str:
-    """One line: the figure's title and the claims resting on it (for Snakemake's report)."""
-    ids = [c.id for c in claims_of_figure(figure, claims)]
-    rests = f"Claims resting on it: {', '.join(ids)}." if ids else "No claim rests on it."
-    return f"{title.rstrip('.')}. {rests}"
-
+# ---------------------------------------------------------------------------- titles
 
 def notebook_title(notebook: Path) -> str:
     """The first Markdown heading of a jupytext notebook (``# # Title``)."""

@@ -45,6 +45,20 @@ def load_specs(path: Path = SPECS) -> dict[str, dict]:
     return gpus
 
 
+PROJECTED = ("h200", "b200")     # (measured source, projected target): the table shows these two
+
+
+def spec_key(device_name: str | None, specs: dict[str, dict], default: str = "h200") -> str:
+    """The gpu_specs.yaml entry of the GPU a provenance names: the one listing that name among its
+    ``device_names`` (or a name it starts with, e.g. 'NVIDIA H200 (synthetic test data)'), else
+    ``default``."""
+    name = str(device_name or "")
+    for key, spec in specs.items():
+        if any(name == known or name.startswith(f"{known} ") for known in spec.get("device_names", ())):
+            return key
+    return default
+
+
 def _power_of_two_at_least(n_bytes: float) -> int:
     return 1 << math.ceil(math.log2(n_bytes))
 

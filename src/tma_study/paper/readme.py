@@ -8,7 +8,7 @@ Each table sits between markers (``<!-- checklist:begin -->`` ... ``<!-- checkli
 them, and the no-GPU pipeline test fails when the committed README disagrees with what the
 pipeline finds on the committed reference data, so the README cannot silently go stale when
 a claim, a threshold or the data change. The cost table is the README's one source of the
-times it quotes.
+times it quotes. docs/provenance.md's table of commits is rewritten with them (``doc_tables``).
 """
 from __future__ import annotations
 
@@ -20,11 +20,14 @@ from tma_study.atomic import atomic_write_text
 from tma_study.harness.provenance import read as read_provenance
 from tma_study.studies import discover
 
+from . import doc_tables
 from .claims import FAIL, NOT_MEASURED, PASS, read_outcomes
 
 BEGIN, END = "<!-- checklist:begin -->", "<!-- checklist:end -->"
 COST_BEGIN, COST_END = "<!-- cost:begin -->", "<!-- cost:end -->"
+TIME_BEGIN, TIME_END = "<!-- time:begin -->", "<!-- time:end -->"
 ARCHITECTURES = {9: "Hopper (sm_90a)", 10: "Blackwell (sm_100a)"}
+RUNS = Path("benchmarks") / "runs"          # benchmarks/reviewer_path.sh --record writes here
 
 
 class ReadmeError(ValueError):
@@ -53,7 +56,8 @@ def checklist_table(claims_tsv: Path) -> str:
         mine = outcomes[outcomes.study == study]
         tally = " / ".join(str(int((mine.status == s).sum())) for s in (PASS, FAIL, NOT_MEASURED))
         rests = ", ".join(_where(f, figures) for f in dict.fromkeys(mine.figure))
-        check = f"`.venv/bin/snakemake -c4 {claims_tsv.as_posix()} && grep ^{study}_ {claims_tsv.as_posix()}`"
+        check = (f"`.venv/bin/snakemake -c4 {claims_tsv.as_posix()} && .venv/bin/tma-study claims --results "
+                 f"{claims_tsv.parent.as_posix()} --study {study}`")
         lines.append(f"| `{study}` | {tally} | {rests} | {check} |")
     return "\n".join(lines)
 
@@ -108,6 +112,27 @@ def _duration(seconds: float) -> str:
     return f"{int(seconds // 60)} min {int(seconds % 60)} s"
 
 
+def time_table(root: Path) -> str:
+    """Markdown: the newest recorded run of benchmarks/reviewer_path.sh on a fresh clone: the
+    machine, the install, the main job and the test command (a record without the tests omits them)."""
+    records = sorted(Path(root, RUNS).glob("reviewer-path-*.txt"))
+    if not records:
+        return "No run of `benchmarks/reviewer_path.sh --record` is recorded yet (benchmarks/runs/)."
+    fields = dict(line.split(": ", 1) for line in records[-1].read_text().splitlines()
+                  if ": " in line and not line.startswith("#"))
+    cores = fields["machine"].split()[0]
+    lines = [f"Generated from `{(RUNS / records[-1].name).as_posix()}` (`benchmarks/reviewer_path.sh --record`, "
+             f"a fresh clone at {fields['commit']}, {fields['date_utc']}) by `tma-study readme-tables`.", "",
+             f"| without a GPU: {fields['machine']}, {fields['python']} | took |", "| --- | --- |",
+             f"| install (`pip install -e .`) | {_duration(float(fields['install_s']))} |",
+             f"| main job (`snakemake -c{cores}`, {fields['main_job_jobs']} jobs) | "
+             f"{_duration(float(fields['main_job_s']))} |"]
+    if "test_command_s" in fields:
+        lines.append(f"| test command (install + `pytest`: {fields['test_result']}) | "
+                     f"{_duration(float(fields['test_command_s']))} |")
+    return "\n".join(lines)
+
+
 def render(readme_text: str, table: str, begin: str = BEGIN, end: str = END) -> str:
     if begin not in readme_text or end not in readme_text:
         raise ReadmeError(f"README has no {begin} ... {end} markers for a generated table")
@@ -119,12 +144,30 @@ def render(readme_text: str, table: str, begin: str = BEGIN, end: str = END) -> 
 def update_readme(readme: Path, claims_tsv: Path, check_only: bool = False) -> bool:
     """Rewrite the tables (unless ``check_only``); return whether they were out of date.
 
-    The cost table is written only where the README has its markers."""
+    The cost table is written only where the README has its markers; the provenance table of
+    docs/provenance.md (beside the README) only where that file has its markers."""
     readme = Path(readme)
     current = readme.read_text()
     wanted = render(current, checklist_table(claims_tsv))
     if COST_BEGIN in wanted:
         wanted = render(wanted, cost_table(Path(claims_tsv).parent), COST_BEGIN, COST_END)
+    if TIME_BEGIN in wanted:
+        wanted = render(wanted, time_table(readme.parent), TIME_BEGIN, TIME_END)
     if wanted != current and not check_only:
         atomic_write_text(readme, wanted)
+    return _update_provenance_doc(readme.parent, check_only) or wanted != current
+
+
+def _update_provenance_doc(root: Path, check_only: bool) -> bool:
+    """Rewrite docs/provenance.md's generated table (unless ``check_only``); whether it was stale.
+    Only in the project's own git repository: elsewhere (a copy, an unpacked archive) no commit
+    can be checked, and the table stays as the repository wrote it."""
+    from tma_study.harness.source import own_repository
+    doc = root / doc_tables.PROVENANCE_DOC
+    if not doc.is_file() or doc_tables.BEGIN not in doc.read_text() or not own_repository(root):
+        return False
+    current = doc.read_text()
+    wanted = render(current, doc_tables.provenance_table(root), doc_tables.BEGIN, doc_tables.END)
+    if wanted != current and not check_only:
+        atomic_write_text(doc, wanted)
     return wanted != current

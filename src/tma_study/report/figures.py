@@ -53,8 +53,17 @@ def finish(fig, provenance: dict, pdf: Path | None, rect: tuple = (0, 0.03, 1, 1
 
 # ---------------------------------------------------------------- other runs, overlaid
 
-RUN_STYLES = ({"linestyle": (0, (1, 1.5))}, {"linestyle": (0, (4, 2))}, {"linestyle": (0, (4, 1.5, 1, 1.5))})
+# One dash pattern per other run, never repeated: these, then patterns of growing dash length.
+RUN_DASHES = ((1, 1.5), (4, 2), (4, 1.5, 1, 1.5), (8, 2), (4, 1.5, 1, 1.5, 1, 1.5), (1, 3.5), (8, 2, 2, 2),
+              (2, 1))
 OVERLAY = {"linewidth": 1.0, "alpha": 0.6, "markersize": 3, "markerfacecolor": "none"}
+
+
+def run_style(run_index: int) -> dict:
+    """The line style of the other run number ``run_index`` (0, 1, ...): distinct for every run."""
+    if run_index < len(RUN_DASHES):
+        return {"linestyle": (0, RUN_DASHES[run_index])}
+    return {"linestyle": (0, (run_index - len(RUN_DASHES) + 10, 1.5, 1, 1.5, 1, 1.5, 1, 1.5))}
 
 
 def other_runs(study: str, snakemake=None, label: str = DEFAULT_GPU) -> list[tuple[str, Path, dict]]:
@@ -87,23 +96,25 @@ def run_label(label: str, provenance: dict) -> str:
 def overlay_style(style: dict, run_index: int) -> dict:
     """A mechanism's style for another run: same colour and marker, thin, the run's dash pattern."""
     base = {k: v for k, v in style.items() if k not in ("label", "linestyle", "markersize")}
-    return {**base, **OVERLAY, **RUN_STYLES[run_index % len(RUN_STYLES)]}
+    return {**base, **OVERLAY, **run_style(run_index)}
 
 
-RUN_MARKERS = ("D", "X", "P")     # other runs over bars: one marker shape per run
+RUN_MARKERS = ("D", "X", "P", "*", "h", "<", ">", "8")   # other runs over bars: then polygons of more sides
 OVERLAY_MARKER = {"linestyle": "none", "markersize": 5, "markeredgecolor": "black", "markeredgewidth": 0.8}
 
 
 def overlay_marker_style(color, run_index: int) -> dict:
     """Another run's value drawn over a bar of this run: filled with the bar's colour, edged in
     black (so it shows inside its own bar too), one marker shape per run."""
-    return {**OVERLAY_MARKER, "markerfacecolor": color, "marker": RUN_MARKERS[run_index % len(RUN_MARKERS)]}
+    marker = RUN_MARKERS[run_index] if run_index < len(RUN_MARKERS) else (run_index - len(RUN_MARKERS) + 9, 0, 0)
+    return {**OVERLAY_MARKER, "markerfacecolor": color, "marker": marker}
 
 
 def runs_legend(ax, this_run: str, runs: list[tuple[str, Path, dict]], markers: bool = False,
                 **where) -> None:
     """A second legend naming the runs by line style, or by marker over bars when ``markers``
-    (only when other runs are overlaid); ``where``: matplotlib legend placement (loc=...)."""
+    (only when other runs are overlaid), outside the axes to the right of ``ax`` (off the data;
+    ``finish``'s tight layout makes room), unless ``where`` places it (loc=..., bbox_to_anchor=...)."""
     if not runs:
         return
     from matplotlib.lines import Line2D
@@ -114,7 +125,9 @@ def runs_legend(ax, this_run: str, runs: list[tuple[str, Path, dict]], markers: 
                     for i, (label, _, provenance) in enumerate(runs)]
     else:
         handles = [Line2D([], [], color="black", linewidth=1.5, label=f"{this_run} (this run)")]
-        handles += [Line2D([], [], color="black", **{**OVERLAY, **RUN_STYLES[i % len(RUN_STYLES)]},
+        handles += [Line2D([], [], color="black", **{**OVERLAY, **run_style(i)},
                            label=run_label(label, provenance)) for i, (label, _, provenance) in enumerate(runs)]
-    legend = ax.legend(handles=handles, fontsize=7, title="runs", title_fontsize=7, **{"loc": "upper left", **where})
-    ax.add_artist(legend)
+    outside = {"loc": "upper left", "bbox_to_anchor": (1.02, 1.0), "borderaxespad": 0.0}
+    legend = ax.legend(handles=handles, fontsize=7, title="runs", title_fontsize=7, **(where or outside))
+    ax.add_artist(legend)           # kept when the notebook gives ax a legend of its own
+    legend.set_clip_on(False)       # else add_artist clips it to ax and the tight layout leaves it out

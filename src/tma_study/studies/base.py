@@ -41,7 +41,9 @@ class Study:
     # Optional entry points of the paper tier (None: the study contributes nothing there).
     rules: str | None = None            # (derived_dir, provenance) -> list of rule-of-thumb rows
     macros: str | None = None           # (derived_dir, provenance) -> {LaTeX macro name: text}
-    compare: str | None = None          # ({label: derived_dir}, reference label) -> DataFrame (what moved)
+    # ({label: derived_dir}, reference label) -> DataFrame (what moved between runs); the default
+    # compares the numbers the study's claims stand on (tma_study.report.claim_compare)
+    compare: str | None = "tma_study.report.claim_compare:compare_runs"
     # Rules between config keys that the study's config schema cannot state:
     # (study_config, expand=False) -> list of messages naming each key; expand=True (at the
     # measure step's start) may also build the whole sweep.

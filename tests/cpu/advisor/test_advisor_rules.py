@@ -1,45 +1,12 @@
 """The advisor's rules on small synthetic tables: the numbers come out of the tables, not typed."""
-import pandas as pd
 import pytest
+from advisor_fixture import evidence
 
 from tma_study.advisor import advise_with, rules
-from tma_study.advisor.evidence import Evidence
 from tma_study.advisor.operand import from_mapping
 
-SIZES = (256, 1024, 4096, 16384)
-RINGS = (32768, 131072)
-# GB/s by (level, mechanism): a function of size and ring; TMA slow at small sizes, cp.async flat
-RATE = {
-    "tma_tile": lambda size, ring: min(4000.0, size * (2.0 if ring > 32768 else 1.0)),
-    "bulk_copy": lambda size, ring: min(4000.0, size * (2.0 if ring > 32768 else 1.0)),
-    "cp_async": lambda size, ring: 3000.0,
-    "plain_loads": lambda size, ring: 2000.0,
-}
-
-
-def _evidence(scale: float = 1.0, label: str = "synthetic") -> Evidence:
-    best = pd.DataFrame([{"working_set": level, "mechanism": m, "bytes_per_transfer": s, "ring_bytes_per_sm": r,
-                          "gbps": RATE[m](s, r) * (1.5 if level == "l2" else 1.0) * (scale if m == "tma_tile" else 1)}
-                         for level in ("hbm", "l2") for m in RATE for s in SIZES for r in RINGS])
-    chain = pd.DataFrame([{"chain": "full", "mechanism": m, "bytes_per_transfer": s, "level": level,
-                           "cycles_per_transfer_median": {"tma_tile": 1200, "bulk_copy": 1190, "cp_async": 800,
-                                                          "plain_loads": 900}[m]}
-                          for level in ("hbm", "l2") for m in RATE for s in (16, 256)])
-    speedup = pd.DataFrame([{"pattern": "1d", "working_set": level, "cluster_x": 1, "cluster_y": n, "tile_bytes": t,
-                             "speedup_over_no_cluster": 0.9} for level in ("hbm", "l2") for n in (2, 4)
-                            for t in (4096, 65536)])
-    winners = pd.DataFrame([{"working_set": level, "cluster_size": n, "tile_bytes": t, "multicast_gbps": 3000.0,
-                             "dsm_pull_gbps": 1000.0, "dsm_push_gbps": 1500.0}
-                            for level in ("hbm", "l2") for n in (2, 4) for t in (4096, 65536)])
-    tables = {("crossover", "best.csv"): best, ("crossover", "latency_chain.csv"): chain,
-              ("multicast", "speedup.csv"): speedup, ("dsm", "winners.csv"): winners}
-    gpu = {"name": "synthetic", "sm_count": 100, "max_sm_clock_khz": 2_000_000, "slug": "synthetic"}
-    return Evidence(label, tables, {"crossover": label}, gpu, {"bf16": 1000.0, "fp16": 1000.0, "fp8": 2000.0,
-                                                              "tf32": 500.0})
-
-
 def _advice(spec, variants=None):
-    return advise_with(from_mapping(spec), variants or [_evidence()])
+    return advise_with(from_mapping(spec), variants or [evidence()])
 
 
 def test_small_transfers_go_to_cp_async_large_ones_to_tma():
@@ -104,7 +71,7 @@ def test_shared_tiles_weigh_multicast_and_dsm():
 
 
 def test_the_interval_spans_the_runs_and_a_run_can_make_a_tie():
-    variants = [_evidence(), _evidence(scale=0.74, label="other")]   # TMA 26 % slower in another run
+    variants = [evidence(), evidence(scale=0.74, label="other")]   # TMA 26 % slower in another run
     advice = _advice({"level": "hbm", "shape": "box", "box_dims": [8, 256], "element_bytes": 2,
                       "bytes_in_flight_per_sm": 131072}, variants)
     cp = next(r for r in advice.ranking if r.mechanism == "cp_async")

@@ -76,3 +76,26 @@ def test_map_compares_tma_with_each_alternative_apart(render):
     for alternative in ("cp.async", "plain loads", "bulk copy"):
         assert sum(alternative in title for title in titles) == 2, titles
     assert not any("best alternative" in title for title in titles)
+
+
+def test_every_other_run_gets_a_style_of_its_own():
+    """A fourth (or twentieth) run overlaid never reuses another's dash pattern or marker."""
+    dashes = [str(figures.run_style(i)["linestyle"]) for i in range(20)]
+    markers = [str(figures.overlay_marker_style("white", i)["marker"]) for i in range(20)]
+    assert len(set(dashes)) == 20 and len(set(markers)) == 20
+
+
+def test_the_runs_legend_sits_off_the_data():
+    """Placed beside the axes, the legend of the runs covers no point of any panel."""
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, 2)
+    for ax in axes:
+        ax.plot(range(10), range(10))
+    runs = [(f"h200-run-{i}", Path("."), {"gpu": {"name": "NVIDIA H200"}}) for i in range(5)]
+    figures.runs_legend(axes[-1], "h200", runs)
+    fig.tight_layout()
+    fig.canvas.draw()
+    (legend,) = {lg for lg in axes[-1].findobj(matplotlib.legend.Legend) if lg.get_title().get_text() == "runs"}
+    box = legend.get_window_extent()
+    assert all(not box.overlaps(ax.bbox) for ax in axes)
+    plt.close(fig)

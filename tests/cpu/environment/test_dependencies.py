@@ -15,7 +15,7 @@ from tma_study.studies import discover
 REPO = Path(__file__).resolve().parents[3]
 PROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
 CONSTRAINTS = REPO / "constraints" / "h200-reference.txt"
-IMPORT_NAME = {"torch": "torch"}          # measure extra distribution -> module a study imports
+IMPORT_NAME = {"torch": "torch", "triton": "triton"}   # measure extra distribution -> module a study imports
 
 
 def pinned() -> dict[str, Version]:

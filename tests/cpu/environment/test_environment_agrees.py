@@ -94,7 +94,7 @@ def test_environment_installs_the_project_with_its_test_extra_last():
     document = yaml.safe_load(ENVIRONMENT.read_text())
     assert document["name"] == "tma-study"
     assert document["channels"] == ["conda-forge"]
-    assert "python=3.12" in document["dependencies"]
+    assert any(str(entry).startswith("python") for entry in document["dependencies"])
     pip_section = next(entry["pip"] for entry in document["dependencies"] if isinstance(entry, dict))
     assert pip_section[-1] == PROJECT_ITSELF
 
@@ -124,3 +124,15 @@ def test_comparison_names_the_package_that_differs(pyproject, environment, named
 def test_conda_fuzzy_version_means_that_release_series():
     assert conda_to_pep508("pandas=2.1") == "pandas==2.1.*"
     assert conda_to_pep508("numpy >=1.26,<2.5") == "numpy>=1.26,<2.5"
+
+
+def test_environment_pyproject_and_readme_promise_the_same_python():
+    """One minimum Python everywhere a reader looks: pyproject's requires-python, environment.yml
+    and the README's first command."""
+    minimum = tomllib.loads(PYPROJECT.read_text())["project"]["requires-python"]
+    assert re.fullmatch(r">=3\.\d+", minimum), minimum
+    document = yaml.safe_load(ENVIRONMENT.read_text())
+    pythons = [entry for entry in document["dependencies"] if str(entry).startswith("python")]
+    assert pythons == [f"python{minimum}"], pythons
+    readme = (REPO / "README.md").read_text()
+    assert f"Python ≥ {minimum[2:]}" in readme and not re.search(r"Python ≥ 3\.(?!%s\b)\d+" % minimum[4:], readme)

@@ -19,7 +19,8 @@ REPO = Path(__file__).resolve().parents[3]
 MANIFEST = REPO / "tests" / "cpu" / "pipeline" / "outputs.sha256"
 # the main job's outputs (results/<label>/: the claims of every label it checks)
 PATTERNS = ("figures/*.pdf", "figures/*.png", "paper/tables/*.tex", "paper/tables/*.md", "paper/generated/*.tex",
-            "results/*/claims.tsv", "results/*/claims.md", "results/*/claims_by_run.tsv")
+            "results/*/claims.tsv", "results/*/claims.md", "results/*/claims_by_run.tsv",
+            "results/*/claims_by_gpu.tsv", "build/report/*.html")
 
 
 def digests(root: Path) -> dict[str, str]:

@@ -29,6 +29,8 @@ def copy_checkout(destination: Path) -> Path:
             shutil.copy2(source, destination / relative)
     if not (destination / RAW).exists():
         write_realistic_raw_folder(destination / RAW)
+    # The documented commands run .venv/bin/...: the copy's .venv is the venv running the tests.
+    (destination / ".venv").symlink_to(Path(sys.prefix), target_is_directory=True)
     # The venv's editable install points at REPO; import the copy's packages instead.
     packages = destination / ".test-packages"
     packages.mkdir()
@@ -37,9 +39,20 @@ def copy_checkout(destination: Path) -> Path:
     return destination
 
 
+def environment(root: Path) -> dict[str, str]:
+    """What a command in the copy runs with: the venv first on PATH, the copy's own packages."""
+    return {**os.environ, "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+            "PYTHONPATH": str(root / ".test-packages"), "MPLBACKEND": "Agg"}
+
+
+def shell(root: Path, command: str, timeout: int = 900) -> subprocess.CompletedProcess:
+    """A documented command line, exactly as written, run by bash in the copy."""
+    return subprocess.run(["bash", "-c", command], cwd=root, env=environment(root), capture_output=True,
+                          text=True, timeout=timeout)
+
+
 def snakemake(root: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
-           "PYTHONPATH": str(root / ".test-packages"), "MPLBACKEND": "Agg"}
+    env = environment(root)
     # A guard against a hung job, not a speed check: the first main job compiles every kernel
     # (about 20 minutes on 2 slow cores).
     return subprocess.run([str(VENV_BIN / "snakemake"), *args], cwd=root, env=env, capture_output=True,

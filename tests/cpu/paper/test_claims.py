@@ -201,11 +201,20 @@ def test_reports_have_one_row_per_claim_and_a_readable_summary(results, tmp_path
     assert "1 PASS, 1 FAIL, 1 NOT MEASURED of 3 claims" in md.read_text()
 
 
-def test_figure_captions_name_the_claims_resting_on_them():
-    c = claim()
-    assert claims_mod.figure_caption("toy_figure", "A toy figure", [c]) == (
-        "A toy figure. Claims resting on it: toy_claim.")
-    assert "No claim" in claims_mod.figure_caption("other", "Other.", [c])
+def test_figure_captions_give_the_status_and_numbers_of_the_claims_resting_on_them(tmp_path):
+    """The HTML report's caption of a figure (tma_study.report.report_pages.FigureCaption), read
+    from claims.tsv when the report is made, and a table's page ending with its claims."""
+    from tma_study.report.report_pages import FigureCaption, table_page
+    tsv, _ = claims_mod.write_reports([claims_mod.Outcome(claim(), FAIL, "misses", "0.9", "x >= 1")], tmp_path)
+    caption = FigureCaption("toy_figure", "A toy figure", str(tsv)).rst()
+    assert caption.startswith("A toy figure. Claims resting on it")
+    assert "**FAIL** ``toy_claim``" in caption and "Observed: 0.9." in caption and "Threshold: x >= 1." in caption
+    assert "No claim" in FigureCaption("other", "Other.", str(tsv)).rst()
+    assert "No claim" in FigureCaption("toy_figure", "Before the main job.", str(tmp_path / "none.tsv")).rst()
+    (tmp_path / "toy_figure.md").write_text("**A toy table.**\n\n| a | b |\n| --- | --- |\n| `1` | x < 2 |\n")
+    page = table_page(tmp_path / "toy_figure.md", claims_mod.read_outcomes(tsv).to_dict("records"))
+    assert "<h2>A toy table.</h2>" in page and "<td><code>1</code></td><td>x &lt; 2</td>" in page
+    assert "Claims resting on it" in page and ">FAIL</b>" in page
     title = claims_mod.notebook_title(REPO / "notebooks" / "crossover_bandwidth.py")
     assert title.startswith("Crossover")
 

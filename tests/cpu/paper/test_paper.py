@@ -220,7 +220,7 @@ def test_the_readme_checklist_is_generated_between_markers(generated, tmp_path):
     for study in set(outcomes.study):
         mine = outcomes[outcomes.study == study]
         assert f"| `{study}` | {(mine.status == 'PASS').sum()} / {(mine.status == 'FAIL').sum()} /" in table
-        assert f"grep ^{study}_ " in table
+        assert f"tma-study claims --results {results.as_posix()} --study {study}`" in table
     assert "`figures/crossover_bandwidth.png`" in table and "`paper/tables/crossover_summary.md`" in table
     readme = tmp_path / "README.md"
     readme.write_text(f"intro\n{readme_mod.BEGIN}\nSTALE-TABLE\n{readme_mod.END}\noutro\n")
@@ -230,6 +230,24 @@ def test_the_readme_checklist_is_generated_between_markers(generated, tmp_path):
     readme.write_text("no markers")
     with pytest.raises(readme_mod.ReadmeError):
         readme_mod.update_readme(readme, results / "claims.tsv")
+
+
+def test_claims_of_one_study_are_its_own_not_those_of_a_study_sharing_its_prefix(generated, capsys):
+    """`tma-study claims --study gemm` prints gemm's lines of claims.tsv, not gemm_cluster's (a
+    prefix grep would), reads claims.tsv without rewriting it, and with --strict fails on a FAIL."""
+    from tma_study.cli import main
+    results, _ = generated
+    outcomes = claims_mod.read_outcomes(results / "claims.tsv")
+    before = (results / "claims.tsv").stat().st_mtime_ns
+    assert main(["claims", "--results", str(results), "--study", "gemm"]) == 0
+    header, *lines = capsys.readouterr().out.splitlines()
+    assert header.startswith("id\tstatus") and len(lines) == (outcomes.study == "gemm").sum() > 0
+    assert {line.split("\t")[5] for line in lines} == {"gemm"}
+    assert (results / "claims.tsv").stat().st_mtime_ns == before
+    failing = outcomes[outcomes.status == "FAIL"].study.iloc[0]
+    assert main(["claims", "--results", str(results), "--study", failing, "--strict"]) == 1
+    with pytest.raises(SystemExit, match="no claims of study gem;"):
+        main(["claims", "--results", str(results), "--study", "gem"])
 
 
 def test_the_cost_table_splits_compile_from_timing_where_recorded(tmp_path):

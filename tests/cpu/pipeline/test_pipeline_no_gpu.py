@@ -5,10 +5,12 @@ claim and paper macro made from the committed data has the bytes tests/cpu/pipel
 names (helpers/outputs_manifest.py; regenerating it: docs/testing.md).
 
 Where the checkout has no committed reference data yet, the copy gets the synthetic raw
-folder of ``crossover_fixture``.
+folder of ``crossover_fixture``. In the same copy, every command the documentation shows runs
+as written, or as far as this machine allows (helpers/documented_commands.py says how).
 """
 
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -16,9 +18,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import documented_commands
 import outputs_manifest
 import pytest
-from pipeline_run import RAW, REAL_DATA, REFERENCE_GPU, copy_checkout, jobs_run, output_of, snakemake
+from pipeline_run import REPO, RAW, REAL_DATA, REFERENCE_GPU, copy_checkout, jobs_run, output_of, shell, snakemake
 
 pytestmark = pytest.mark.slow
 
@@ -68,6 +71,17 @@ def test_the_three_figures_differ(pipeline):
     root, _ = pipeline
     digests = {hashlib.sha256((root / f).read_bytes()).hexdigest() for f in FIGURES if f.endswith(".png")}
     assert len(digests) == 3
+
+
+def test_the_main_job_ends_with_its_result(pipeline):
+    """The last lines before Snakemake's log hint: a line per study with its claims' tally and
+    the paths a reviewer reads next (tma_study.summary)."""
+    root, result = pipeline
+    tail = output_of(result).split("Claims checked against", 1)[-1]
+    assert tail.splitlines()[-2].startswith("Complete log"), tail[-600:]
+    studies = {line.split("\t")[5] for line in (root / CLAIMS).read_text().splitlines()[1:]}
+    assert all(re.search(rf"^  {study} +\d+ / \d+ / \d+$", tail, re.MULTILINE) for study in studies), tail
+    assert f"results/{REFERENCE_GPU}/claims.md" in tail and "--report report.html" in tail
 
 
 def test_a_second_run_has_nothing_to_do(pipeline):
@@ -229,12 +243,20 @@ def test_the_readme_claims_table_is_current(pipeline):
         f"{CLAIMS} (after snakemake -c2)\n" + output_of(result))
 
 
-def test_the_html_report_captions_each_figure_with_its_claims(pipeline):
+def test_the_html_report_groups_by_study_and_gives_each_claims_status(pipeline):
+    """Every figure captioned with its claims' status and numbers, every paper table and the rules
+    of thumb as pages, grouped by study, under a description of the artifact."""
     root, _ = pipeline
     result = snakemake(root, "--report", "report.html")
     assert result.returncode == 0, output_of(result)[-3000:]
     html = (root / "report.html").read_text(errors="replace")
     assert html.count("Claims resting on it") + html.count("No claim rests on it") >= len(FIGURES) // 2
+    assert "<strong>PASS</strong>" in html and "Observed:" in html and "How to read it" in html
+    categories = json.loads(re.search(r"var categories = (\{.*?\});\n", html).group(1))
+    assert {"crossover", "claims", "rules of thumb"} <= set(categories)
+    assert "build/report/crossover_summary.html" in categories["crossover"]["tables"]
+    assert "build/report/rules_of_thumb.html" in categories["rules of thumb"]["tables"]
+    assert "figures/crossover_map.png" in categories["crossover"]["figures"]
 
 
 def test_the_paper_builds_or_says_what_to_install(pipeline):
@@ -283,3 +305,128 @@ def test_the_pdf_reads_cleanly(pipeline):
     assert bibliography.count(r"\bibitem") >= 15
     log = (root / "build/paper/main.log").read_text(errors="replace")
     assert not paper_pdf.shrunk_tables(log), paper_pdf.shrunk_tables(log)
+
+
+# ---------------------------------------------------------------- every documented command
+# (helpers/documented_commands.py: which commands, and how each is run), in this copy, after the
+# main job and the paper, so that commands whose work is done find nothing to redo.
+
+DOCUMENTED = documented_commands.documented()
+
+
+CHECKLIST = [c for c in DOCUMENTED if c.where == "README.md:checklist"]
+
+
+def _of_kind(kind: str) -> list:
+    """The distinct commands of a kind (the README checklist's apart: one test runs them all)."""
+    return [pytest.param(c, id=f"{c.where} {c.text[:60]}") for c in documented_commands.distinct(DOCUMENTED)
+            if c.where != "README.md:checklist"
+            and (documented_commands.verdict(c) or documented_commands.Verdict("", "")).kind == kind]
+
+
+def test_every_documented_command_has_a_verdict():
+    missing = [f"{c.where}: {c.text}" for c in DOCUMENTED if documented_commands.verdict(c) is None]
+    assert not missing, "add a verdict to tests/cpu/helpers/documented_commands.py:\n" + "\n".join(missing)
+    assert len(DOCUMENTED) >= 30 and {c.where.split(":")[0] for c in DOCUMENTED} >= {"README.md", "docs/claims.md"}
+
+
+def _committed_copy(root: Path, tmp_path: Path) -> Path:
+    """A copy of the pipeline's copy that is a git repository with one commit (a release is a commit)."""
+    copy = shutil.copytree(root, tmp_path / "committed", symlinks=True)
+    for package in (copy / ".test-packages").iterdir():          # the copy's own packages, not root's
+        target = package.readlink()
+        package.unlink()
+        package.symlink_to(copy / target.relative_to(root), target_is_directory=True)
+    git = ["git", "-C", str(copy), "-c", "user.name=test", "-c", "user.email=test@example.invalid"]
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "a release"]):
+        subprocess.run([*git, *args], check=True, capture_output=True)
+    return copy
+
+
+@pytest.mark.parametrize("command", _of_kind("run"))
+def test_a_documented_command_runs_as_written(pipeline, command, tmp_path):
+    root, _ = pipeline
+    expected = documented_commands.verdict(command)
+    if "tma-study release" in command.text:
+        root = _committed_copy(root, tmp_path)
+    if "paper" in command.text.split() and not shutil.which("latexmk"):
+        pytest.skip("needs TeX (test_the_paper_builds_or_says_what_to_install checks the message)")
+    result = shell(root, command.text)
+    assert result.returncode == expected.exit_code, output_of(result)[-3000:]
+    for text in expected.prints:
+        assert text in output_of(result), f"{command.text!r} should print {text!r}:\n{output_of(result)[-3000:]}"
+
+
+def test_the_checklist_commands_print_each_studys_own_claims(pipeline):
+    """The README checklist's commands: their Snakemake part (the same for every study) once, then
+    each study's lookup, which prints that study's lines of claims.tsv and no other study's."""
+    root, _ = pipeline
+    parts = [c.text.split(" && ") for c in CHECKLIST]
+    assert len(CHECKLIST) >= 10 and len({first for first, _ in parts}) == 1
+    result = shell(root, parts[0][0])
+    assert result.returncode == 0 and "Nothing to be done" in output_of(result), output_of(result)[-3000:]
+    for _, lookup in parts:
+        study = lookup.split("--study ")[1]
+        result = shell(root, lookup)
+        header, *lines = result.stdout.splitlines()
+        assert result.returncode == 0 and header.startswith("id\tstatus"), output_of(result)
+        assert lines and {line.split("\t")[5] for line in lines} == {study}, lookup
+
+
+@pytest.mark.parametrize("command", _of_kind("dry"))
+def test_a_documented_command_that_takes_minutes_plans_its_work(pipeline, command):
+    """-n: what it would run; another reference's outputs all go to outputs/<label>/."""
+    root, _ = pipeline
+    result = shell(root, f"{command.text} -n")
+    assert result.returncode == 0 and "Job stats" in output_of(result), output_of(result)[-3000:]
+    label = re.search(r"reference_gpu=(\S+)", command.text)
+    if label:
+        outputs = re.findall(r"^    output: (.*)$", output_of(result), flags=re.MULTILINE)
+        paths = [p.strip() for line in outputs for p in line.split(",")]
+        assert paths and all(p.startswith((f"outputs/{label.group(1)}/", "results/")) for p in paths), paths
+
+
+@pytest.mark.parametrize("command", _of_kind("gpu"))
+def test_a_documented_gpu_command_parses(pipeline, command):
+    """Snakemake plans it up to the GPU check (the config is valid); tma-study accepts its arguments."""
+    root, _ = pipeline
+    if command.text.split()[0].endswith("tma-study"):
+        from tma_study.cli import _parser
+        args = _parser().parse_args(documented_commands.program_arguments(command.text))
+        assert args.command == "measure" and args.config.is_file()
+        return
+    result = shell(root, f"{command.text.split('#')[0]} -n")
+    assert result.returncode == 0 or "no CUDA GPU is visible here" in output_of(result), output_of(result)[-3000:]
+
+
+@pytest.mark.parametrize("command", _of_kind("slurm"))
+def test_a_documented_slurm_command_parses(command):
+    import yaml
+    from snakemake.cli import get_argument_parser
+    get_argument_parser().parse_args(documented_commands.program_arguments(command.text))
+    profile = yaml.safe_load((REPO / "profiles" / "slurm" / "config.yaml").read_text())
+    assert profile["executor"] == "slurm"
+    import snakemake_executor_plugin_slurm  # noqa: F401  (the test extra installs it)
+
+
+@pytest.mark.parametrize("command", _of_kind("setup") + _of_kind("apt") + _of_kind("history"))
+def test_a_documented_install_or_history_command_names_what_exists(command):
+    import tomllib
+    kind = documented_commands.verdict(command).kind
+    checkout = next((c.split()[-1] for c in command.block if c.startswith("git checkout")), None)
+    if kind == "history":
+        on_main = subprocess.run(["git", "-C", str(REPO), "merge-base", "--is-ancestor", checkout, "HEAD"])
+        assert on_main.returncode == 0, f"commit {checkout} is not on main"
+        for path in documented_commands.history_files(command):
+            exists = subprocess.run(["git", "-C", str(REPO), "cat-file", "-e", f"{checkout}:{path}"])
+            assert exists.returncode == 0, f"{path} is not in commit {checkout}"
+        return
+    if kind == "apt":
+        ci = (REPO / ".ci" / "run").read_text()
+        assert all(package in ci for package in command.text.split()[2:])
+        return
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    for named in re.findall(r"\.\[([a-z,]+)\]", command.text):
+        assert set(named.split(",")) <= set(extras), named
+    for constraints in re.findall(r"-c (\S+)", command.text):
+        assert (REPO / constraints).is_file()

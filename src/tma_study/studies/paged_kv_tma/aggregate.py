@@ -40,9 +40,12 @@ REFERENCE_GPU = "h200"
 POINT = ["point", "shape", "dtype", "seqlen_q", "batch", "context_tokens"]
 
 
-def tensor_peaks_tflops(gpu: str = REFERENCE_GPU) -> dict[str, float]:
-    """dtype -> the published dense tensor-core rate (TFLOP/s) of ``gpu`` (config/gpu_specs.yaml)."""
-    spec = yaml.safe_load(GPU_SPECS.read_text())["gpus"][gpu]
+def tensor_peaks_tflops(device_name: str | None = None) -> dict[str, float]:
+    """dtype -> the published dense tensor-core rate (TFLOP/s) of the GPU named ``device_name`` (as
+    its provenance records it) in config/gpu_specs.yaml; the reference GPU's where none matches."""
+    from tma_study.paper.projection import spec_key
+    specs = yaml.safe_load(GPU_SPECS.read_text())["gpus"]
+    spec = specs[spec_key(device_name, specs, REFERENCE_GPU)]
     return {dtype: float(spec[key]) for dtype, key in TENSOR_PEAK_KEY.items()}
 
 
@@ -76,9 +79,10 @@ def producers_table(attention: pd.DataFrame, ceilings: pd.DataFrame) -> pd.DataF
     return rows[keep].sort_values([*POINT[:1], "page_size", "load_path", "producer"]).reset_index(drop=True)
 
 
-def points_table(producers: pd.DataFrame, attention: pd.DataFrame, ceilings: pd.DataFrame) -> pd.DataFrame:
+def points_table(producers: pd.DataFrame, attention: pd.DataFrame, ceilings: pd.DataFrame,
+                 device_name: str | None = None) -> pd.DataFrame:
     read, _, copy = read_ceilings(ceilings)
-    peaks = tensor_peaks_tflops()
+    peaks = tensor_peaks_tflops(device_name)
     work = attention.groupby("point")[["bytes_moved", "flops"]].first()
     rows = []
     for key, cell in producers.groupby(POINT, sort=True):
@@ -129,4 +133,6 @@ def aggregate(raw_dir: Path, derived_dir: Path, repeat_dir: Path | None = None) 
     attention, ceilings = raw["attention.csv"], raw["ceilings.csv"]
     producers = producers_table(attention, ceilings)
     atomic_write_text(derived_dir / "producers.csv", producers.to_csv(index=False))
-    atomic_write_text(derived_dir / "points.csv", points_table(producers, attention, ceilings).to_csv(index=False))
+    device = raw.provenance.get("gpu", {}).get("name")
+    atomic_write_text(derived_dir / "points.csv",
+                      points_table(producers, attention, ceilings, device).to_csv(index=False))
