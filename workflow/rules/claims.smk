@@ -20,11 +20,14 @@ rule claims:
         catalog=CATALOG_DERIVED,  # workflow/rules/catalog.smk
         advisor=ADVISOR_DERIVED if ADVISOR_ACTIVE else [],  # workflow/rules/advisor.smk
         claims=sorted(str(p) for p in Path("config/claims").glob("*.yaml")),
+        # the registry's restatements, named beside the claims another instance changes
+        registry=sorted(str(p) for p in Path("config/claims_registry").glob("*.yaml")),
         schema="workflow/schemas/claims.schema.yaml",
         code=[
             "src/tma_study/paper/claims.py",
             "src/tma_study/paper/claim_checks.py",
             "src/tma_study/paper/claim_files.py",
+            "src/tma_study/paper/instances.py",
             "src/tma_study/paper/claims_by_gpu.py",
         ],
     output:

@@ -38,6 +38,7 @@ rule paper_generated:
         **PAPER_INPUTS,
         claims=f"{RESULTS}/claims.tsv",
         claims_by_run=f"{RESULTS}/claims_by_run.tsv",  # the appendix's claims that other runs change
+        registry=sorted(str(p) for p in Path("config/claims_registry").glob("*.yaml")),  # its counts
         catalog=CATALOG_DERIVED,
         advisor=ADVISOR_DERIVED if ADVISOR_ACTIVE else [],  # workflow/rules/advisor.smk
         specs="config/gpu_specs.yaml",

@@ -203,7 +203,8 @@ def run_agreement(by_run: pd.DataFrame) -> tuple[list[str], list[str]]:
     """(the claims judged PASS or FAIL in another run of their sweep, those of them whose status
     there differs from the reference's) of a ``claims_by_run.tsv`` frame (the reference's status in
     its third column). NOT MEASURED in another run (its data lack the file) judges nothing."""
-    reference, others = by_run.columns[2], list(by_run.columns[3:])
+    from .instances import ANNOTATIONS
+    reference, others = by_run.columns[2], [c for c in by_run.columns[3:] if c not in ANNOTATIONS]
     checked, differing = [], []
     for row in by_run.to_dict("records"):
         statuses = [row[label] for label in others if row[label] in (PASS, FAIL)]

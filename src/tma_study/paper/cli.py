@@ -20,6 +20,8 @@
     tma-study report-pages --claims TSV --out DIR TABLE.md ...
                                                            the HTML report's page of each table, with the
                                                            claims resting on it, and claims.html
+    tma-study claims-register [--check | --resolve]        register new claims in config/claims_registry/
+                                                           (--check: name every unregistered change)
 """
 from __future__ import annotations
 
@@ -30,13 +32,13 @@ from pathlib import Path
 from tma_study.config import REPO_ROOT
 from tma_study.studies import discover
 
-from . import catalog, claims, claims_by_gpu, rules_of_thumb
+from . import catalog, claims, claims_by_gpu, claims_registry, instances, rules_of_thumb
 from .generated import write_comparison, write_generated
 from .pdf import TexMissingError, build_pdf
 from .readme import update_readme
 
 COMMANDS = ("catalog", "claims", "rules-of-thumb", "compare", "paper-generated", "build-paper", "readme-tables",
-            "release", "report-pages")
+            "release", "report-pages", "claims-register")
 
 
 def add_commands(sub) -> None:
@@ -89,6 +91,9 @@ def add_commands(sub) -> None:
     p.add_argument("tables", type=Path, nargs="+", help="paper/tables/<table>.md files")
     p.add_argument("--claims", type=Path, required=True, help="results/<label>/claims.tsv")
     p.add_argument("--out", type=Path, required=True, help="folder for the pages (build/report/)")
+    p = sub.add_parser("claims-register", help="add registry entries for new claims (config/claims_registry/)")
+    p.add_argument("--check", action="store_true", help="exit 1 naming each claim that differs from its entry")
+    p.add_argument("--resolve", action="store_true", help="fill 'registered: pending' with the committing commit")
 
 
 def _study_dirs(items: list[str]) -> dict[str, Path]:
@@ -152,7 +157,9 @@ def run(args) -> int:
         study_dirs = _study_dirs(args.study_dir)
         loaded = claims.load_claims(args.claims_dir or claims.CLAIMS_DIR, discover())
         outcomes = claims.check_all(loaded, args.results, study_dirs)
-        tsv, md = claims.write_reports(outcomes, args.results, claims.other_runs(loaded, args.results, study_dirs))
+        runs = instances.annotate(claims.other_runs(loaded, args.results, study_dirs), loaded,
+                                  {o.claim.id: o.status for o in outcomes}, args.results)
+        tsv, md = claims.write_reports(outcomes, args.results, runs)
         claims_by_gpu.write(loaded, args.results, study_dirs)
         counts = claims.summary_counts(outcomes)
         print(f"{tsv}, {md}: " + ", ".join(f"{n} {status}" for status, n in counts.items()))
@@ -203,4 +210,21 @@ def run(args) -> int:
         print(f"{archive}: {count} files (the code and raw data at HEAD, paper/main.pdf, SHA256SUMS); "
               f"its sha256 in {archive.name}.sha256 beside it")
         return 0
+    if args.command == "claims-register":
+        return _register(args)
     raise SystemExit(f"not a paper command: {args.command}")
+
+
+def _register(args) -> int:
+    import datetime
+    current = claims_registry.claim_dicts(claims.load_claims(claims.CLAIMS_DIR, discover()))
+    if args.resolve:
+        print(f"{claims_registry.resolve_pending()} pending entries resolved")
+        return 0
+    if not args.check:
+        added = claims_registry.register(current, today=datetime.date.today().isoformat())
+        print(f"registered (pending until committed): {', '.join(added) or 'nothing new'}")
+    found = claims_registry.problems(current, claims_registry.load())
+    for line in found:
+        print(f"error: {line}", file=sys.stderr)
+    return 1 if found else 0

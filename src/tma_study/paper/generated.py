@@ -29,6 +29,7 @@ from .claims import (
     read_outcomes,
     run_agreement,
 )
+from .instances import ANNOTATIONS
 
 SPREAD_PERCENT = re.escape(SPREAD_TEXT) + r" ([0-9.]+) %"
 
@@ -83,7 +84,7 @@ def runs_table(by_run_tsv: Path) -> str:
     run's status beside the reference's, as a LaTeX table; how many agree in the caption."""
     by_run = read_outcomes(by_run_tsv)
     checked, differing = run_agreement(by_run)
-    runs = list(by_run.columns[2:])
+    runs = [c for c in by_run.columns[2:] if c not in ANNOTATIONS]
     if not checked:
         return ("% claims_by_run.tsv: no other run of any study's sweep in results/, so no claim was judged again\n"
                 r"\label{tab:claims_by_run}" + "\n")
@@ -91,7 +92,8 @@ def runs_table(by_run_tsv: Path) -> str:
                f"(another instance, judged as the reference is, with the same spreads): {len(checked) - len(differing)} "
                f"of the {len(checked)} claims so checked have the same status in every run; the "
                f"{len(differing)} below do not (column {runs[0]}: the reference; -- where a run does not hold "
-               "the claim's sweep). A claim is stated from the reference run alone.")
+               "the claim's sweep). Such a claim is instance-dependent: below each, the number each differing check "
+               "stands on in every run, and the claims that restate it with what holds on every instance.")
     spec = r">{\raggedright\arraybackslash}p{3.2cm}" + "c" * len(runs)
     head = r"\textbf{claim} & " + " & ".join(rf"\rotatebox{{60}}{{\texttt{{{latex_escape(r)}}}}}" for r in runs)
     lines = [r"{\small\setlength{\tabcolsep}{3pt}", rf"\begin{{longtable}}{{{spec}}}",
@@ -102,6 +104,9 @@ def runs_table(by_run_tsv: Path) -> str:
         cells = [latex_escape(row[run]) if row[run] else "--" for run in runs]
         lines.append(rf"\claimref{{{row['id']}}} {{\scriptsize\texttt{{{breakable(row['id'])}}}}} & "
                      + " & ".join(cells) + r" \\")
+        notes = [f"{name}: {row[name]}" for name in ANNOTATIONS if row.get(name)]
+        if notes:
+            lines.append(rf"\multicolumn{{{len(runs) + 1}}}{{p{{11cm}}}}{{\scriptsize {latex_escape('. '.join(notes))}}} \\")
     lines += [r"\end{longtable}", "}", ""]
     return "\n".join(lines)
 

@@ -20,7 +20,7 @@ from tma_study.advisor.validation import macros as advisor_macros
 from tma_study.advisor.validation.run import FIGURES as ADVISOR_FIGURES
 from tma_study.advisor.validation.run import TABLES as ADVISOR_TABLES
 
-from . import catalog, projection
+from . import catalog, claims_registry, projection
 from .catalog import TABLES as CATALOG_TABLES
 from .claims import (
     BY_RUN_FILE,
@@ -87,6 +87,10 @@ def claims_macros(claims_tsv: Path | None, studies: dict) -> dict[str, str]:
         checked, differing = run_agreement(read_outcomes(by_run))
         macros.update({"claimsOtherRunsChecked": str(len(checked)), "claimsOtherRunsDiffer": str(len(differing)),
                        "claimsOtherRunsSame": str(len(checked) - len(differing))})
+    counts = claims_registry.counts(claims_registry.load())     # config/claims_registry/: how each was registered
+    macros.update({"claimsRegistered": str(counts["claims"]), "claimsRegisteredBeforeData": str(counts["before_data"]),
+                   "claimsRegisteredAfterData": str(counts["after_data"]), "claimsRestored": str(counts["restored"]),
+                   "claimsRestating": str(counts["restating"])})
     names = [*CATALOG_TABLES, *ADVISOR_FIGURES, *ADVISOR_TABLES,
              *(f for study in studies.values() for f in (*study.figures, *study.tables))]
     for figure in names:

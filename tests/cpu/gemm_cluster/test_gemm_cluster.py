@@ -299,9 +299,11 @@ def test_every_claim_evaluates_on_synthetic_data(analysed):
     says NOT MEASURED while they do not."""
     from tma_study.paper.claims import evaluate, load_claims
     claims = [c for c in load_claims(studies=discover()) if c.study == "gemm_cluster"]
-    assert len(claims) == 4
+    assert len(claims) == 6
     outcomes = {c.id: evaluate(c, analysed.parent) for c in claims}
     assert outcomes.pop("gemm_cluster_gains_only_for_small_fp8_tiles").status in ("PASS", "FAIL")
+    assert outcomes.pop("gemm_cluster_gains_only_for_small_fp8_tiles_by_interval").status in ("PASS", "FAIL")
+    assert outcomes.pop("gemm_cluster_multicast_rule_beats_its_baselines").status in ("PASS", "FAIL")
     assert {k: o.status for k, o in outcomes.items()} == {
         "gemm_cluster_tile_order_lifts_1x1": "PASS",                   # 1/0.95 > 1.02
         "gemm_cluster_gain_against_best_1x1": "FAIL",                  # the median of win, tie, tie: 0.95/0.94

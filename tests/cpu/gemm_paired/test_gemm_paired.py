@@ -230,9 +230,12 @@ def test_every_claim_evaluates_on_synthetic_data(analysed, tmp_path):
     (results / "gemm_paired").mkdir(parents=True)
     (results / "gemm_paired" / "derived").symlink_to(analysed / "derived")
     claims = [c for c in load_claims(studies=discover()) if c.study == "gemm_paired"]
-    assert len(claims) == 3
     outcomes = {c.id: evaluate(c, results) for c in claims}
-    assert all(o.status == "PASS" for o in outcomes.values()), {k: (o.status, o.reason) for k, o in outcomes.items()}
+    first = {"gemm_paired_tma_reaches_95_percent_of_cublas", "gemm_paired_spread_within_margin",
+             "gemm_paired_bursts_run_unthrottled"}
+    assert first <= set(outcomes) and len(outcomes) == 7      # with those restored and restated (issue 45)
+    assert all(outcomes[c].status == "PASS" for c in first), {k: (o.status, o.reason) for k, o in outcomes.items()}
+    assert all(o.status in ("PASS", "FAIL") for o in outcomes.values()), {k: o.reason for k, o in outcomes.items()}
 
 
 def test_abba_cancels_an_advantage_of_the_first_slot():

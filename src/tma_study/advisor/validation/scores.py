@@ -20,11 +20,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from tma_study.bootstrap import BOOTSTRAP_RESAMPLES, CONFIDENCE, SEED  # noqa: F401 (the advisor's settings)
+from tma_study.bootstrap import interval as _interval
+from tma_study.bootstrap import resamples as _resamples
+
 from .cases import TIE, TMA
 
-BOOTSTRAP_RESAMPLES = 2000
-CONFIDENCE = 0.95
-SEED = 20261205
 BASELINES = ("always_tma", "always_alternative", "transfer_size_only", "fa3_rule", "majority_class")
 POLICIES = ("advisor", *BASELINES)
 ALTERNATIVE_PICK = "alternative"
@@ -40,15 +41,6 @@ def outcomes(cases: pd.DataFrame, pick: pd.Series) -> pd.DataFrame:
     applicable = pick.notna()
     return pd.DataFrame({"result": np.where(applicable, result, None),
                          "regret": np.where(applicable, regret, np.nan)}, index=cases.index)
-
-
-def _resamples(n: int) -> np.ndarray:
-    return np.random.default_rng(SEED).integers(0, n, size=(BOOTSTRAP_RESAMPLES, n))
-
-
-def _interval(values: np.ndarray) -> tuple[float, float]:
-    tail = (1 - CONFIDENCE) / 2
-    return float(np.quantile(values, tail)), float(np.quantile(values, 1 - tail))
 
 
 def score(cases: pd.DataFrame, picks: pd.DataFrame, label: dict) -> tuple[list[dict], list[dict]]:

@@ -83,7 +83,8 @@ def with_pattern(bandwidth: pd.DataFrame) -> pd.DataFrame:
 
 def bandwidth_table(bandwidth: pd.DataFrame, sm_count: int) -> pd.DataFrame:
     """Best per path, pattern and cluster size; per SM over the SMs the grid kept busy (a grid of
-    at least one CTA per SM fills all of them; occupancy may cap CTAs per SM below the request);
+    at least one CTA per SM fills all of them; occupancy may cap CTAs per SM below the request), and
+    per resident CTA (the grid holds every whole cluster that fits at once: persistent_grid);
     ``fraction_of_cluster_two``: GB/s over the same pattern's with clusters of 2 (empty without)."""
     frame = with_pattern(bandwidth)
     frame = frame.assign(relative_iqr=frame.time_us_iqr / frame.time_us_median)
@@ -92,13 +93,14 @@ def bandwidth_table(bandwidth: pd.DataFrame, sm_count: int) -> pd.DataFrame:
     best["busy_sms"] = best.grid_ctas.clip(upper=sm_count)
     best["gbps_per_busy_sm"] = best.gbps / best.busy_sms
     best["bytes_per_sm_cycle"] = best.gbps_per_busy_sm * 1e3 / best.sm_clock_mhz_mean
+    best["gbps_per_resident_cta"] = best.gbps / best.grid_ctas      # the grid is every CTA that fits at once
     at_two = best[best.cluster_size == 2].set_index(["path", "pattern"]).gbps
     best["fraction_of_cluster_two"] = [
         r.gbps / at_two[(r.path, r.pattern)] if (r.path, r.pattern) in at_two.index else float("nan")
         for r in best.itertuples()]
     columns = [*keys, "ctas_per_sm", "threads_per_cta", "grid_ctas", "busy_sms", "busy_cta_share",
                "time_us_median", "relative_iqr", "gbps", "gbps_per_busy_sm", "bytes_per_sm_cycle",
-               "fraction_of_cluster_two", "sm_clock_mhz_mean"]
+               "gbps_per_resident_cta", "fraction_of_cluster_two", "sm_clock_mhz_mean"]
     return best[columns].sort_values(keys).reset_index(drop=True)
 
 

@@ -30,6 +30,9 @@ def macros(derived_dir: Path, provenance: dict) -> dict[str, str]:
         words = SIZE_WORDS[int(r.cluster_size)]
         out[camel("dsm", prefix, "read gbps cluster", words)] = number(r.gbps)
         out[camel("dsm", prefix, "read bytes per cycle cluster", words)] = number(r.bytes_per_sm_cycle, 1)
+        if "gbps_per_resident_cta" in bandwidth:
+            out[camel("dsm", prefix, "read gbps per cta cluster", words)] = number(r.gbps_per_resident_cta, 1)
+            out[camel("dsm", prefix, "resident ctas cluster", words)] = number(r.grid_ctas)
         if r.cluster_size != 2 and not pd.isna(r.fraction_of_cluster_two):
             out[camel("dsm", prefix, "read drop percent from two cluster", words)] = number(
                 100 * (1 - r.fraction_of_cluster_two))
@@ -37,6 +40,8 @@ def macros(derived_dir: Path, provenance: dict) -> dict[str, str]:
         for n, words in SIZE_WORDS.items():
             out.setdefault(camel("dsm", prefix, "read gbps cluster", words), NOT_MEASURED)
             out.setdefault(camel("dsm", prefix, "read bytes per cycle cluster", words), NOT_MEASURED)
+            out.setdefault(camel("dsm", prefix, "read gbps per cta cluster", words), NOT_MEASURED)
+            out.setdefault(camel("dsm", prefix, "resident ctas cluster", words), NOT_MEASURED)
             if n != 2:
                 out.setdefault(camel("dsm", prefix, "read drop percent from two cluster", words), NOT_MEASURED)
     winners = pd.read_csv(derived_dir / "winners.csv")

@@ -48,8 +48,10 @@ def primitives_table(latency: pd.DataFrame, bandwidth: pd.DataFrame) -> pd.DataF
     for r in with_pattern(bandwidth).itertuples():
         rows.append({"measure": "bandwidth", "cluster": r.cluster_size,
                      "what": bandwidth_path_label(r.path, r.pattern),
-                     "value": f"{r.gbps:.0f} GB/s ({r.bytes_per_sm_cycle:.1f} B/cycle per SM, "
-                              f"{r.grid_ctas / r.busy_sms:.0f} CTAs/SM x {r.threads_per_cta} threads)"})
+                     "value": f"{r.gbps:.0f} GB/s ({r.bytes_per_sm_cycle:.1f} B/cycle per SM"
+                              + (f"; {r.gbps_per_resident_cta:.1f} GB/s per resident CTA, {r.grid_ctas} CTAs"
+                                 if hasattr(r, "gbps_per_resident_cta") else "")
+                              + f", {r.grid_ctas / r.busy_sms:.0f} CTAs/SM x {r.threads_per_cta} threads)"})
     return pd.DataFrame(rows)
 
 
@@ -65,6 +67,7 @@ def write_tables(derived_dir: Path, provenance: dict, tables_dir: Path) -> None:
                 "DSM raw cost: one thread's dependent 4-byte loads (clock64 cycles, median of repeats; ns at the "
                 "median SM clock of the bandwidth runs) and the read bandwidth when every CTA streams a partner's "
                 "shared memory, CTA r reading CTA (r+1) mod n (ring) or CTA r xor 1 (pair) (best over CTAs/SM and "
-                "threads; per SM over the SMs the grid kept busy). "
+                "threads; per SM over the SMs the grid kept busy; per resident CTA over the grid, every whole cluster that fits "
+                "at once). "
                 f"{source}.")
     write_table(run_table(provenance), tables_dir, "dsm_run", "How the dsm data were measured (from provenance.json).")

@@ -6,7 +6,7 @@ Its kernels are CUTLASS C++, one nvcc job per variant (workflow/rules/gemm.smk);
 collects them for the generic compile rule (build.py). Measured through a C ABI (abi.py) with the
 project's harness, cuBLAS as the anchor in the same run. Its paper tier: rules.py (rules of
 thumb), macros.py (numbers of paper/sections/studies/gemm.tex), predict.py (do the crossover and
-multicast rules name the GEMM winners?).
+multicast rules name the GEMM winners?), baselines.py (each rule beside its trivial baselines).
 """
 from tma_study.studies.base import Study
 
@@ -18,9 +18,10 @@ STUDY = Study(
              "square and LLM projection shapes, and do the crossover and multicast rules predict it?",
     raw_files=("gemm.csv", "kernels.csv"),
     derived_files=("measured.csv", "speedup.csv", "multicast.csv", "multicast_summary.csv", "cublas.csv",
-                   "bar.csv", "rules.csv", "status.csv"),
+                   "bar.csv", "rules.csv", "rule_baselines.csv", "status.csv"),
     figures=("gemm_speedup", "gemm_cublas"),
-    tables=("gemm_bar", "gemm_speedup", "gemm_multicast", "gemm_rules", "gemm_status", "gemm_run"),
+    tables=("gemm_bar", "gemm_speedup", "gemm_multicast", "gemm_rules", "gemm_rule_baselines", "gemm_status",
+            "gemm_run"),
     compile=f"{_HERE}.build:compile_step",            # the reports of the per-variant nvcc jobs
     compile_inputs=f"{_HERE}.build:compile_inputs",
     kernel_table=f"{_HERE}.tables:write_kernel_table",

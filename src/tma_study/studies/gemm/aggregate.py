@@ -15,6 +15,8 @@
                     the candidates that could not be measured
 - ``rules.csv``     do the crossover and multicast studies' rules predict the GEMM winners?
                     (predict.py)
+- ``rule_baselines.csv`` each of those rules beside its trivial baselines, with bootstrap intervals
+                    (baselines.py)
 - ``status.csv``    rows per (arch, implementation, load, status), and how many measured rows have
                     fewer samples than asked for or ran at the throttle floor
 
@@ -42,6 +44,7 @@ import pandas as pd
 from tma_study.harness import raw_data
 
 from . import STUDY
+from .baselines import rule_baselines
 from .predict import crossover_verdicts, multicast_boundary, multicast_verdicts, rules
 from .rows import (
     ACCUMULATION_COLUMN,
@@ -336,4 +339,5 @@ def aggregate(raw_dir: Path, derived_dir: Path, repeat_dir: Path | None = None) 
     _write(bar(gemm, measured), derived_dir / "bar.csv")
     _write(rules(speedups, crossover, gains, multicast_rule, raw_dir.parent / "multicast", l2_boundary,
                  int(raw.provenance["gpu"].get("sm_count") or 132)), derived_dir / "rules.csv")
+    _write(rule_baselines(speedups, crossover, gains, multicast_rule, l2_boundary), derived_dir / "rule_baselines.csv")
     _write(status_counts(gemm, measured), derived_dir / "status.csv")

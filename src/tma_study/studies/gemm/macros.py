@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from tma_study import rule_scores
 from tma_study.report.numbers import camel, number, percent, ratio, size
 
 from .rows import ACCUMULATION_COLUMN, MEASURED, TimingLimits, short_variant
@@ -183,6 +184,13 @@ def macros(derived_dir: Path, provenance: dict) -> dict[str, str]:
         out |= _multicast(summary)
     out |= _rules(pd.read_csv(derived_dir / "rules.csv"))
     out |= _l2_rule(pd.read_csv(derived_dir / "rules.csv"))
+    if (derived_dir / "rule_baselines.csv").is_file():
+        scores = pd.read_csv(derived_dir / "rule_baselines.csv")
+        out |= rule_scores.macros(scores, "gemmCrossoverVsBaselines", rule="crossover", working_set="hbm",
+                                  scope="decided without spills")
+        out |= rule_scores.macros(scores, "gemmMulticastVsBaselines", rule="multicast", working_set="hbm")
+        out |= rule_scores.macros(scores, "gemmMulticastLtwoVsBaselines", rule="multicast_l2")
+        out |= rule_scores.macros(scores, "gemmLtwoThresholdCrossValidated", rule="multicast_l2_cross_validated")
     measured = pd.read_csv(derived_dir / "measured.csv")
     if "dtype" in measured.columns:
         out |= _accumulation(measured)

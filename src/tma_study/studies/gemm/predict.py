@@ -99,6 +99,22 @@ def best_threshold_agreement(rate: pd.Series, win: pd.Series) -> int:
     return max(r for r, ok in zip(right, [True, *distinct]) if ok)
 
 
+def busy_comparisons(gains: pd.DataFrame) -> tuple[pd.DataFrame, pd.Series]:
+    """(the measured cluster comparisons where every CTA has a tile, their win/tie/loss verdicts)."""
+    busy = gains[(gains.status == MEASURED) & ~gains.cluster_exceeds_tiles.astype(bool)]
+    return busy, _gemm_verdict(busy.gain, busy.spread)
+
+
+def l2_predictions(gains: pd.DataFrame, boundary: pd.DataFrame):
+    """(busy comparisons, their verdicts, each one's 1x1 L2 read rate over the sweep's L2 read ceiling,
+    the boundary's predicted win) for the multicast_l2 rule."""
+    busy, outcome = busy_comparisons(gains)
+    fraction = gemm_l2_read_gbps(busy) / float(boundary.l2_read_ceiling_gbps.iloc[0])
+    start = boundary.set_index(["cluster_x", "cluster_y"]).win_from_l2_read_fraction
+    threshold = pd.Series([start.get((r.cluster_m, r.cluster_n), np.nan) for r in busy.itertuples()], index=busy.index)
+    return busy, outcome, fraction, threshold.notna() & (fraction >= threshold)
+
+
 def score_multicast_l2(gains: pd.DataFrame, boundary: pd.DataFrame | None, sm_count: int) -> list[dict]:
     if boundary is None or boundary.empty:
         return [{"rule": "multicast_l2", "status": NOT_MEASURED_TEXT + ": the multicast study's raw data have no "
@@ -106,13 +122,8 @@ def score_multicast_l2(gains: pd.DataFrame, boundary: pd.DataFrame | None, sm_co
     if gains.empty or "status" not in gains or not (gains.status == MEASURED).any():
         return [{"rule": "multicast_l2", "status": NOT_MEASURED_TEXT + ": no TMA cluster variant was compared "
                                                                        "with its 1x1 variant"}]
-    busy = gains[(gains.status == MEASURED) & ~gains.cluster_exceeds_tiles.astype(bool)]
-    outcome = _gemm_verdict(busy.gain, busy.spread)
+    busy, outcome, fraction, predicted_win = l2_predictions(gains, boundary)
     ceiling = float(boundary.l2_read_ceiling_gbps.iloc[0])
-    fraction = gemm_l2_read_gbps(busy) / ceiling
-    start = boundary.set_index(["cluster_x", "cluster_y"]).win_from_l2_read_fraction
-    threshold = pd.Series([start.get((r.cluster_m, r.cluster_n), np.nan) for r in busy.itertuples()], index=busy.index)
-    predicted_win = threshold.notna() & (fraction >= threshold)
     gemm_win = outcome == "win"
     right = predicted_win == gemm_win
     tiles = np.ceil(busy.m / busy.tile.str.split("x").str[0].astype(int)) \
@@ -153,21 +164,31 @@ def _fraction(part: int, whole: int) -> float:
     return float(part / whole) if whole else np.nan
 
 
+def tma_spills_alone(same: pd.DataFrame) -> pd.Series:
+    """Comparisons whose TMA variant spills registers while its cp.async partner does not."""
+    return (same.get("tma_spill_store_bytes", pd.Series(0, index=same.index)).fillna(0) > 0) \
+        & (same.get("cpasync_spill_store_bytes", pd.Series(0, index=same.index)).fillna(0) == 0)
+
+
+def crossover_prediction(same: pd.DataFrame, verdicts: pd.DataFrame, ws: str) -> tuple[float, np.ndarray]:
+    """(the crossover size at ``ws``, the rule's pick per comparison: tma from it, else cpasync)."""
+    tile_m = same.tile.str.split("x").str[0].astype(int)
+    tile_k = same.tile.str.split("x").str[2].astype(int)
+    transfer = tile_m * tile_k * same.dtype.map(BYTES_PER_ELEMENT)
+    threshold = verdicts[verdicts.working_set == ws].iloc[0].crossover_bytes
+    return threshold, np.where(np.isnan(threshold), "cpasync", np.where(transfer >= threshold, "tma", "cpasync"))
+
+
 def score_crossover(speedups: pd.DataFrame, verdicts: pd.DataFrame | None) -> list[dict]:
     same = speedups[speedups.compared != "best"] if len(speedups) else speedups
     if verdicts is None or verdicts.empty:
         return [{"rule": "crossover", "status": NOT_MEASURED_TEXT + ": no crossover raw data beside this run"}]
     if same.empty:
         return [{"rule": "crossover", "status": NOT_MEASURED_TEXT + ": no TMA/cp.async pair was measured"}]
-    tile_m = same.tile.str.split("x").str[0].astype(int)
-    tile_k = same.tile.str.split("x").str[2].astype(int)
-    transfer = tile_m * tile_k * same.dtype.map(BYTES_PER_ELEMENT)
-    spills = (same.get("tma_spill_store_bytes", pd.Series(0, index=same.index)).fillna(0) > 0) \
-        & (same.get("cpasync_spill_store_bytes", pd.Series(0, index=same.index)).fillna(0) == 0)
+    spills = tma_spills_alone(same)
     rows = []
     for ws in verdicts.working_set.unique():
-        threshold = verdicts[verdicts.working_set == ws].iloc[0].crossover_bytes
-        predicted = np.where(np.isnan(threshold), "cpasync", np.where(transfer >= threshold, "tma", "cpasync"))
+        threshold, predicted = crossover_prediction(same, verdicts, ws)
         decided = same.winner != "tie"
         right = (predicted == same.winner) & decided
         clean = decided & ~spills
@@ -187,6 +208,13 @@ def _gemm_verdict(gain: pd.Series, spread: pd.Series) -> pd.Series:
                      index=gain.index)
 
 
+def multicast_prediction(busy: pd.DataFrame, verdicts: pd.DataFrame, ws: str) -> pd.Series:
+    """The microbenchmark's verdict (win, tie, loss; NaN: none at that tile) for each comparison."""
+    table = verdicts[verdicts.working_set == ws].set_index(["cluster_x", "cluster_y", "tile_bytes"])
+    return pd.Series([table.status_vs_no_cluster.get((r.cluster_m, r.cluster_n, r.a_tile_bytes), np.nan)
+                      for r in busy.itertuples()], index=busy.index)
+
+
 def score_multicast(gains: pd.DataFrame, verdicts: pd.DataFrame | None, multicast_raw: Path) -> list[dict]:
     if verdicts is None or verdicts.empty:
         return [{"rule": "multicast", "status": NOT_MEASURED_TEXT + f": the multicast study has no 2-D data at "
@@ -196,13 +224,10 @@ def score_multicast(gains: pd.DataFrame, verdicts: pd.DataFrame | None, multicas
                                                                     "its 1x1 variant"}]
     compared = gains[gains.status == MEASURED]
     gains = gains[gains.arch.isin(compared.arch.unique())]      # an architecture not run here says so elsewhere
-    busy = compared[~compared.cluster_exceeds_tiles.astype(bool)]
-    outcome = _gemm_verdict(busy.gain, busy.spread)
+    busy, outcome = busy_comparisons(compared)
     rows = []
     for ws in sorted(verdicts.working_set.unique()):
-        table = verdicts[verdicts.working_set == ws].set_index(["cluster_x", "cluster_y", "tile_bytes"])
-        predicted = pd.Series([table.status_vs_no_cluster.get((r.cluster_m, r.cluster_n, r.a_tile_bytes), np.nan)
-                               for r in busy.itertuples()], index=busy.index)
+        predicted = multicast_prediction(busy, verdicts, ws)
         for scope in [EVERY_CLUSTER, *sorted(busy.cluster.unique())]:
             mask = (busy.cluster == scope) if scope != EVERY_CLUSTER else pd.Series(True, index=busy.index)
             known = mask & predicted.notna()

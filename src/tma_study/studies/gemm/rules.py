@@ -80,39 +80,70 @@ def _multicast_rule(summary: pd.DataFrame) -> dict | None:
             "figure": "gemm_multicast", "claims": ("gemm_multicast_changes_median_by_under_10_percent",)}
 
 
-def _prediction_rules(rules: pd.DataFrame) -> list[dict]:
+def _against_baselines(baselines: pd.DataFrame | None, **where) -> tuple[bool, str]:
+    """(whether the rule is predictive, a clause with its share and its best baseline's) from
+    rule_baselines.csv; (False, "") where the file has no such row."""
+    if baselines is None or "role" not in baselines:
+        return False, ""
+    rows = baselines[baselines.role == "rule"]
+    for column, value in where.items():
+        rows = rows[rows[column] == value]
+    if rows.empty:
+        return False, ""
+    r = rows.iloc[0]
+    best = baselines[(baselines.rule == r.rule) & (baselines.working_set == r.working_set)
+                     & (baselines.scope == r.scope) & (baselines.policy == r.best_baseline)].iloc[0]
+    verdict = "predictive" if r.predictive else "not predictive"
+    return bool(r.predictive), (f"{verdict}: right in {100 * r.share:.0f} % [{100 * r.share_low:.0f}, "
+                                f"{100 * r.share_high:.0f}] of {r.cases:.0f}, {r.best_baseline.replace('_', ' ')} in "
+                                f"{100 * best.share:.0f} % [{100 * best.share_low:.0f}, {100 * best.share_high:.0f}]")
+
+
+def _crossover_row(c, baselines) -> dict:
+    predictive, against = _against_baselines(baselines, rule="crossover", working_set=c.working_set,
+                                             scope="decided without spills")
+    evidence = (f"crossover rule right in {100 * c.fraction_right_of_decided:.0f} % of "
+                f"{c.predicted_right + c.predicted_wrong:.0f} decided same-configuration comparisons, "
+                f"{100 * c.fraction_right_without_spills:.0f} % of {c.decided_without_spills:.0f} without spilling TMA "
+                "variants" + (f"; {against}" if against else ""))
+    if predictive or not against:
+        spills_matter = c.fraction_right_without_spills > c.fraction_right_of_decided
+        return {"situation": "carrying the crossover rule to GEMM mainloops",
+                "rule": "predict the mainloop winner from the crossover size"
+                        + (" once register spills are ruled out" if spills_matter else ""),
+                "evidence": evidence, "figure": "gemm_rules",
+                "claims": ("gemm_crossover_rule_predicts_without_spills", "gemm_crossover_rule_beats_its_baselines")}
+    return {"situation": "carrying the crossover rule to GEMM mainloops",
+            "rule": "load GEMM operand tiles with TMA: every A tile is past the crossover size, so the crossover "
+                    "rule says no more than always-TMA does here",
+            "evidence": evidence, "figure": "gemm_rule_baselines",
+            "claims": ("gemm_crossover_rule_predicts_without_spills", "gemm_rules_reduce_to_a_trivial_baseline")}
+
+
+def _prediction_rules(rules: pd.DataFrame, baselines: pd.DataFrame | None = None) -> list[dict]:
     """Whether the crossover and multicast studies' verdicts carry to the GEMM: one row each."""
     crossover = rules[(rules.rule == "crossover") & (rules.status == MEASURED)]
     multicast = rules[(rules.rule == "multicast") & (rules.status == MEASURED)]
     if len(multicast):           # measured rows carry a scope: one row over every cluster shape
         multicast = multicast[multicast.scope == "every cluster"]
-    rows = []
-    if len(crossover):
-        c = crossover.iloc[0]
-        spills_matter = c.fraction_right_without_spills > c.fraction_right_of_decided
-        rows.append({"situation": "carrying the crossover rule to GEMM mainloops",
-                     "rule": "predict the mainloop winner from the crossover size"
-                             + (" once register spills are ruled out" if spills_matter else ""),
-                     "evidence": (f"crossover rule right in {100 * c.fraction_right_of_decided:.0f} % of "
-                                  f"{c.predicted_right + c.predicted_wrong:.0f} decided same-configuration comparisons, "
-                                  f"{100 * c.fraction_right_without_spills:.0f} % of {c.decided_without_spills:.0f} "
-                                  "without spilling TMA variants"),
-                     "figure": "gemm_rules", "claims": ("gemm_crossover_rule_predicts_without_spills",)})
+    rows = [_crossover_row(crossover.iloc[0], baselines)] if len(crossover) else []
     if len(multicast):
         holds = bool((multicast.fraction_not_faster_held >= MULTICAST_VERDICT_HOLDS).all())
+        _, against = _against_baselines(baselines, rule="multicast", working_set="hbm", scope="every cluster")
         rows.append({"situation": "carrying the multicast microbenchmark's verdict to GEMMs",
                      "rule": ("expect no gain from multicast where the microbenchmark shows none" if holds else
                               "do not carry the load-only multicast verdict to GEMMs: measure the cluster shape"),
                      "evidence": "; ".join(f"'not faster' holds for {100 * m.fraction_not_faster_held:.0f} % of "
                                            f"{m.not_faster_predicted:.0f} cluster variants ({m.working_set}), win/tie/loss "
-                                           f"agrees in {100 * m.fraction_agree:.0f} %" for m in multicast.itertuples()),
+                                           f"agrees in {100 * m.fraction_agree:.0f} %" for m in multicast.itertuples())
+                                 + (f"; win or not faster (HBM verdict): {against}" if against else ""),
                      "figure": "gemm_rules",
                      "claims": ("gemm_multicast_rule_not_faster_holds",) if holds else
                                ("gemm_multicast_microbenchmark_misses_often",)})
     return rows
 
 
-def _l2_rule(rules: pd.DataFrame) -> dict | None:
+def _l2_rule(rules: pd.DataFrame, baselines: pd.DataFrame | None = None) -> dict | None:
     """Whether the multicast study's L2-read-rate boundary predicts the GEMM's cluster variants."""
     rows = rules[(rules.rule == "multicast_l2") & (rules.status == MEASURED)]
     if rows.empty:
@@ -134,6 +165,10 @@ def _l2_rule(rules: pd.DataFrame) -> dict | None:
                 f"{100 * every.fraction_agree_same_clocks_over_two_waves:.0f} % right where neither; no threshold on the "
                 f"L2 read rate, even one chosen on the GEMM data, is right in more than "
                 f"{100 * every.best_threshold_fraction_agree:.0f} %")
+    for name, label in (("multicast_l2", "the boundary"), ("multicast_l2_cross_validated",
+                                                           "a threshold chosen on the other shapes")):
+        against = _against_baselines(baselines, rule=name)[1]
+        evidence += f"; {label} is {against}" if against else ""
     return {"situation": "predicting TMA multicast's gain in a GEMM from its L2 read rate", "rule": rule,
             "evidence": evidence, "figure": "gemm_rules", "claims": claims}
 
@@ -168,8 +203,9 @@ def rules_of_thumb(derived_dir: Path, provenance: dict) -> list[dict]:
         rows += [_mainloop_rule(speedup), _spill_rule(speedup)]
     if summary is not None:
         rows.append(_multicast_rule(summary))
+    baselines = pd.read_csv(derived_dir / "rule_baselines.csv") if (derived_dir / "rule_baselines.csv").is_file() else None
     if rules is not None:
-        rows += _prediction_rules(rules)
-        rows.append(_l2_rule(rules))
+        rows += _prediction_rules(rules, baselines)
+        rows.append(_l2_rule(rules, baselines))
     rows.append(_bar_rule(pd.read_csv(derived_dir / "bar.csv")))
     return [row for row in rows if row is not None]

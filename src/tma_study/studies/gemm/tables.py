@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from tma_study import rule_scores
 from tma_study.harness import l2_state
 from tma_study.report.tables import source_line, write_paragraph_table, write_table
 
@@ -296,6 +297,13 @@ def write_tables(derived_dir: Path, provenance: dict, tables_dir: Path) -> None:
                           "cluster shape and A tile; from the L2 read rate: win where the 1x1 variant's L2 read "
                           "rate (TFLOP/s x bytes per FLOP) reaches the fraction of the L2 read ceiling from which "
                           f"the multicast study's compute sweep saw multicast win at that shape. {source}.", [4.0, 12.0])
+    write_table(rule_scores.table(_read(derived_dir / "rule_baselines.csv"), ["rule", "working_set", "scope"]),
+                tables_dir, "gemm_rule_baselines",
+                "Each rule of the gemm_rules table beside its trivial baselines on the same comparisons: the share "
+                "it names right with a bootstrap 95 % interval (comparisons resampled), and its margin over the best "
+                "baseline (paired resamples). A rule is predictive only where that interval lies above 0. The "
+                "crossover and multicast rules' thresholds come from their own studies; the L2 read rate's, "
+                f"cross-validated, from the other problem shapes. {source}.")
     write_table(status_table(_read(derived_dir / "status.csv")), tables_dir, "gemm_status",
                 "What was measured, per architecture and load mechanism, and why the rest was not; of the "
                 "measured rows, how many kept fewer samples than the run asked for (min_samples) and how many "

@@ -23,10 +23,10 @@ STUDY = Study(
              "1x1 sibling at every scheduler swizzle, timed round-robin in one power state.",
     raw_files=("samples.csv",),
     derived_files=("configurations.csv", "tile_order.csv", "same_order.csv", "gains.csv", "summary.csv",
-                   "rule.csv"),
+                   "rule.csv", "rule_baselines.csv"),
     figures=(),
     tables=("gemm_cluster_gains", "gemm_cluster_tile_order", "gemm_cluster_summary", "gemm_cluster_rule",
-            "gemm_cluster_run"),
+            "gemm_cluster_rule_baselines", "gemm_cluster_run"),
     compile=f"{_HERE}.library:compile_step",          # links gemm's objects of the variants
     compile_inputs=f"{_HERE}.library:compile_inputs",
     kernel_table=f"{_HERE}.tables:write_kernel_table",

@@ -22,11 +22,13 @@ has that lean on both sides, and the verdict's tolerance is at least the rounds'
                          order (``default_gain``), the gain of its best order over the 1x1's best
                          order (``fair_gain``: the fair comparison), the 1x1's own tile-order gain
                          (``one_order_gain``), and the share of the default gain that the fair
-                         comparison loses (``order_share_of_gain``)
+                         comparison loses (``order_share_of_gain``); beside the default and fair
+                         verdicts, the gain's bootstrap interval and its verdict (intervals.py)
 - ``summary.csv``        per (dtype, cluster): medians, ranges and win/tie/loss counts of the three gains
 - ``rule.csv``           the multicast microbenchmark's verdict that the gemm study scores (gemm.predict:
                          the 2-D pattern's multicast vs own copies at the cluster shape and A tile size, per
                          operand location) against both baselines: how often "not faster" holds
+- ``rule_baselines.csv`` that verdict beside the trivial baselines, with bootstrap intervals (baselines.py)
 """
 from __future__ import annotations
 
@@ -40,6 +42,8 @@ from tma_study.studies.gemm.predict import _gemm_verdict, multicast_verdicts
 from tma_study.studies.gemm.rows import BYTES_PER_ELEMENT, MEASURED, NOT_MEASURED_TEXT, TIE_TOLERANCE
 
 from . import STUDY
+from .baselines import rule_baselines
+from .intervals import with_intervals
 from .configs import DEFAULT_ORDER
 
 SHAPE = ["dtype", "size"]
@@ -277,10 +281,11 @@ def aggregate(raw_dir: Path, derived_dir: Path, repeat_dir: Path | None = None) 
     multicast_raw = multicast_dir(raw_dir, raw.provenance.get("config", {}))
     verdicts = multicast_verdicts(multicast_raw)
     configs = configurations(samples)
-    gain_rows = gains(samples, configs)
+    gain_rows = with_intervals(gains(samples, configs), _per_round(samples), DEFAULT_ORDER)
     tables = {"configurations.csv": configs, "tile_order.csv": tile_order(samples, configs),
               "same_order.csv": same_order(samples, configs), "gains.csv": gain_rows,
-              "summary.csv": summary(gain_rows), "rule.csv": rule(gain_rows, verdicts, multicast_raw)}
+              "summary.csv": summary(gain_rows), "rule.csv": rule(gain_rows, verdicts, multicast_raw),
+              "rule_baselines.csv": rule_baselines(gain_rows, verdicts, BASELINES)}
     derived_dir = Path(derived_dir)
     derived_dir.mkdir(parents=True, exist_ok=True)
     for name, table in tables.items():

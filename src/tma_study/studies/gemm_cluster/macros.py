@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from tma_study import rule_scores
 from tma_study.report.numbers import camel, number, percent, ratio
 
 from .aggregate import BASELINES, EVERY_CLUSTER
@@ -79,4 +80,11 @@ def macros(derived_dir: Path, provenance: dict) -> dict[str, str]:
                 out[camel(PREFIX, "rule held percent", word)] = percent(lowest.fraction_not_faster_held, 0)
                 out[camel(PREFIX, "rule comparisons", word)] = number(lowest.comparisons)
                 out[camel(PREFIX, "rule gemm wins", word)] = number(lowest.gemm_wins)
+    if "fair_verdict_interval" in gains:
+        for verdict, word in (("win", "wins"), ("tie", "ties"), ("loss", "losses")):
+            out[camel(PREFIX, "fair interval", word, "all")] = number((gains.fair_verdict_interval == verdict).sum())
+        out[camel(PREFIX, "fair interval changed all")] = number((gains.fair_verdict_interval != gains.fair_verdict).sum())
+    if (derived_dir / "rule_baselines.csv").is_file():
+        out |= rule_scores.macros(pd.read_csv(derived_dir / "rule_baselines.csv"), "gemmClusterRuleVsBaselines",
+                                  baseline="best_order", working_set="hbm")
     return out

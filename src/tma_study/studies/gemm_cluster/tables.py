@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from tma_study import rule_scores
 from tma_study.report.tables import run_table, source_line, write_table
 from tma_study.studies.gemm.rows import TIE_TOLERANCE, with_accumulation
 from tma_study.studies.gemm.tables import kernels_table
@@ -106,5 +107,11 @@ def write_tables(derived_dir: Path, provenance: dict, tables_dir: Path) -> None:
                 "The multicast microbenchmark's verdict (the 2-D pattern's multicast against own copies at the "
                 "cluster shape and A tile size, as the gemm study scores it) against the GEMM, at each baseline: "
                 f"how often its prediction that multicast is not faster holds. {source}.")
+    write_table(rule_scores.table(pd.read_csv(derived_dir / "rule_baselines.csv"), ["baseline", "working_set"]),
+                tables_dir, "gemm_cluster_rule_baselines",
+                "The multicast microbenchmark's verdict as a prediction of each cluster comparison (win, or not "
+                "faster) beside the trivial baselines on the same comparisons: the share each names right with a "
+                "bootstrap 95 % interval (comparisons resampled), and the rule's margin over the best baseline "
+                f"(paired resamples); a rule is predictive only where that interval lies above 0. {source}.")
     write_table(run_table(provenance), tables_dir, "gemm_cluster_run",
                 "How the gemm_cluster data were measured (from provenance.json).")

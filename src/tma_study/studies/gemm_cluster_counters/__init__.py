@@ -25,10 +25,10 @@ STUDY = Study(
              "rate) or the pipeline's per-stage cost? Nsight Compute's counters of each gemm_cluster variant at "
              "its best tile order.",
     raw_files=("counters.csv",),
-    derived_files=("counters.csv", "contrast.csv", "rule.csv"),
+    derived_files=("counters.csv", "contrast.csv", "rule.csv", "rule_baselines.csv"),
     figures=(),
     tables=("gemm_cluster_counters", "gemm_cluster_counters_contrast", "gemm_cluster_counters_rule",
-            "gemm_cluster_counters_run"),
+            "gemm_cluster_counters_rule_baselines", "gemm_cluster_counters_run"),
     compile=f"{_HERE}.configs:compile_step",          # links gemm's objects of the variants
     compile_inputs=f"{_HERE}.configs:compile_inputs",
     kernel_table=f"{_HERE}.tables:write_kernel_table",

@@ -17,6 +17,8 @@ operand bytes of one pipeline stage); the problem has (M/tile_m)(N/tile_n)(K/til
   predicted to beat its best-ordered 1x1 sibling exactly there; scored per size and over every
   size of the gemm_cluster run against its fair verdicts (the family's counters are this run's,
   at ``size``): agreement, and how many of the GEMM's wins the rule names
+- ``rule_baselines.csv`` that rule, and its thresholds chosen by cross-validation across sizes, beside
+  the trivial baselines with bootstrap intervals (baselines.py)
 """
 from __future__ import annotations
 
@@ -29,6 +31,7 @@ from tma_study.harness import raw_data
 from tma_study.studies.gemm.rows import BYTES_PER_ELEMENT
 
 from . import STUDY
+from .baselines import rule_baselines
 
 SECTOR_BYTES = 32
 TAG_BOUND_PCT = 90.0        # the 1x1's L2 tag lookups at this share of their peak or more ...
@@ -80,17 +83,28 @@ def fair_gains(gemm_cluster: Path) -> pd.DataFrame | None:
         columns={"fair_gain": "timed_fair_gain", "fair_verdict": "timed_fair_verdict"})
 
 
-def rule(derived: pd.DataFrame, timed: pd.DataFrame | None) -> pd.DataFrame:
-    """The L2-request-bound verdict of each family's 1x1 (best order) against the GEMM's fair
-    verdicts, per size of the gemm_cluster run and over all of them."""
+def scored_comparisons(derived: pd.DataFrame, timed: pd.DataFrame) -> tuple[dict, pd.DataFrame]:
+    """({(dtype, family): L2-request bound}, the timed comparisons of those families with the 1x1's tag
+    and tensor shares, the rule's predicted win and the GEMM's win)."""
     one = derived[(derived.order == "best") & (derived.cluster == "1x1")]
     bound = {(r.dtype, r.family): bool(r.l2_tag_requests_pct >= TAG_BOUND_PCT and r.tensor_active_pct <= TENSOR_IDLE_PCT)
              for r in one.itertuples()}
-    if timed is None:
-        return pd.DataFrame([{"scope": EVERY_SIZE, "status": "not measured: no gemm_cluster samples beside this run"}])
+    shares = one.set_index(["dtype", "family"])[["l2_tag_requests_pct", "tensor_active_pct"]]
     scored = timed[[(d, f) in bound for d, f in zip(timed.dtype, timed.family)]].copy()
     scored["predicted_win"] = [bound[(d, f)] for d, f in zip(scored.dtype, scored.family)]
     scored["gemm_win"] = scored.timed_fair_verdict == "win"
+    keys = list(zip(scored.dtype, scored.family))
+    scored["tag_pct"] = [shares.loc[k, "l2_tag_requests_pct"] for k in keys]
+    scored["tensor_pct"] = [shares.loc[k, "tensor_active_pct"] for k in keys]
+    return bound, scored
+
+
+def rule(derived: pd.DataFrame, timed: pd.DataFrame | None) -> pd.DataFrame:
+    """The L2-request-bound verdict of each family's 1x1 (best order) against the GEMM's fair
+    verdicts, per size of the gemm_cluster run and over all of them."""
+    if timed is None:
+        return pd.DataFrame([{"scope": EVERY_SIZE, "status": "not measured: no gemm_cluster samples beside this run"}])
+    bound, scored = scored_comparisons(derived, timed)
     rows = []
     for scope, group in [*((str(size), g) for size, g in scored.groupby("size")), (EVERY_SIZE, scored)]:
         agree = group.predicted_win == group.gemm_win
@@ -145,7 +159,9 @@ def aggregate(raw_dir: Path, derived_dir: Path, repeat_dir: Path | None = None) 
     sm_count = int(raw.provenance["gpu"]["sm_count"])
     derived = derive(raw["counters.csv"], sm_count)
     timed = fair_gains(gemm_cluster_dir(raw_dir, raw.provenance.get("config", {})))
-    tables = {"counters.csv": derived, "contrast.csv": contrast(derived, timed), "rule.csv": rule(derived, timed)}
+    tables = {"counters.csv": derived, "contrast.csv": contrast(derived, timed), "rule.csv": rule(derived, timed),
+              "rule_baselines.csv": rule_baselines(*scored_comparisons(derived, timed)) if timed is not None
+              else rule_baselines({}, None)}
     derived_dir = Path(derived_dir)
     derived_dir.mkdir(parents=True, exist_ok=True)
     for name, table in tables.items():

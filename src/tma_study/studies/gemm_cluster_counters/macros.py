@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from tma_study import rule_scores
 from tma_study.report.numbers import camel, number
 
 from .aggregate import EVERY_SIZE, TAG_BOUND_PCT, TENSOR_IDLE_PCT
@@ -56,4 +57,10 @@ def macros(derived_dir: Path, provenance: dict) -> dict[str, str]:
         out[camel(PREFIX, "rule gemm wins", scope)] = number(r.gemm_wins)
         out[camel(PREFIX, "rule gemm wins predicted", scope)] = number(r.gemm_wins_predicted)
         out[camel(PREFIX, "rule predicted wins", scope)] = number(r.predicted_wins)
+    baselines = Path(derived_dir) / "rule_baselines.csv"
+    if baselines.is_file():
+        scores = pd.read_csv(baselines)
+        out |= rule_scores.macros(scores, "gemmClusterCountersRuleVsBaselines", rule="counters", scope=EVERY_SIZE)
+        out |= rule_scores.macros(scores, "gemmClusterCountersCrossValidated", rule="counters_cross_validated",
+                                  scope=EVERY_SIZE)
     return out

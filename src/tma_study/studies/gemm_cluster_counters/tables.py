@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from tma_study import rule_scores
 from tma_study.report.tables import run_table, source_line, write_table
 from tma_study.studies.gemm.rows import with_accumulation
 from tma_study.studies.gemm.tables import kernels_table
@@ -104,5 +105,12 @@ def write_tables(derived_dir: Path, provenance: dict, tables_dir: Path) -> None:
                 "The counters' verdict against the GEMM: a cluster is predicted to beat its best-ordered 1x1 sibling "
                 f"exactly where the 1x1 is L2-request bound at M = N = K = {size}{bound}; scored against the "
                 f"gemm_cluster run's fair verdicts at every size it timed. {source}.")
+    write_table(rule_scores.table(pd.read_csv(derived_dir / "rule_baselines.csv"), ["rule", "scope"]), tables_dir,
+                "gemm_cluster_counters_rule_baselines",
+                "The counters' rule beside its trivial baselines on the same cluster comparisons: the share it names "
+                "right (win, or not faster) with a bootstrap 95 % interval (comparisons resampled), and its margin over "
+                "the best baseline (paired resamples); a rule is predictive only where that interval lies above 0. "
+                "counters: the thresholds chosen on these counters (in sample); counters_cross_validated: each size "
+                f"predicted with the thresholds that name the other sizes' verdicts best. {source}.")
     write_table(run_table(provenance), tables_dir, "gemm_cluster_counters_run",
                 "How the gemm_cluster_counters data were measured (from provenance.json).")

@@ -4,7 +4,9 @@
                   paired ratio ``fraction_of_cublas`` = cuBLAS time / candidate time (the
                   candidate's TFLOP/s over cuBLAS's in the same power state)
 - ``ratios.csv``  per (state, candidate): the paired ratios' median, quartiles, min and max, each
-                  side's median TFLOP/s, SM clock and power, and whether the median clears the bar
+                  side's median TFLOP/s, SM clock and power, whether the median clears the bar, and
+                  the ratio warm against warm (each side where it ran second: ``warm``) with its
+                  bootstrap interval
 - ``bar.csv``     per state: the candidate with the highest median paired ratio (the bar's "best
                   SM90 TMA variant"), its ratios' spread and whether it clears the bar
 - ``states.csv``  per state: cuBLAS's median TFLOP/s, SM clock, power and temperature, and its
@@ -17,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from tma_study.bootstrap import median_ratio_interval
 from tma_study.harness import raw_data
 from tma_study.studies.gemm.aggregate import BAR_FRACTION
 from tma_study.studies.gemm.rows import short_variant
@@ -56,6 +59,19 @@ def abba(group: pd.DataFrame) -> pd.Series:
     return np.sqrt(both.prod())[both.size() == 2]
 
 
+def warm(group: pd.DataFrame) -> tuple[float, float, float]:
+    """Warm against warm: per consecutive pair of pairs, cuBLAS's time where it ran second over the
+    candidate's where it ran second (neither opens its pair); (median, bootstrap 95 % interval)."""
+    ordered = group.sort_values("pair")
+    key = ordered.pair // 2
+    cublas = ordered[ordered.candidate_first].set_index(key[ordered.candidate_first]).cublas_time_us
+    candidate = ordered[~ordered.candidate_first].set_index(key[~ordered.candidate_first]).candidate_time_us
+    both = pd.concat([cublas, candidate], axis=1, keys=["cublas", "candidate"]).dropna()
+    if both.empty:
+        return np.nan, np.nan, np.nan
+    return median_ratio_interval(both.cublas.to_numpy(), both.candidate.to_numpy())
+
+
 def ratios(paired: pd.DataFrame) -> pd.DataFrame:
     """Per (state, candidate): the paired ratios' spread and each side's medians."""
     rows = []
@@ -64,8 +80,14 @@ def ratios(paired: pd.DataFrame) -> pd.DataFrame:
                      **_spread(group.fraction_of_cublas, "fraction_of_cublas"),
                      **_spread(abba(group), "abba"),
                      "passes": bool(abba(group).median() >= BAR_FRACTION),
+                     **dict(zip(("warm_median", "warm_low", "warm_high"), warm(group))),
                      "required_fraction": BAR_FRACTION,
                      "candidate_first_median": group[group.candidate_first].fraction_of_cublas.median(),
+                     # each side's TFLOP/s where it opened its pair and where it ran second
+                     "candidate_tflops_first": group[group.candidate_first].candidate_tflops.median(),
+                     "candidate_tflops_second": group[~group.candidate_first].candidate_tflops.median(),
+                     "cublas_tflops_first": group[~group.candidate_first].cublas_tflops.median(),
+                     "cublas_tflops_second": group[group.candidate_first].cublas_tflops.median(),
                      "cublas_first_median": group[~group.candidate_first].fraction_of_cublas.median(),
                      **{f"{side}_{c}_median": group[f"{side}_{c}"].median()
                         for side in ("candidate", "cublas")

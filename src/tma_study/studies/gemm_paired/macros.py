@@ -36,6 +36,14 @@ def macros(derived_dir: Path, provenance: dict) -> dict[str, str]:
         out[camel(*words, "candidates")] = number(r.candidates)
         out[camel(*words, "tflops")] = number(r.candidate_tflops_median)
         out[camel(*words, "clock mhz")] = number(r.candidate_sm_clock_mhz_mean_median)
+        if "cublas_tflops_first" in best:
+            for side in ("cublas", "candidate"):
+                for slot in ("first", "second"):
+                    out[camel(*words, side, "tflops", slot)] = number(getattr(r, f"{side}_tflops_{slot}"))
+        if "warm_median" in best and pd.notna(r.warm_median):
+            out[camel(*words, "warm percent cublas")] = percent(r.warm_median)
+            out[camel(*words, "warm percent cublas low")] = percent(r.warm_low)
+            out[camel(*words, "warm percent cublas high")] = percent(r.warm_high)
     for r in pd.read_csv(derived_dir / "states.csv").itertuples():
         words = ("gemm paired", r.state)
         out[camel(*words, "cublas tflops")] = number(r.cublas_tflops_median)

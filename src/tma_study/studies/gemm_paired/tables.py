@@ -22,7 +22,8 @@ def _num(value, digits: int = 0) -> str:
 
 def ratios_table(ratios: pd.DataFrame) -> pd.DataFrame:
     """Per state and candidate: the ABBA ratio's median and spread (the bar's estimator), the
-    pairs' medians by which kernel opened the pair (the first slot's advantage), each side's medians."""
+    pairs' medians by which kernel opened the pair (the first slot's advantage), the ratio warm against
+    warm (each kernel where it ran second) with its bootstrap interval, each side's medians."""
     rows = []
     for r in ratios.sort_values(["state", "abba_median"], ascending=[True, False]).itertuples():
         rows.append({"state": STATE_WORDS.get(r.state, r.state), "candidate": r.variant, "pairs": str(r.pairs),
@@ -30,10 +31,12 @@ def ratios_table(ratios: pd.DataFrame) -> pd.DataFrame:
                      "ABBA IQR": f"{_pct(r.abba_q1)}-{_pct(r.abba_q3)}",
                      "cuBLAS first": _pct(r.cublas_first_median),
                      "candidate first": _pct(r.candidate_first_median),
-                     "TFLOP/s": _num(r.candidate_tflops_median), "cuBLAS TFLOP/s": _num(r.cublas_tflops_median),
-                     "MHz": _num(r.candidate_sm_clock_mhz_mean_median),
-                     "cuBLAS MHz": _num(r.cublas_sm_clock_mhz_mean_median),
-                     "W": _num(r.candidate_power_w_mean_median), "cuBLAS W": _num(r.cublas_power_w_mean_median),
+                     **({"warm vs warm [95 %]": f"{_pct(r.warm_median)} [{_pct(r.warm_low)}, {_pct(r.warm_high)}]"}
+                        if hasattr(r, "warm_median") else {}),
+                     "TFLOP/s / cuBLAS": f"{_num(r.candidate_tflops_median)} / {_num(r.cublas_tflops_median)}",
+                     "MHz / cuBLAS": (f"{_num(r.candidate_sm_clock_mhz_mean_median)} / "
+                                      f"{_num(r.cublas_sm_clock_mhz_mean_median)}"),
+                     "W / cuBLAS": f"{_num(r.candidate_power_w_mean_median)} / {_num(r.cublas_power_w_mean_median)}",
                      "clears 95 %": "yes" if r.passes else "no"})
     return pd.DataFrame(rows)
 
@@ -62,8 +65,9 @@ def write_tables(derived_dir: Path, provenance: dict, tables_dir: Path) -> None:
     write_table(ratios_table(pd.read_csv(derived_dir / "ratios.csv")), tables_dir, "gemm_paired_ratios",
                 "Each bar candidate against cuBLAS in one power state: the paired ratio (cuBLAS's time over the "
                 "candidate's, in pairs of back-to-back samples, alternating which runs first), its median, "
-                "interquartile range and range over the pairs, and each side's median TFLOP/s, SM clock and "
-                f"power (NVML, while the sample ran). {source}.")
+                "interquartile range and range over the pairs, warm against warm (cuBLAS's time where it ran second "
+                "over the candidate's where it ran second, per two consecutive pairs; bootstrap 95 % interval), and "
+                f"each side's median TFLOP/s, SM clock and power (NVML, while the sample ran). {source}.")
     write_table(states_table(pd.read_csv(derived_dir / "states.csv")), tables_dir, "gemm_paired_states",
                 "The two power states as cuBLAS's samples saw them: bursts, each pair after an idle cool-down, "
                 f"and sustained load, back to back after a warm-up. {source}.")

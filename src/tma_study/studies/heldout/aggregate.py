@@ -18,10 +18,9 @@ import pandas as pd
 
 from tma_study.advisor.validation.cases import COLUMNS, TIE, TMA, winner
 from tma_study.atomic import atomic_write_text
+from tma_study.bootstrap import BOOTSTRAP_RESAMPLES, SEED
 from tma_study.harness import raw_data
 
-BOOTSTRAP_RESAMPLES = 2000
-SEED = 20261205
 INTERVAL_METHOD = "bootstrap over the case's pairs (2000 resamples) of the median TMA / pointer time ratio"
 
 

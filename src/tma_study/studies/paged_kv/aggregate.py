@@ -47,7 +47,8 @@ combination never wins either.
 - ``scaling.csv``: the batch/context scaling series at the scaling points' shape and page
   size: decode K/V GB/s of each path vs batch (at a fixed context) and vs context (at a
   fixed batch), with the copy rate and torch SDPA; prefill TFLOP/s per prefill point.
-- ``fa3_agreement.csv``: per (dtype, phase): configurations, agreements, disagreements.
+- ``fa3_agreement.csv``: per (dtype, phase): configurations, agreements, disagreements
+  (``rule_baselines.csv``: FA3's rule beside the trivial baselines, baselines.py).
 - ``l2_state.csv``: per byte count copied in both L2 states (harness.l2_state): the same-bytes
   copy timed in the run's state (``clean_*``, ceiling ``d2d_copy_same_bytes``) and after
   nvbench's flush alone (``dirty_*``, ``d2d_copy_same_bytes_dirty_l2``): median times, GB/s
@@ -66,6 +67,7 @@ import pandas as pd
 from tma_study.atomic import atomic_write_text
 
 from .grid import DECODE_CONSUMERS
+from .baselines import rule_baselines
 from .matched import matched_summary, matched_table, with_tma_box
 
 POINT = ["shape", "q_heads", "kv_heads", "head_dim", "dtype", "phase", "batch", "seqlen_q",
@@ -384,16 +386,14 @@ def aggregate(raw_dir: Path, derived_dir: Path, repeat_dir: Path | None = None) 
     # attention rows that were not timed stay (a cell says why it was not measured; their
     # times are empty, raw_data checks it), ceilings are timed rows only
     attention, ceilings = raw["attention.csv"], raw_data.ok_rows(raw["ceilings.csv"])
-    derived_dir = Path(derived_dir)
-    derived_dir.mkdir(parents=True, exist_ok=True)
-    attention = with_tma_box(attention)
-    best, tuning = best_tuning(attention)
+    (derived_dir := Path(derived_dir)).mkdir(parents=True, exist_ok=True)
+    best, tuning = best_tuning(attention := with_tma_box(attention))
     speedup = speedup_table(best)
     matched = matched_table(attention, POINT + ["page_size"])
     for name, frame in (("tuning.csv", tuning), ("speedup.csv", speedup),
                         ("decode.csv", decode_table(best, ceilings)), ("prefill.csv", prefill_table(best)),
-                        ("scaling.csv", scaling_table(best, ceilings)),
-                        ("fa3_agreement.csv", agreement_table(speedup)),
+                        ("scaling.csv", scaling_table(best, ceilings)), ("fa3_agreement.csv", agreement_table(speedup)),
+                        ("rule_baselines.csv", rule_baselines(speedup)),
                         ("l2_state.csv", l2_state_table(ceilings)), ("matched.csv", matched),
                         ("matched_summary.csv", matched_summary(matched))):
         atomic_write_text(derived_dir / name, frame.to_csv(index=False))

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from tma_study import fa3_rule
+from tma_study import fa3_rule, rule_scores
 from tma_study.report.numbers import MacroError, camel, number, percent, ratio
 
 from . import facts, matched, tuning_facts
@@ -322,6 +322,10 @@ def macros(derived_dir: Path, provenance: dict) -> dict[str, str]:
         out |= _matched(pd.read_csv(derived_dir / "matched_summary.csv"))
     if (derived_dir / "l2_state.csv").exists():
         out |= _l2_state(pd.read_csv(derived_dir / "l2_state.csv"))
+    if (derived_dir / "rule_baselines.csv").exists():
+        scores = pd.read_csv(derived_dir / "rule_baselines.csv")
+        for scope, name in (("every phase", "All"), ("decode", "Decode"), ("prefill", "Prefill")):
+            out |= rule_scores.macros(scores, f"pagedKvFaThreeVsBaselines{name}", scope=scope)
     split = (provenance.get("config") or {}).get("decode_min_ctas_per_sm")
     if split is not None:
         out[_name("decode min ctas per sm")] = number(split)

@@ -70,7 +70,19 @@ def _page_row(speedup: pd.DataFrame, phase: str) -> dict | None:
             "claims": PAGE_CLAIMS[phase]}
 
 
-def _fa3_row(speedup: pd.DataFrame) -> dict | None:
+def _against_baselines(baselines: pd.DataFrame | None):
+    """(FA3's row over every phase in rule_baselines.csv, its best baseline's row), or None."""
+    if baselines is None or "role" not in baselines:
+        return None
+    every = baselines[baselines.scope == "every phase"]
+    rule = every[every.role == "rule"]
+    if rule.empty:
+        return None
+    r = rule.iloc[0]
+    return r, every[every.policy == r.best_baseline].iloc[0]
+
+
+def _fa3_row(speedup: pd.DataFrame, baselines: pd.DataFrame | None = None) -> dict | None:
     every = facts.fa3_agreement(speedup)
     if not every.decided:
         return None
@@ -89,6 +101,17 @@ def _fa3_row(speedup: pd.DataFrame) -> dict | None:
                 + "; ".join(f"{phase} {a.agrees} of {a.decided} agree, FA3 picks TMA in {a.picks_tma}"
                             for phase, a in phases if a.decided)
                 + (f"; misses by clause: {misses}" if misses else ""))
+    scored = _against_baselines(baselines)
+    if scored is not None:
+        r, best = scored
+        evidence += (f"; {'predictive' if r.predictive else 'not predictive'}: right in {100 * r.share:.0f} % "
+                     f"[{100 * r.share_low:.0f}, {100 * r.share_high:.0f}], {best.policy.replace('_', ' ')} in "
+                     f"{100 * best.share:.0f} % [{100 * best.share_low:.0f}, {100 * best.share_high:.0f}]")
+        if not r.predictive:
+            rule = (f"do not read FlashAttention-3's rule as a prediction of the faster path here: "
+                    f"{best.policy.replace('_', ' ')} is right more often or as often (it chose the slower path in "
+                    f"{every.disagrees} of {every.decided}, mostly through {facts.CLAUSE_TEXT[main]})"
+                    if main is not None else rule)
     return {"situation": "FlashAttention-3's paged-KV dispatch (TMA iff page size % kBlockN == 0 and query rows "
                          "per KV head > kBlockM)", "rule": rule, "evidence": evidence, "figure": "paged_kv_fa3",
             "claims": FA3_CLAIMS}
@@ -229,7 +252,8 @@ def rules_of_thumb(derived_dir: Path, provenance: dict) -> list[dict]:
     speedup = pd.read_csv(derived_dir / "speedup.csv")
     rows = [_page_row(speedup, phase) for phase in facts.PHASES]
     tuning = pd.read_csv(derived_dir / "tuning.csv")
-    rows += [_fa3_row(speedup), _decode_row(pd.read_csv(derived_dir / "decode.csv")), _tuning_row(tuning),
+    baselines = pd.read_csv(derived_dir / "rule_baselines.csv") if (derived_dir / "rule_baselines.csv").is_file() else None
+    rows += [_fa3_row(speedup, baselines), _decode_row(pd.read_csv(derived_dir / "decode.csv")), _tuning_row(tuning),
              _consumer_row(tuning)]
     rows = [row for row in rows if row is not None]
     if "tma_page_lookup" not in provenance:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from tma_study import rule_scores
 from tma_study.harness import l2_state as l2_state_mod
 from tma_study.report.tables import source_line, write_table
 
@@ -276,6 +277,13 @@ def write_tables(derived_dir: Path, provenance: dict, tables_dir: Path) -> None:
                 "Where FlashAttention-3's paged-KV rule, evaluated for each measured call, names the faster path "
                 "(a tie agrees with either choice; one path only: pages too small for TMA), and what its "
                 f"choice costs where it does not: its path's time over the faster path's ({source}).")
+    write_table(rule_scores.table(pd.read_csv(derived_dir / "rule_baselines.csv"), ["scope"]), tables_dir,
+                "paged_kv_fa3_baselines",
+                "FlashAttention-3's rule beside the trivial baselines on the configurations where both paths ran "
+                "(a tie is right for every policy): the share each names right with a bootstrap 95 % interval "
+                "(configurations resampled), and the rule's margin over the best baseline (paired resamples); a "
+                "rule is predictive only where that interval lies above 0. The per-phase majority picks each "
+                f"phase's more common winner, as FA3's rule picks by phase ({source}).")
     write_table(scaling_display(pd.read_csv(derived_dir / "scaling.csv")), tables_dir, "paged_kv_scaling",
                 "Paged-KV batch and context scaling: each path at its best K/V ring stages (st.) and "
                 "producer warps (pw); decode "
