@@ -105,6 +105,7 @@ def source_macros(results_dir: Path, catalog_derived: Path | None) -> dict[str, 
     crossover = Path(results_dir) / "crossover" / "derived"
     if (crossover / "peaks.csv").is_file():
         macros.update(projection.macros(projection.load_specs(), crossover))
+        macros.update(projection.hopper_macros(projection.load_specs(), crossover))
     advisor = Path(results_dir) / ADVISOR_DERIVED
     if (advisor / "scores.csv").is_file():
         macros.update(advisor_macros.macros(advisor))
