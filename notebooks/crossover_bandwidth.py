@@ -49,7 +49,7 @@ others = [best_of_all_rings(folder) for _, folder, _ in runs]
 # %%
 CEILINGS = {"d2d_copy": ":", "read_stream": "--"}     # ceiling -> line style (values: ceilings.csv)
 working_sets = [ws for ws in ("hbm", "l2") if ws in set(best.working_set)]
-fig, axes = plt.subplots(1, len(working_sets), figsize=(PAGE_IN, 2.7), squeeze=False)
+fig, axes = plt.subplots(1, len(working_sets), figsize=(PAGE_IN, 2.9), squeeze=False)
 for ax, ws in zip(axes[0], working_sets):
     for mechanism, style in MECHANISM_STYLE.items():
         rows = best[(best.working_set == ws) & (best.mechanism == mechanism)].sort_values("bytes_per_transfer")
@@ -63,7 +63,7 @@ for ax, ws in zip(axes[0], working_sets):
         if len(ceiling):
             ax.axhline(float(ceiling.gbps.iloc[0]), color="black", linestyle=line, linewidth=0.8)
     size_axis(ax, sorted(best.bytes_per_transfer.unique()))
-    ax.set_ylabel("GB/s (bytes read / median time)")
+    ax.set_ylabel("GB/s (bytes read / median time)" if ws == working_sets[0] else "")
     ax.set_title(f"working set: {ws.upper()}")
     ax.set_ylim(0, 1.08 * max(float(ceilings[ceilings.working_set == ws].gbps.max()),
                               float(best[best.working_set == ws].gbps.max())))
