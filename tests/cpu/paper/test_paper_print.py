@@ -115,3 +115,19 @@ def test_the_readme_and_ci_install_every_package_the_build_needs(where):
     named = " ".join(lines)
     missing = [p for p in (*pdf.TEX_PACKAGES, pdf.PDF_TEXT_PACKAGE) if not re.search(rf"(?<![\w-]){p}(?![\w-])", named)]
     assert not missing, f"{where}'s TeX line lacks {missing}"
+
+
+def test_a_failed_build_reruns_once_the_environment_is_fixed(monkeypatch, tmp_path):
+    """latexmk keeps a record of its last run; after a build that stopped on a missing package it
+    would answer 'Nothing to do' until build/paper was deleted. build_pdf forces a run (-g)."""
+    commands = []
+
+    def run(command, cwd, check):
+        commands.append(command)
+        (tmp_path / "build").mkdir(exist_ok=True)
+        (tmp_path / "build" / "main.pdf").write_bytes(b"%PDF-1.5")
+    monkeypatch.setattr(pdf.shutil, "which", lambda program: f"/usr/bin/{program}")
+    monkeypatch.setattr(pdf.subprocess, "run", run)
+    pdf.build_pdf(PAPER, tmp_path / "main.pdf", tmp_path / "build")
+    (command,) = commands
+    assert command[0] == "latexmk" and "-g" in command and "-halt-on-error" in command
