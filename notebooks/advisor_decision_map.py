@@ -11,11 +11,11 @@
 # # The advisor's decision map: which mechanism loads a streaming operand, by transfer size and bytes in flight
 #
 # For a contiguous operand read once per transfer by a load-only consumer (cluster of one), the
-# frozen advisor's choice at each transfer size and bytes in flight per SM, from HBM (left) and
-# L2 (right), predicted from the crossover study's tables. Colour: the choice; hatching: a
+# frozen advisor's choice at each transfer size and bytes in flight per SM, from HBM (top) and
+# L2 (bottom), predicted from the crossover study's tables. Colour: the choice; hatching: a
 # predicted tie with the mechanism named in the cell (within the tie tolerance in some run of the
-# evidence; all such ties here are with cp.async); number: how much slower the fastest other
-# mechanism is predicted to be; dashed outline: outside the measured range (an extrapolation);
+# evidence; all such ties here are with cp.async); number: how many percent slower the fastest
+# other mechanism is predicted to be; dashed outline: outside the measured range (an extrapolation);
 # light grey: a transfer larger than the bytes in flight, which no pipeline can hold.
 
 # %%
@@ -31,7 +31,7 @@ from matplotlib.patches import Patch, Rectangle  # noqa: E402
 
 from tma_study.config import REPO_ROOT  # noqa: E402
 from tma_study.harness.provenance import read as read_provenance  # noqa: E402
-from tma_study.report.figures import finish  # noqa: E402
+from tma_study.report.figures import COLUMN_IN, finish, legend_band  # noqa: E402
 from tma_study.report.tables import human_bytes  # noqa: E402
 
 snakemake = globals().get("snakemake")
@@ -52,7 +52,7 @@ table = pd.read_csv(derived / "decision_map.csv")
 # %%
 sizes = sorted(table.bytes_per_transfer.unique())
 flights = sorted(table.bytes_in_flight_per_sm.unique())
-fig, axes = plt.subplots(1, 2, figsize=(7.0, 3.4), sharey=True)
+fig, axes = plt.subplots(2, 1, figsize=(COLUMN_IN, 4.3), sharex=True)
 for ax, (level, title) in zip(axes, LEVELS.items()):
     rows = table[table.level == level]
     for r in rows.itertuples():
@@ -67,18 +67,18 @@ for ax, (level, title) in zip(axes, LEVELS.items()):
             ax.add_patch(Rectangle((x - 0.42, y - 0.42), 0.84, 0.84, fill=False, edgecolor="black",
                                    linewidth=0.8, linestyle=(0, (2, 1.5))))
         if not tied and np.isfinite(r.fastest_other_over_choice):
-            ax.text(x, y, f"{r.fastest_other_over_choice:.2f}", ha="center", va="center", fontsize=7,
+            ax.text(x, y, f"{100 * (r.fastest_other_over_choice - 1):.0f}", ha="center", va="center", fontsize=7,
                     color="white" if r.choice == "tma" else "black")
     ax.set_xlim(-0.5, len(sizes) - 0.5)
     ax.set_ylim(-0.5, len(flights) - 0.5)
-    ax.set_xticks(range(len(sizes)), [human_bytes(s).replace(" ", "") for s in sizes], rotation=60, fontsize=7)
-    ax.set_yticks(range(len(flights)), [human_bytes(f).replace(" ", "") for f in flights], fontsize=7)
-    ax.set_xlabel("bytes per transfer", fontsize=8)
-    ax.set_title(title, fontsize=9)
-axes[0].set_ylabel("bytes in flight per SM", fontsize=8)
+    ax.set_xticks(range(len(sizes)), [human_bytes(s).replace(" ", "") for s in sizes], rotation=60)
+    ax.set_yticks(range(len(flights)), [human_bytes(f).replace(" ", "") for f in flights])
+    ax.set_ylabel("in flight per SM")
+    ax.set_title(title)
+axes[-1].set_xlabel("bytes per transfer")
 handles = [Patch(facecolor=COLOURS[m], label=NAMES[m]) for m in COLOURS if m in set(table.choice)]
 handles += [Patch(facecolor="white", edgecolor="black", hatch="////", label="tied with cp.async"),
             Patch(fill=False, edgecolor="black", linestyle=(0, (2, 1.5)), label="extrapolated"),
             Patch(facecolor="#f2f2f2", label="transfer larger than the ring")]
-fig.legend(handles=handles, loc="lower center", bbox_to_anchor=(0.5, 0.045), ncol=3, fontsize=7, frameon=False)
-finish(fig, provenance, pdf, rect=(0, 0.15, 1, 1))
+rect = legend_band(fig, [(handles, 2, None)])
+finish(fig, provenance, pdf, rect=rect)

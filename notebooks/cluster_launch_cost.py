@@ -21,7 +21,7 @@
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from tma_study.report.figures import finish, inputs
+from tma_study.report.figures import PAGE_IN, SERIES_COLOURS, SERIES_MARKERS, finish, inputs, legend_band
 
 derived, provenance, pdf = inputs("cluster_launch", globals().get("snakemake"))
 launch = pd.read_csv(derived / "launch.csv")
@@ -34,15 +34,18 @@ def setting_label(ctas, smem, fit):
 
 
 # %%
-fig, (left, middle, right) = plt.subplots(1, 3, figsize=(12, 3.6))
+DODGE = 0.08     # log2 offset between the occupancy settings at one cluster size
+fig, (left, middle, right) = plt.subplots(1, 3, figsize=(PAGE_IN, 2.7))
 settings = clustered.groupby(["ctas_per_sm", "dynamic_shared_bytes", "ctas_per_sm_fit"], sort=False)
-for (ctas, smem, fit), rows in settings:
-    label = setting_label(ctas, smem, fit)
+for index, ((ctas, smem, fit), rows) in enumerate(settings):
+    look = {"color": SERIES_COLOURS[index % len(SERIES_COLOURS)], "marker": SERIES_MARKERS[index % len(SERIES_MARKERS)],
+            "label": setting_label(ctas, smem, fit)}
     empty = rows[rows.spin_ns == 0].sort_values("cluster_size")
     spun = rows[rows.spin_ns == longest].sort_values("cluster_size")
-    line, = left.plot(empty.cluster_size, empty.overhead_us, marker="o", label=label)
-    middle.plot(spun.cluster_size, spun.slowdown, marker="o", color=line.get_color(), label=label)
-    right.plot(spun.cluster_size, spun.sms_idle, marker="o", color=line.get_color(), label=label)
+    dodge = 2 ** (DODGE * (index - (settings.ngroups - 1) / 2))     # settings that coincide stay visible
+    left.plot(empty.cluster_size * dodge, empty.overhead_us, **look)
+    middle.plot(spun.cluster_size * dodge, spun.slowdown, **look)
+    right.plot(spun.cluster_size * dodge, spun.sms_idle, **look)
 sizes = sorted(clustered.cluster_size.unique())
 for ax in (left, middle, right):
     ax.set_xscale("log", base=2)
@@ -51,9 +54,9 @@ for ax in (left, middle, right):
     ax.set_xlabel("CTAs per cluster")
     ax.grid(alpha=0.3)
 left.axhline(0, color="#7f7f7f", linewidth=0.8)
-left.set_ylabel("empty kernel: extra us over no cluster")
+left.set_ylabel("extra µs (empty kernel)")
 middle.axhline(1, color="#7f7f7f", linewidth=0.8)
-middle.set_ylabel(f"{longest / 1e3:.0f} us spin: time / no cluster")
-right.set_ylabel(f"{longest / 1e3:.0f} us spin: SMs without a CTA")
-left.legend(fontsize=7, title="occupancy setting", title_fontsize=7)
-finish(fig, provenance, pdf)
+middle.set_ylabel(f"time / no cluster ({longest / 1e3:.0f} µs spin)")
+right.set_ylabel(f"SMs without a CTA ({longest / 1e3:.0f} µs spin)")
+rect = legend_band(fig, [(left.get_legend_handles_labels()[0], 4, "occupancy setting")])
+finish(fig, provenance, pdf, rect=rect)

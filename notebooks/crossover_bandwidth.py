@@ -21,12 +21,16 @@
 import matplotlib.pyplot as plt
 import pandas as pd
 
+from matplotlib.lines import Line2D
+
 from tma_study.report.figures import (
     MECHANISM_STYLE,
+    PAGE_IN,
     finish,
     inputs_and_runs,
+    legend_band,
     overlay_style,
-    runs_legend,
+    runs_handles,
     size_axis,
 )
 
@@ -43,8 +47,9 @@ ceilings = pd.read_csv(derived / "ceilings.csv")
 others = [best_of_all_rings(folder) for _, folder, _ in runs]
 
 # %%
+CEILINGS = {"d2d_copy": ":", "read_stream": "--"}     # ceiling -> line style (values: ceilings.csv)
 working_sets = [ws for ws in ("hbm", "l2") if ws in set(best.working_set)]
-fig, axes = plt.subplots(1, len(working_sets), figsize=(5.2 * len(working_sets), 3.8), squeeze=False)
+fig, axes = plt.subplots(1, len(working_sets), figsize=(PAGE_IN, 2.9), squeeze=False)
 for ax, ws in zip(axes[0], working_sets):
     for mechanism, style in MECHANISM_STYLE.items():
         rows = best[(best.working_set == ws) & (best.mechanism == mechanism)].sort_values("bytes_per_transfer")
@@ -53,19 +58,18 @@ for ax, ws in zip(axes[0], working_sets):
         for index, other in enumerate(others):
             rows = other[(other.working_set == ws) & (other.mechanism == mechanism)].sort_values("bytes_per_transfer")
             ax.plot(rows.bytes_per_transfer, rows.gbps, **overlay_style(style, index))
-    # (ceiling, line style, label position along the axis): the two labels at opposite ends
-    for name, line, x, align in (("d2d_copy", ":", 0, "left"), ("read_stream", "--", 1, "right")):
+    for name, line in CEILINGS.items():
         ceiling = ceilings[(ceilings.ceiling == name) & (ceilings.working_set == ws)]
         if len(ceiling):
-            value = float(ceiling.gbps.iloc[0])
-            ax.axhline(value, color="black", linestyle=line, linewidth=0.8)
-            ax.annotate(f"{name.replace('_', ' ')} {value:.0f}", (x, value), xycoords=("axes fraction", "data"),
-                        fontsize=7, ha=align, xytext=(3 if x == 0 else -3, 2), textcoords="offset points")
+            ax.axhline(float(ceiling.gbps.iloc[0]), color="black", linestyle=line, linewidth=0.8)
     size_axis(ax, sorted(best.bytes_per_transfer.unique()))
-    ax.set_ylabel("GB/s (bytes read / median time)")
+    ax.set_ylabel("GB/s (bytes read / median time)" if ws == working_sets[0] else "")
     ax.set_title(f"working set: {ws.upper()}")
-    ax.set_ylim(bottom=0)
+    ax.set_ylim(0, 1.08 * max(float(ceilings[ceilings.working_set == ws].gbps.max()),
+                              float(best[best.working_set == ws].gbps.max())))
     ax.grid(alpha=0.3)
-runs_legend(axes[0][-1], derived.parent.parent.name, runs)
-axes[0][0].legend(fontsize=8, loc="lower right")
-finish(fig, provenance, pdf)
+mechanisms = [Line2D([], [], **style) for style in MECHANISM_STYLE.values()]
+mechanisms += [Line2D([], [], color="black", linestyle=line, linewidth=0.8, label=name.replace("_", " ") + " (ceiling)")
+               for name, line in CEILINGS.items()]
+rect = legend_band(fig, [(mechanisms, 3, None), (runs_handles(derived.parent.parent.name, runs), 2, "runs")])
+finish(fig, provenance, pdf, rect=rect)

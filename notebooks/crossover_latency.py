@@ -22,12 +22,16 @@
 import matplotlib.pyplot as plt
 import pandas as pd
 
+from matplotlib.lines import Line2D
+
 from tma_study.report.figures import (
     MECHANISM_STYLE,
+    PAGE_IN,
     finish,
     inputs_and_runs,
+    legend_band,
     overlay_style,
-    runs_legend,
+    runs_handles,
     size_axis,
 )
 
@@ -37,7 +41,7 @@ others = [pd.read_csv(folder / "latency.csv") for _, folder, _ in runs]
 
 # %%
 levels = [lv for lv in ("hbm", "l2") if lv in set(latency.level)]
-fig, axes = plt.subplots(1, len(levels), figsize=(5.2 * len(levels), 3.6), squeeze=False, sharey=True)
+fig, axes = plt.subplots(1, len(levels), figsize=(PAGE_IN * 0.75, 2.9), squeeze=False, sharey=True)
 for ax, level in zip(axes[0], levels):
     for mechanism, style in MECHANISM_STYLE.items():
         rows = latency[(latency.level == level) & (latency.mechanism == mechanism)].sort_values("bytes_per_transfer")
@@ -48,9 +52,9 @@ for ax, level in zip(axes[0], levels):
             ax.plot(rows.bytes_per_transfer, rows.ns_per_transfer_median, **overlay_style(style, index))
     size_axis(ax, sorted(latency.bytes_per_transfer.unique()))
     ax.set_yscale("log")
-    ax.set_ylabel("ns per transfer (median)")
+    ax.set_ylabel("ns per transfer (median)" if level == levels[0] else "")
     ax.set_title("cold: from HBM" if level == "hbm" else "warm: from L2")
     ax.grid(alpha=0.3, which="both")
-runs_legend(axes[0][-1], derived.parent.parent.name, runs)
-axes[0][0].legend(fontsize=8)
-finish(fig, provenance, pdf)
+mechanisms = [Line2D([], [], **style) for style in MECHANISM_STYLE.values()]
+rect = legend_band(fig, [(mechanisms, 4, None), (runs_handles(derived.parent.parent.name, runs), 3, "runs")], stack=True)
+finish(fig, provenance, pdf, rect=rect)

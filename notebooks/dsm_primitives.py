@@ -26,13 +26,20 @@ import numpy as np
 import pandas as pd
 
 from tma_study.studies.dsm.aggregate import with_pattern
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
+
 from tma_study.report.figures import (
+    PAGE_IN,
+    PALETTE,
+    run_style,
+    SERIES_COLOURS,
     finish,
     inputs_and_runs,
+    legend_band,
     overlay_marker_style,
     overlay_style,
-    run_style,
-    runs_legend,
+    runs_handles,
 )
 
 derived, provenance, pdf, runs = inputs_and_runs("dsm", globals().get("snakemake"))
@@ -40,8 +47,10 @@ latency = pd.read_csv(derived / "latency.csv")
 bandwidth = with_pattern(pd.read_csv(derived / "bandwidth.csv"))
 others = [(pd.read_csv(folder / "latency.csv"), with_pattern(pd.read_csv(folder / "bandwidth.csv")))
           for _, folder, _ in runs]
-PATTERN_STYLES = {"ring": {"color": "#1f77b4", "marker": "o", "label": "ring (r+1 mod n), ld.shared::cluster.v4"},
-                  "pair": {"color": "#d62728", "marker": "s", "label": "pair (r xor 1), ld.shared::cluster.v4"}}
+PATTERN_STYLES = {"ring": {"color": PALETTE["blue"], "marker": "o", "label": "ring (r+1 mod n), ld.shared::cluster.v4"},
+                  "pair": {"color": PALETTE["orange"], "marker": "s", "label": "pair (r xor 1), ld.shared::cluster.v4"}}
+LOCAL = {"color": "#555555", "linestyle": ":", "label": "own, LDS.128"}
+HATCHES = ("", "////", "....", "xxxx")
 
 
 def cycles(latency, target, sizes):
@@ -55,13 +64,14 @@ def cycles(latency, target, sizes):
     return values
 
 # %%
-fig, (left, right) = plt.subplots(1, 2, figsize=(13 if runs else 10, 3.6))   # runs: a legend beside
+fig, (left, right) = plt.subplots(1, 2, figsize=(PAGE_IN, 3.0))
 sizes = sorted(latency.cluster_size.unique())
 targets = [("local_lds", "own, ld.shared"), ("0", "own, ld.shared::cluster"), ("1", "CTA 1"), ("last", "CTA n-1")]
 width = 0.8 / len(targets)
 for i, (target, label) in enumerate(targets):
     positions = np.arange(len(sizes)) + i * width
-    bars = left.bar(positions, cycles(latency, target, sizes), width, label=label)
+    bars = left.bar(positions, cycles(latency, target, sizes), width, color=SERIES_COLOURS[i], hatch=HATCHES[i],
+                    edgecolor="white", linewidth=0.3, label=label)
     for index, (their_latency, _) in enumerate(others):
         left.plot(positions, cycles(their_latency, target, sizes),
                   **overlay_marker_style(bars.patches[0].get_facecolor(), index))
@@ -69,10 +79,6 @@ left.set_xticks(np.arange(len(sizes)) + width * (len(targets) - 1) / 2)
 left.set_xticklabels([str(n) for n in sizes])
 left.set_xlabel("CTAs per cluster")
 left.set_ylabel("SM cycles per dependent load")
-if runs:  # headroom above the bars for the runs legend beside the targets legend
-    left.set_ylim(top=1.5 * np.nanmax([bar.get_height() for bar in left.patches]))
-    runs_legend(left, derived.parent.parent.name, runs, markers=True, loc="upper right")
-left.legend(fontsize=7, loc="upper left" if runs else "best")
 left.grid(alpha=0.3, axis="y")
 
 remote = bandwidth[bandwidth.path == "remote"].sort_values("cluster_size")
@@ -82,7 +88,7 @@ for pattern, style in PATTERN_STYLES.items():
         right.plot(rows.cluster_size, rows.gbps / 1e3, **style)
 local = bandwidth[bandwidth.path == "local"]
 if len(local):
-    right.axhline(float(local.gbps.max()) / 1e3, color="#7f7f7f", linestyle=":", label="own, LDS.128")
+    right.axhline(float(local.gbps.max()) / 1e3, **LOCAL)
 for index, (_, their_bandwidth) in enumerate(others):
     for pattern, style in PATTERN_STYLES.items():
         theirs = their_bandwidth[(their_bandwidth.path == "remote") & (their_bandwidth.pattern == pattern)]
@@ -91,7 +97,7 @@ for index, (_, their_bandwidth) in enumerate(others):
             right.plot(theirs.cluster_size, theirs.gbps / 1e3, **overlay_style(style, index))
     theirs = their_bandwidth[their_bandwidth.path == "local"]
     if len(theirs):
-        right.axhline(float(theirs.gbps.max()) / 1e3, color="#7f7f7f", linewidth=0.8,
+        right.axhline(float(theirs.gbps.max()) / 1e3, color=LOCAL["color"], linewidth=0.8,
                       **run_style(index))
 right.set_xscale("log", base=2)
 cluster_sizes = sorted(remote.cluster_size.unique())
@@ -100,7 +106,10 @@ right.set_xticklabels([str(n) for n in cluster_sizes])
 right.set_yscale("log")
 right.set_xlabel("CTAs per cluster")
 right.set_ylabel("aggregate TB/s")
-runs_legend(right, derived.parent.parent.name, runs)
-right.legend(fontsize=7, loc="center right" if runs else "best")
 right.grid(alpha=0.3, which="both")
-finish(fig, provenance, pdf)
+targets_handles = [Patch(facecolor=SERIES_COLOURS[i], hatch=HATCHES[i], edgecolor="white", label=label)
+                   for i, (_, label) in enumerate(targets)]
+pattern_handles = [Line2D([], [], **style) for style in PATTERN_STYLES.values()] + [Line2D([], [], **LOCAL)]
+rect = legend_band(fig, [(targets_handles, 2, "latency: the load's target"), (pattern_handles, 1, "bandwidth"),
+                         (runs_handles(derived.parent.parent.name, runs, markers=True), 1, "runs (bars: markers)")])
+finish(fig, provenance, pdf, rect=rect)

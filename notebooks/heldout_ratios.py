@@ -19,16 +19,16 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from tma_study.report.figures import finish, inputs
+from tma_study.report.figures import PAGE_IN, PALETTE, finish, inputs, legend_band
 from tma_study.report.tables import human_bytes
 
 derived, provenance, pdf = inputs("heldout", globals().get("snakemake"))
 cases = pd.read_csv(derived / "cases.csv")
-TITLES = {"gemm": "GEMM (A, B tiles)", "attention": "attention (K, V tiles)",
-          "paged_decode": "paged decode (K, V pages)", "gather": "row gather (rows)"}
+TITLES = {"gemm": "GEMM: A, B tiles", "attention": "attention: K, V tiles",
+          "paged_decode": "paged decode: K, V", "gather": "row gather: rows"}
 ALTERNATIVES = {"cp_async": "cp.async", "plain_loads": "plain loads"}
 RATIO_TICKS = (0.8, 0.9, 1.0, 1.2, 1.5, 2.0)
-COLOURS = {"bf16": "#0072B2", "fp8_e4m3": "#D55E00"}
+COLOURS = {"bf16": PALETTE["blue"], "fp8_e4m3": PALETTE["orange"]}
 
 
 def box_bytes(row) -> float:
@@ -41,7 +41,7 @@ cases["box_bytes"] = [box_bytes(r) for r in cases.itertuples()]
 
 # %%
 families = [f for f in TITLES if f in set(cases.family)]
-fig, axes = plt.subplots(1, len(families), figsize=(7.0, 2.6), sharey=True, squeeze=False)
+fig, axes = plt.subplots(1, max(1, len(families)), figsize=(PAGE_IN, 2.8), sharey=True, squeeze=False)
 for ax, family in zip(axes[0], families):
     rows = cases[cases.family == family]
     for dtype, group in rows.groupby("dtype"):
@@ -55,21 +55,21 @@ for ax, family in zip(axes[0], families):
     ax.axhline(1.0, color="black", linewidth=0.8)
     ax.set_xscale("log", base=2)
     sizes = sorted(rows.box_bytes.unique())
-    ax.set_xticks(sizes, [human_bytes(s).replace(" ", "") for s in sizes], rotation=60, fontsize=7)
+    ax.set_xticks(sizes, [human_bytes(s).replace(" ", "") for s in sizes], rotation=60)
     ax.minorticks_off()
-    ax.set_title(TITLES[family], fontsize=8)
-    ax.set_xlabel("bytes per TMA box", fontsize=7)
-    ax.tick_params(axis="y", labelsize=7)
+    ax.set_title(TITLES[family])
+    ax.set_xlabel("bytes per TMA box")
 axes[0][0].set_yscale("log")
 low, high = cases.ratio_low.min(), cases.ratio_high.max()
 ticks = [t for t in RATIO_TICKS if low / 1.05 <= t <= high * 1.05]
 axes[0][0].set_yticks(ticks, [f"{t:g}" for t in ticks])
 axes[0][0].yaxis.set_minor_formatter(plt.NullFormatter())
-axes[0][0].set_ylabel("TMA time / pointer time", fontsize=7)
+axes[0][0].set_ylabel("TMA time / pointer time")
 handles, labels = {}, {}
 for ax in axes[0]:
     for h, label in zip(*ax.get_legend_handles_labels()):
         handles.setdefault(label, h)
-fig.legend(handles.values(), handles.keys(), loc="lower center", ncol=4, fontsize=7, frameon=False,
-           bbox_to_anchor=(0.5, 0.03))
-finish(fig, provenance, pdf, rect=(0, 0.12, 1, 1))
+for label, handle in handles.items():
+    handle.set_label(label)
+rect = legend_band(fig, [(list(handles.values()), 2, None)])
+finish(fig, provenance, pdf, rect=rect)

@@ -22,11 +22,16 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+from matplotlib.patches import Patch
+
 from tma_study.report.figures import (
+    PAGE_IN,
+    SERIES_COLOURS,
     finish,
     inputs_and_runs,
+    legend_band,
     overlay_marker_style,
-    runs_legend,
+    runs_handles,
 )
 from tma_study.report.tables import human_bytes
 
@@ -52,15 +57,17 @@ speedup = two_dimensional(derived)
 others = [two_dimensional(folder) for _, folder, _ in runs]
 
 # %%
+HATCHES = ("", "////", "....", "xxxx", "\\\\\\\\")    # a pattern per tile size besides its colour
 sets = [w for w in ("hbm", "l2") if w in set(speedup.working_set)]
 shapes = sorted({(x, y) for x, y in zip(speedup.cluster_x, speedup.cluster_y)}, key=lambda s: (s[0] * s[1], s))
 tiles = sorted(speedup.tile_bytes.unique())
-fig, axes = plt.subplots(1, len(sets), figsize=(5.5 * len(sets), 3.9), squeeze=False, sharey=True)
+fig, axes = plt.subplots(1, len(sets), figsize=(PAGE_IN * 0.8, 2.9), squeeze=False, sharey=True)
 width = 0.8 / len(tiles)
 for ax, ws in zip(axes[0], sets):
     for i, tile in enumerate(tiles):
         positions = np.arange(len(shapes)) + i * width
-        bars = ax.bar(positions, speedups(speedup, ws, tile, shapes), width, label=f"tile {human_bytes(tile)}")
+        bars = ax.bar(positions, speedups(speedup, ws, tile, shapes), width, color=SERIES_COLOURS[i],
+                      hatch=HATCHES[i % len(HATCHES)], edgecolor="white", linewidth=0.3)
         for index, other in enumerate(others):
             ax.plot(positions, speedups(other, ws, tile, shapes),
                     **overlay_marker_style(bars.patches[0].get_facecolor(), index))
@@ -72,7 +79,8 @@ for ax, ws in zip(axes[0], sets):
     ax.set_title(f"operands in {ws.upper()}")
     ax.grid(alpha=0.3, axis="y")
 axes[0][0].set_ylabel("multicast speedup\n(vs the better own-copy variant)")
-runs_legend(axes[0][-1], derived.parent.parent.name, runs, markers=True)
-handles, labels = axes[0][0].get_legend_handles_labels()     # beside the panels, off the bars
-axes[0][-1].legend(handles, labels, fontsize=8, loc="lower left", bbox_to_anchor=(1.02, 0.0), borderaxespad=0.0)
-finish(fig, provenance, pdf)
+tile_handles = [Patch(facecolor=SERIES_COLOURS[i], hatch=HATCHES[i % len(HATCHES)], edgecolor="white",
+                      label=f"tile {human_bytes(tile)}") for i, tile in enumerate(tiles)]
+rect = legend_band(fig, [(tile_handles, len(tiles), None),
+                         (runs_handles(derived.parent.parent.name, runs, markers=True), 3, "runs")], stack=True)
+finish(fig, provenance, pdf, rect=rect)

@@ -24,12 +24,17 @@
 import matplotlib.pyplot as plt
 import pandas as pd
 
+from matplotlib.lines import Line2D
+
 from tma_study.report.figures import (
+    PAGE_IN,
+    PALETTE,
+    run_style,
     finish,
     inputs_and_runs,
+    legend_band,
     overlay_style,
-    run_style,
-    runs_legend,
+    runs_handles,
 )
 from tma_study.report.tables import human_bytes
 
@@ -43,15 +48,16 @@ def one_dimensional(folder):
 
 best = one_dimensional(derived)
 others = [one_dimensional(folder) for _, folder, _ in runs]
-STYLE = {"no_cluster": {"color": "#7f7f7f", "marker": "o", "label": "own copy, no cluster"},
-         "cluster": {"color": "#ff7f0e", "marker": "s", "label": "own copy, cluster launch"},
-         "multicast": {"color": "#1f77b4", "marker": "^", "label": "TMA multicast"}}
+STYLE = {"no_cluster": {"color": PALETTE["black"], "marker": "o", "label": "own copy, no cluster"},
+         "cluster": {"color": PALETTE["orange"], "marker": "s", "label": "own copy, cluster launch"},
+         "multicast": {"color": PALETTE["blue"], "marker": "^", "label": "TMA multicast"}}
+BASELINE = {"color": "#999999", "linestyle": ":", "linewidth": 0.9}    # the same kernel, clusters of one
 
 # %%
 tiles = sorted(best.tile_bytes.unique())
 sets = [w for w in ("hbm", "l2") if w in set(best.working_set)]
-fig, axes = plt.subplots(len(sets), len(tiles), figsize=(2.6 * len(tiles), 2.6 * len(sets)), squeeze=False,
-                         sharey="row")
+fig, axes = plt.subplots(len(sets), len(tiles), figsize=(PAGE_IN, 1.45 * len(sets) + 0.75), squeeze=False,
+                         sharey=True)
 for row, ws in zip(axes, sets):
     for ax, tile in zip(row, tiles):
         rows = best[(best.working_set == ws) & (best.tile_bytes == tile)]
@@ -64,20 +70,20 @@ for row, ws in zip(axes, sets):
                              & (other.cluster_y > 1)].sort_values("cluster_y")
                 ax.plot(line.cluster_y, line.delivered_gbps / 1e3, **overlay_style(style, index))
         if len(baseline):
-            ax.axhline(float(baseline.iloc[0]) / 1e3, color="#bbbbbb", linestyle=":", label="cluster size 1")
+            ax.axhline(float(baseline.iloc[0]) / 1e3, **BASELINE)
         for index, other in enumerate(others):
             theirs = other[(other.working_set == ws) & (other.tile_bytes == tile) & (other.cluster_y == 1)]
             if len(theirs):
-                ax.axhline(float(theirs.delivered_gbps.iloc[0]) / 1e3, color="#bbbbbb", linewidth=0.8,
-                           **run_style(index))
+                ax.axhline(float(theirs.delivered_gbps.iloc[0]) / 1e3, **{**BASELINE, "linewidth": 0.6,
+                                                                             **run_style(index)})
         ax.set_xscale("log", base=2)
         ax.set_xticks([2, 4, 8, 16])
         ax.set_xticklabels(["2", "4", "8", "16"])
-        ax.set_title(f"{ws.upper()}, tile {human_bytes(tile)}", fontsize=9)
+        ax.set_title(f"{ws.upper()}, tile {human_bytes(tile)}")
         ax.grid(alpha=0.3)
-    row[0].set_ylabel("delivered TB/s")
+    row[0].set_ylabel(f"{ws.upper()}: delivered TB/s")
 for ax in axes[-1]:
     ax.set_xlabel("CTAs per cluster")
-axes[0][0].legend(fontsize=7)
-runs_legend(axes[-1][-1], derived.parent.parent.name, runs)
-finish(fig, provenance, pdf)
+variants = [Line2D([], [], **style) for style in STYLE.values()] + [Line2D([], [], **BASELINE, label="clusters of one")]
+rect = legend_band(fig, [(variants, 4, None), (runs_handles(derived.parent.parent.name, runs), 3, "runs")], stack=True)
+finish(fig, provenance, pdf, rect=rect)

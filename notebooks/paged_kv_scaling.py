@@ -25,13 +25,17 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from matplotlib.lines import Line2D
 
+from matplotlib.patches import Patch
+
 from tma_study.report.figures import (
     MECHANISM_STYLE,
+    PAGE_IN,
     finish,
     inputs_and_runs,
+    legend_band,
     overlay_marker_style,
     overlay_style,
-    runs_legend,
+    runs_handles,
 )
 
 derived, provenance, pdf, runs = inputs_and_runs("paged_kv", globals().get("snakemake"))
@@ -74,7 +78,7 @@ def draw_decode(ax, series, x, x_label, fixed, fixed_name):
     ax.set_xlabel(x_label)
     def values(column):
         return "/".join(str(v) for v in sorted(rows[column].unique()))
-    ax.set_title(f"decode, {values('seqlen_q')} query token(s), {fixed_name} {values(fixed)}", fontsize=9)
+    ax.set_title(f"decode, {values('seqlen_q')} query token(s), {fixed_name} {values(fixed)}")
     ax.grid(alpha=0.3)
 
 
@@ -103,10 +107,10 @@ def draw_prefill(ax):
                 if len(theirs):
                     ax.plot(x, theirs.tflops.iloc[0], **overlay_marker_style(PATHS[path]["color"], index))
     ax.set_xticks(range(len(points)))
-    ax.set_xticklabels([f"batch {p.batch}\n{p.seqlen_q} queries\n{p.context_tokens} ctx" for p in points.itertuples()],
-                       fontsize=7)
+    ax.set_xticklabels([f"{p.batch}×{p.seqlen_q}\n{p.context_tokens}" for p in points.itertuples()])
+    ax.set_xlabel("batch × query tokens, context")
     ax.set_ylabel("TFLOP/s")
-    ax.set_title("causal prefill", fontsize=9)
+    ax.set_title("causal prefill")
     ax.grid(alpha=0.3, axis="y")
 
 
@@ -114,7 +118,7 @@ def draw_prefill(ax):
 present = [panel for panel in PANELS if (measured(scaling).series == panel[0]).any()]
 has_prefill = (measured(scaling).series == "prefill").any()
 count = max(1, len(present) + int(has_prefill))
-fig, axes = plt.subplots(1, count, figsize=(11, 4.4), squeeze=False)
+fig, axes = plt.subplots(1, count, figsize=(PAGE_IN, 3.4), squeeze=False)
 axes = list(axes[0])
 if not present and not has_prefill:
     axes[0].set_axis_off()
@@ -122,7 +126,7 @@ if not present and not has_prefill:
                  ha="center", va="center", transform=axes[0].transAxes)
 for ax, (series, x, x_label, fixed, fixed_name) in zip(axes, present):
     draw_decode(ax, series, x, x_label, fixed, fixed_name)
-handles = []
+handles, bars = [], []
 if present:
     axes[0].set_ylabel("K/V read rate (TB/s)")
     top = max(ax.get_ylim()[1] for ax in axes[:len(present)])
@@ -133,14 +137,9 @@ if present:
                        label=f"{int(s)} K/V stages won") for s in sorted(measured(scaling).stages.dropna().unique())]
 if has_prefill:
     draw_prefill(axes[len(present)])
-    prefill = axes[len(present)]
-    prefill.set_ylim(0, 1.45 * prefill.get_ylim()[1])        # room for the legend above the bars
-    prefill.legend(fontsize=7, loc="upper center", ncol=2)
-if handles:
-    fig.legend(handles=handles, fontsize=9, loc="lower center", ncol=4, frameon=False, bbox_to_anchor=(0.5, 0.04))
-if len(scaling):
-    first = scaling.iloc[0]
-    fig.suptitle(f"{first['shape']}, {first.page_size}-token pages", fontsize=10)
-runs_legend(axes[-1], derived.parent.parent.name, runs, markers=has_prefill)
-fig.tight_layout(rect=(0, 0.2, 1, 1))
-finish(fig, provenance, pdf, rect=(0, 0.2, 1, 1))
+    bars = [Patch(facecolor=PATHS[path]["color"], hatch="//" if dtype == "e4m3" else None, edgecolor="white",
+                  label=f"prefill: {PATHS[path]['label']} {dtype}") for path in PATHS for dtype in DTYPE_LINE]
+shape = f"{scaling.iloc[0]['shape']}, {scaling.iloc[0].page_size}-token pages" if len(scaling) else None
+rect = legend_band(fig, [(handles, 4, shape), (bars, 4, None),
+                         (runs_handles(derived.parent.parent.name, runs, markers=has_prefill), 3, "runs")], stack=True)
+finish(fig, provenance, pdf, rect=rect)

@@ -23,42 +23,44 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from matplotlib.lines import Line2D
 
-from tma_study.report.figures import finish, inputs
+from tma_study.report.figures import COLUMN_IN, SERIES_COLOURS, SERIES_MARKERS, finish, inputs, legend_band
 
 derived, provenance, pdf = inputs("paged_kv", globals().get("snakemake"))
 speedup = pd.read_csv(derived / "speedup.csv")
 speedup = speedup[speedup.page_sweep.astype(bool)].dropna(subset=["tma_speedup"])
 POINT = ["phase", "seqlen_q", "batch", "context_tokens"]
+DTYPES = {"bf16": "-", "e4m3": "--"}
 
 # %%
 points = speedup[POINT].drop_duplicates().sort_values(POINT)
-fig, axes = plt.subplots(1, len(points), figsize=(11, 4.6), squeeze=False, sharey=True)
+fig, axes = plt.subplots(len(points), 1, figsize=(COLUMN_IN, 1.25 * len(points) + 1.05), squeeze=False, sharex=True)
 shapes = sorted(speedup["shape"].unique())
-colours = dict(zip(shapes, plt.rcParams["axes.prop_cycle"].by_key()["color"]))
-for ax, (phase, seqlen_q, batch, context) in zip(axes[0], points.itertuples(index=False)):
+look = {shape: (SERIES_COLOURS[i], SERIES_MARKERS[i]) for i, shape in enumerate(shapes)}
+for ax, (phase, seqlen_q, batch, context) in zip(axes[:, 0], points.itertuples(index=False)):
     panel = speedup[(speedup.phase == phase) & (speedup.seqlen_q == seqlen_q) & (speedup.batch == batch)
                     & (speedup.context_tokens == context)]
     for (shape, dtype), line in panel.groupby(["shape", "dtype"], sort=True):
         line = line.sort_values("page_size")
-        ax.plot(line.page_size, line.tma_speedup, marker="o", markerfacecolor="none", color=colours[shape],
-                linestyle="-" if dtype == "bf16" else "--")
+        colour, marker = look[shape]
+        ax.plot(line.page_size, line.tma_speedup, marker=marker, markersize=3.5, markerfacecolor="none",
+                color=colour, linestyle=DTYPES.get(dtype, ":"), linewidth=1.0)
         chosen = line[line.fa3_load_path == "tma"]
-        ax.plot(chosen.page_size, chosen.tma_speedup, marker="o", linestyle="none", color=colours[shape])
+        ax.plot(chosen.page_size, chosen.tma_speedup, marker=marker, markersize=3.5, linestyle="none", color=colour)
     ax.axhline(1.0, color="black", linewidth=0.8)
     ax.set_xscale("log", base=2)
-    pages = sorted(panel.page_size.unique())
+    pages = sorted(speedup.page_size.unique())
     ax.set_xticks(pages, [str(int(p)) for p in pages])
     ax.minorticks_off()
-    ax.set_xlabel("page size (tokens)")
     tokens = f"{seqlen_q} query token{'s' if seqlen_q > 1 else ''}"
-    ax.set_title(f"{phase}, {tokens}, batch {batch}, context {context}", fontsize=9)
+    ax.set_title(f"{phase}, {tokens}, batch {batch}, context {context}")
+    ax.set_ylabel("cp.async / TMA time")
     ax.grid(alpha=0.3)
-axes[0][0].set_ylabel("cp.async time / TMA time (> 1: TMA faster)")
-handles = [Line2D([], [], color=colours[shape], label=shape) for shape in shapes]
+axes[-1][0].set_xlabel("page size (tokens)")
+handles = [Line2D([], [], color=look[s][0], marker=look[s][1], markersize=3.5, label=s) for s in shapes]
 handles += [Line2D([], [], color="#555555", linestyle="-", label="bf16"),
             Line2D([], [], color="#555555", linestyle="--", label="fp8 e4m3"),
-            Line2D([], [], color="#555555", marker="o", linestyle="none", label="FA3's rule picks TMA"),
+            Line2D([], [], color="#555555", marker="o", linestyle="none", label="FA3's rule: TMA"),
             Line2D([], [], color="#555555", marker="o", markerfacecolor="none", linestyle="none",
-                   label="FA3's rule picks cp.async")]
-fig.legend(handles=handles, fontsize=8, loc="lower center", ncol=5, frameon=False, bbox_to_anchor=(0.5, 0.04))
-finish(fig, provenance, pdf, rect=(0, 0.17, 1, 1))
+                   label="FA3's rule: cp.async")]
+rect = legend_band(fig, [(handles, 3, None)])
+finish(fig, provenance, pdf, rect=rect)

@@ -306,7 +306,8 @@ class Layout:
         outputs = self.claims_files()
         outputs += [f"{self.tables_dir}/{name}.{ext}" for name in ("rules_of_thumb", "rules_refuted")
                     for ext in TABLE_FORMATS]
-        outputs += [f"{self.generated_dir}/{name}.tex" for name in ("macros", "studies", "claims", "projection")]
+        outputs += [f"{self.generated_dir}/{name}.tex"
+                    for name in ("macros", "studies", "studies_appendix", "claims", "projection")]
         return outputs + [f for name in self.studies for f in self.comparison_files(name)]
 
     def measurable_on(self, major: int) -> tuple[Layout, list[str]]:

@@ -55,6 +55,7 @@ rule paper_generated:
     output:
         macros=f"{LAYOUT.generated_dir}/macros.tex",
         studies=f"{LAYOUT.generated_dir}/studies.tex",
+        studies_appendix=f"{LAYOUT.generated_dir}/studies_appendix.tex",
         claims=f"{LAYOUT.generated_dir}/claims.tex",
         projection=f"{LAYOUT.generated_dir}/projection.tex",
         fallback=[

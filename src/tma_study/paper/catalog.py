@@ -291,23 +291,29 @@ def _tex(text) -> str:
     return escaped.replace("\x00", r"$\to$").replace(r"\_", r"\_\allowbreak{}")
 
 
-def to_latex_wrapped(frame: pd.DataFrame, caption: str, label: str, widths: dict[str, str]) -> str:
-    """A booktabs longtable (it may run onto the next page) whose columns all wrap at ``widths``
-    (``l`` where a column has none), sized to the paper's text width."""
+def to_latex_wrapped(frame: pd.DataFrame, caption: str, label: str, widths: dict[str, str], float_: bool = False) -> str:
+    """A booktabs longtable (it may run onto the next page; the appendix is one column) whose columns
+    all wrap at ``widths`` (``l`` where a column has none), at \\footnotesize (8 pt); ``float_``: a
+    table* float across the two columns instead, for a table short enough to sit in the body."""
     spec = "".join(rf">{{\raggedright\arraybackslash}}p{{{widths[c]}}}" if c in widths else "l"
                    for c in frame.columns)
     head = " & ".join(rf"\textbf{{{_tex(c)}}}" for c in frame.columns) + r" \\"
-    lines = [r"{\scriptsize\setlength{\tabcolsep}{3pt}", rf"\begin{{longtable}}{{{spec}}}",
+    rows = [" & ".join(_tex(v) for v in row) + r" \\" for row in frame.itertuples(index=False)]
+    if float_:
+        return "\n".join([r"\begin{table*}[!t]", r"\centering", r"\footnotesize", r"\setlength{\tabcolsep}{3pt}",
+                          rf"\caption{{{_tex(caption)}}}\label{{{label}}}", rf"\begin{{tabular}}{{{spec}}}", r"\toprule",
+                          head, r"\midrule", *rows, r"\bottomrule", r"\end{tabular}", r"\end{table*}", ""])
+    lines = [r"{\footnotesize\setlength{\tabcolsep}{3pt}", rf"\begin{{longtable}}{{{spec}}}",
              rf"\caption{{{_tex(caption)}}}\label{{{label}}} \\", r"\toprule", head, r"\midrule", r"\endfirsthead",
              r"\toprule", head, r"\midrule", r"\endhead", r"\bottomrule", r"\endlastfoot"]
-    lines += [" & ".join(_tex(v) for v in row) + r" \\" for row in frame.itertuples(index=False)]
+    lines += rows
     lines += [r"\end{longtable}", "}", ""]
     return "\n".join(lines)
 
 
 def _write(tables_dir: Path, name: str, caption: str, tex_frame: pd.DataFrame, md_frame: pd.DataFrame,
-           widths: dict[str, str]) -> None:
-    atomic_write_text(tables_dir / f"{name}.tex", to_latex_wrapped(tex_frame, caption, f"tab:{name}", widths))
+           widths: dict[str, str], float_: bool = False) -> None:
+    atomic_write_text(tables_dir / f"{name}.tex", to_latex_wrapped(tex_frame, caption, f"tab:{name}", widths, float_))
     # predicates hold C++ '||', which would end a Markdown cell
     md_frame = md_frame.map(lambda value: str(value).replace("|", r"\|"))
     atomic_write_text(tables_dir / f"{name}.md", to_markdown(md_frame, caption))
@@ -320,13 +326,13 @@ def write_tables(catalog: dict[str, dict], tables_dir: Path) -> list[Path]:
     if FA3_SUBJECT not in catalog:
         raise CatalogError(f"the catalog has no file with subject {FA3_SUBJECT!r}; subjects: {sorted(catalog)}")
     fa3 = catalog[FA3_SUBJECT]
-    # column widths that fit the paper's text width at \scriptsize
-    wide = {"entry": "2.2cm", "operand": "1.8cm", "moves": "2.0cm", "mechanism": "1.8cm", "chosen when": "4.6cm",
-            "cited at": "3.1cm", "requirement": "2.6cm", "what": "6.2cm", "predicate": "4.2cm",
+    # column widths that fit the paper's text width (one column in the appendix, 17.8 cm) at \footnotesize
+    wide = {"entry": "3.2cm", "operand": "1.8cm", "moves": "2.0cm", "mechanism": "1.8cm", "chosen when": "4.2cm",
+            "cited at": "3.4cm", "requirement": "2.6cm", "what": "6.2cm", "predicate": "4.2cm",
             "head dim": "1.0cm", "dtype": "1.3cm", "mask": "1.1cm", "TMA K/V tile (dense or paged)": "3.0cm",
             "cp.async paged tile": "3.0cm", "page sizes allowing TMA": "3.3cm"}
-    narrow = {**wide, "library": "1.5cm", "entry": "2.1cm", "moves": "1.9cm", "mechanism": "1.7cm",
-              "chosen when": "3.7cm", "cited at": "2.6cm"}
+    narrow = {**wide, "library": "1.5cm", "entry": "3.0cm", "moves": "1.9cm", "mechanism": "1.7cm",
+              "chosen when": "3.2cm", "cited at": "3.3cm"}
     _write(tables_dir, "catalog_fa3",
            f"FlashAttention-3 forward (SM90): mechanism per operand and when it is chosen; source "
            f"{_source_caption(fa3)}",
@@ -345,7 +351,7 @@ def write_tables(catalog: dict[str, dict], tables_dir: Path) -> list[Path]:
     _write(tables_dir, "catalog_summary", "The catalog in numbers: per mechanism, how many of each kernel's cataloged "
            "data movements use it, and the operands they move (every entry cited to a source line; "
            f"FlashAttention-3: {_source_caption(fa3)})", summary, summary,
-           {c: ("2.4cm" if c == "mechanism" else "4.5cm") for c in summary.columns})
+           {c: ("2.6cm" if c == "mechanism" else "4.8cm") for c in summary.columns}, float_=True)
     others = [(doc["title"], doc) for subject, doc in sorted(catalog.items()) if subject != FA3_SUBJECT]
     tex = pd.concat([entries_table(d["entries"], link=False, with_condition=False, library=t) for t, d in others],
                     ignore_index=True) if others else pd.DataFrame()

@@ -1,10 +1,11 @@
 """The paper's generated LaTeX inputs and the comparisons between runs.
 
 - ``write_generated``: ``paper/generated/macros.tex`` (every number of the text, see
-  ``tma_study.paper.macros``) and ``paper/generated/studies.tex``, the list of study sections: a
-  study's hand-written ``paper/sections/studies/<study>.tex`` where it exists, otherwise a
-  section generated from its declaration (question, figures, tables), so a new study appears
-  in the paper as soon as its data do.
+  ``tma_study.paper.macros``) and the lists of study sections, ``studies.tex`` (the body's story,
+  ``BODY_STUDIES``) and ``studies_appendix.tex`` (every other study): a study's hand-written
+  ``paper/sections/studies/<study>.tex`` where it exists, otherwise a section generated from its
+  declaration (question, figures, tables), so a new study appears in the appendix as soon as its
+  data do.
 - ``write_comparison``: ``paper/tables/<study>_comparison.tex|md`` from the study's
   ``compare`` entry point over every run present (the reference first).
 """
@@ -35,6 +36,11 @@ SPREAD_PERCENT = re.escape(SPREAD_TEXT) + r" ([0-9.]+) %"
 
 SECTIONS = Path("sections") / "studies"       # relative to paper/
 GENERATED = Path("generated")
+# The studies the body tells as its story, in its order (generated/studies.tex); every other study
+# present, a new one included, gets a section of the appendix (generated/studies_appendix.tex).
+BODY_STUDIES = ("crossover", "multicast", "dsm", "paged_kv", "gemm")
+LISTINGS = {"studies": "the body's study sections, in the paper's order",
+            "studies_appendix": "the appendix's sections of the other studies present"}
 
 
 def to_latex_table(frame, caption_tex: str, label: str) -> str:
@@ -43,29 +49,47 @@ def to_latex_table(frame, caption_tex: str, label: str) -> str:
     return text.replace(r"\caption{CAPTION}", rf"\caption{{{caption_tex}}}")
 
 
+# Where a study's claims are recorded as registered before the data that judge them were measured
+# or scored. Until every claim carries its registration (commit, date, before or after its data),
+# these are the only such records; the ledger lists their claims apart.
+REGISTRATION_RECORDS = {"advisor": "config/advisor_versions.yaml"}
+CLAIM_WIDTHS_CM = (3.2, 8.4, 1.5, 1.3, 2.0)
+
+
 def claims_table(claims_tsv: Path, figures: set[str], absent_studies: frozenset[str] = frozenset()) -> str:
-    """The claims and their status as a LaTeX longtable: each claim numbered (C1, C2, ...) and
+    """The ledger: the claims and their status as LaTeX longtables, those registered before their
+    data (``REGISTRATION_RECORDS``) apart from the others, each claim numbered (C1, C2, ...) and
     labelled ``claim:<id>``, so the text and the rules of thumb cite it with \\claimref{<id>}.
     A claim of a study in ``absent_studies`` (no data in this run, so no section) names its
     figure or table without a reference to it."""
     outcomes = read_outcomes(claims_tsv)
-    widths = (2.9, 8.1, 1.4, 1.3, 2.0)
-    spec = "".join(rf">{{\raggedright\arraybackslash}}p{{{w}cm}}" for w in widths)
+    registered = outcomes[outcomes.study.isin(list(REGISTRATION_RECORDS))]
+    records = ", ".join(sorted(set(REGISTRATION_RECORDS[s] for s in registered.study)))
+    common = (f"checked against {Path(claims_tsv).parent}/ by the pipeline (definitions: config/claims/; observed "
+              "values and thresholds: claims.md beside the data). Spread: the largest change of the number a check "
+              "stands on between this run and the other runs of the same sweep in results/ (other instances), as a "
+              "share of the threshold (of the tolerance where the value is 0); a claim clears its threshold by the "
+              "larger of its margin and its spread; -- where no other run holds the number.")
+    parts = [(registered, "tab:claims_registered",
+              f"Claims registered before their data were measured or scored (recorded in {records}), {common}"),
+             (outcomes.drop(registered.index), "tab:claims",
+              "The other claims, stated and committed with the measurements at hand (when each was first written is "
+              f"not recorded with it), {common}")]
+    return "\n".join(_claims_longtable(rows, label, caption, figures, absent_studies)
+                     for rows, label, caption in parts if len(rows) or label == "tab:claims")
+
+
+def _claims_longtable(outcomes, label: str, caption: str, figures: set[str], absent_studies: frozenset[str]) -> str:
+    spec = "".join(rf">{{\raggedright\arraybackslash}}p{{{w}cm}}" for w in CLAIM_WIDTHS_CM)
     head = r"\textbf{claim} & \textbf{statement} & \textbf{status} & \textbf{spread} & \textbf{rests on} \\"
-    caption = (f"The claims, checked against {Path(claims_tsv).parent}/ by the pipeline (definitions: "
-               "config/claims/; observed values and thresholds: claims.md beside the data). Spread: the "
-               "largest change of the number a check stands on between this run and the other runs of the "
-               "same sweep in results/ (other instances), as a share of the threshold (of the tolerance "
-               "where the value is 0); a claim clears its threshold by the larger of its margin and its "
-               "spread; -- where no other run holds the number.")
-    lines = [r"{\small\setlength{\tabcolsep}{3pt}", rf"\begin{{longtable}}{{{spec}}}",
-             rf"\caption{{{latex_escape(caption)}}}\label{{tab:claims}} \\", r"\toprule", head, r"\midrule",
+    lines = [r"{\footnotesize\setlength{\tabcolsep}{3pt}", rf"\begin{{longtable}}{{{spec}}}",
+             rf"\caption{{{latex_escape(caption)}}}\label{{{label}}} \\", r"\toprule", head, r"\midrule",
              r"\endfirsthead", r"\toprule", head, r"\midrule", r"\endhead", r"\bottomrule", r"\endlastfoot"]
     for row in outcomes.itertuples(index=False):
         rests = (rf"\texttt{{{breakable(row.figure)}}} (no data)" if row.study in absent_studies
                  else rf"Fig.~\ref{{fig:{row.figure}}}" if row.figure in figures else rf"Table~\ref{{tab:{row.figure}}}")
         number = (rf"\refstepcounter{{claimnumber}}\label{{claim:{row.id}}}C\theclaimnumber{{}} "
-                  rf"{{\scriptsize\texttt{{{breakable(row.id)}}}}}")
+                  rf"\texttt{{{breakable(row.id)}}}")
         status = rf"\textbf{{{latex_escape(row.status)}}}" if row.status != "PASS" else "PASS"
         lines.append(f"{number} & {latex_escape(row.statement)} & {status} & {_spread(row.threshold)} & {rests} \\\\")
     lines += [r"\end{longtable}", "}", ""]
@@ -96,13 +120,13 @@ def runs_table(by_run_tsv: Path) -> str:
                "stands on in every run, and the claims that restate it with what holds on every instance.")
     spec = r">{\raggedright\arraybackslash}p{3.2cm}" + "c" * len(runs)
     head = r"\textbf{claim} & " + " & ".join(rf"\rotatebox{{60}}{{\texttt{{{latex_escape(r)}}}}}" for r in runs)
-    lines = [r"{\small\setlength{\tabcolsep}{3pt}", rf"\begin{{longtable}}{{{spec}}}",
+    lines = [r"{\footnotesize\setlength{\tabcolsep}{3pt}", rf"\begin{{longtable}}{{{spec}}}",
              rf"\caption{{{latex_escape(caption)}}}\label{{tab:claims_by_run}} \\", r"\toprule", head + r" \\",
              r"\midrule", r"\endfirsthead", r"\toprule", head + r" \\", r"\midrule", r"\endhead",
              r"\bottomrule", r"\endlastfoot"]
     for row in by_run[by_run.id.isin(differing)].to_dict("records"):
         cells = [latex_escape(row[run]) if row[run] else "--" for run in runs]
-        lines.append(rf"\claimref{{{row['id']}}} {{\scriptsize\texttt{{{breakable(row['id'])}}}}} & "
+        lines.append(rf"\claimref{{{row['id']}}} \texttt{{{breakable(row['id'])}}} & "
                      + " & ".join(cells) + r" \\")
         notes = [f"{name}: {row[name]}" for name in ANNOTATIONS if row.get(name)]
         if notes:
@@ -150,22 +174,27 @@ def write_generated(results_dir: Path, studies: dict, paper_dir: Path, claims_ts
     paper_dir = Path(paper_dir)
     out = Path(out_dir) if out_dir is not None else paper_dir / GENERATED
     macros_mod.write(results_dir, studies, out / "macros.tex", claims_tsv, catalog_derived)
+    specs = projection.load_specs()
+    shown = {k: specs[k] for k in (projection.HOPPER_OTHER, *projection.PROJECTED) if k in specs}
     atomic_write_text(out / "projection.tex", to_latex_table(
-        projection.table({k: v for k, v in projection.load_specs().items() if k in projection.PROJECTED}), "Published specifications the projection of Section~\\ref{sec:generality} "
-        "uses (config/gpu\\_specs.yaml; dense tensor rates, per GPU).", "tab:projection"))
+        projection.table(shown), "Published specifications (config/gpu\\_specs.yaml; tensor rates dense, per GPU): "
+        "the H100 and H200 in SXM form, and the \\projectionTargetName{} of the projection "
+        "(Section~\\ref{sec:generality}).", "tab:projection"))
     if claims_tsv is not None:
         figures = {f for study in studies.values() for f in study.figures} | set(ADVISOR_FIGURES)
         from tma_study.studies import discover
         absent = frozenset(discover()) - frozenset(studies)     # no data in this run: no section
         write_claims_table(claims_tsv, out / "claims.tex", figures, absent)
-    inputs = ["% Generated by `tma-study paper-generated`: one section per study present; do not edit."]
-    for name, study in studies.items():
-        if (paper_dir / SECTIONS / f"{name}.tex").is_file():
-            inputs.append(rf"\input{{{(SECTIONS / name).as_posix()}}}")
-        else:
-            atomic_write_text(out / f"study_{name}.tex", generated_section(study))
-            inputs.append(rf"\input{{{(GENERATED / f'study_{name}').as_posix()}}}")
-    atomic_write_text(out / "studies.tex", "\n".join(inputs) + "\n")
+    body = [name for name in BODY_STUDIES if name in studies]
+    for listing, names in (("studies", body), ("studies_appendix", [n for n in studies if n not in body])):
+        inputs = [f"% Generated by `tma-study paper-generated`: {LISTINGS[listing]}; do not edit."]
+        for name in names:
+            if (paper_dir / SECTIONS / f"{name}.tex").is_file():
+                inputs.append(rf"\input{{{(SECTIONS / name).as_posix()}}}")
+            else:
+                atomic_write_text(out / f"study_{name}.tex", generated_section(study=studies[name]))
+                inputs.append(rf"\input{{{(GENERATED / f'study_{name}').as_posix()}}}")
+        atomic_write_text(out / f"{listing}.tex", "\n".join(inputs) + "\n")
 
 
 def _gpu_name(derived_dir: Path) -> str:

@@ -61,16 +61,20 @@ def check_macros(macros: dict, source: str, prefix: str = "") -> None:
 def run_macros(results_dir: Path, studies: dict) -> dict[str, str]:
     """The GPU the data came from, from the first study's provenance, and the fewest runs of the
     same sweep any measured study has in results/ (the reference's own and those of other labels,
-    tma_study.paper.claims.same_sweep_runs: what the claims' spreads are taken over)."""
+    tma_study.paper.claims.same_sweep_runs: what the claims' spreads are taken over): over all of
+    them, over those measured more than once, and the studies measured once (their names)."""
     measured = [name for name in studies if (Path(results_dir) / name / "provenance.json").is_file()]
     if not measured:
         raise MacroError(f"no provenance.json under {results_dir}/ for studies {', '.join(studies)}")
     gpu = read_provenance(Path(results_dir) / measured[0] / "provenance.json", study=measured[0])["gpu"]
-    runs = min(1 + len(same_sweep_runs(Path(results_dir) / name)) for name in measured)
+    runs = {name: 1 + len(same_sweep_runs(Path(results_dir) / name)) for name in measured}
+    repeated, once = [n for n in runs.values() if n > 1], [name for name, n in runs.items() if n == 1]
     return {"gpuName": str(gpu.get("name", "unknown GPU")), "gpuSmCount": str(gpu.get("sm_count", "?")),
             "gpuLtwoSize": size(gpu.get("l2_bytes", 0)) if gpu.get("l2_bytes") else "unknown",
             "resultsLabel": Path(results_dir).name, "studiesCount": str(len(studies)),
-            "sweepRunsMin": str(runs)}
+            "sweepRunsMin": str(min(runs.values())), "sweepRunsMinRepeated": str(min(repeated or [1])),
+            "sweepRunsOnceStudies": str(len(once)),
+            "sweepRunsOnceNames": ", ".join(f"the {latex_escape(name)} study" for name in once) or "none"}
 
 
 def claims_macros(claims_tsv: Path | None, studies: dict) -> dict[str, str]:
@@ -109,6 +113,7 @@ def source_macros(results_dir: Path, catalog_derived: Path | None) -> dict[str, 
     crossover = Path(results_dir) / "crossover" / "derived"
     if (crossover / "peaks.csv").is_file():
         macros.update(projection.macros(projection.load_specs(), crossover))
+        macros.update(projection.hopper_macros(projection.load_specs(), crossover))
     advisor = Path(results_dir) / ADVISOR_DERIVED
     if (advisor / "scores.csv").is_file():
         macros.update(advisor_macros.macros(advisor))

@@ -46,6 +46,7 @@ def load_specs(path: Path = SPECS) -> dict[str, dict]:
 
 
 PROJECTED = ("h200", "b200")     # (measured source, projected target): the table shows these two
+HOPPER_OTHER = "h100-80gb-hbm3"  # the H100 SXM, the measured H200's chip with other memory (its column first)
 
 
 def spec_key(device_name: str | None, specs: dict[str, dict], default: str = "h200") -> str:
@@ -106,12 +107,27 @@ def macros(specs: dict[str, dict], crossover_derived: Path) -> dict[str, str]:
 
 
 def table(specs: dict[str, dict]) -> pd.DataFrame:
-    """The published numbers the projection uses, one column per GPU."""
-    rows = [("SMs", "sm_count", "{:.0f}"), ("HBM bandwidth (TB/s)", "hbm_tb_per_s", "{:.1f}"),
-            ("dense BF16 tensor rate (TFLOP/s)", "bf16_dense_tflops", "{:.0f}"),
-            ("dense FP8 tensor rate (TFLOP/s)", "fp8_dense_tflops", "{:.0f}"),
+    """The published numbers the paper uses, one column per GPU (named by its key's first part: H100, H200, B200)."""
+    rows = [("SMs", "sm_count", "{:.0f}"), ("HBM (TB/s)", "hbm_tb_per_s", "{:g}"), ("HBM (GB)", "hbm_gb", "{:.0f}"),
+            ("dense BF16 (TFLOP/s)", "bf16_dense_tflops", "{:.0f}"), ("dense FP8 (TFLOP/s)", "fp8_dense_tflops", "{:.0f}"),
             ("shared memory per SM (KiB)", "shared_memory_per_sm_kib", "{:.0f}")]
     frame = pd.DataFrame({"published": [label for label, _, _ in rows]})
-    for spec in specs.values():
-        frame[spec["name"]] = [fmt.format(spec[key]) for _, key, fmt in rows]
+    for key, spec in specs.items():
+        frame[key.split("-")[0].upper()] = [fmt.format(spec[field]) if field in spec else "--" for _, field, fmt in rows]
     return frame
+
+
+def hopper_macros(specs: dict[str, dict], crossover_derived: Path, measured: str = "h200",
+                  other: str = HOPPER_OTHER) -> dict[str, str]:
+    """``\\projectionHOneHundred...``: the H100 beside the measured H200 (the same chip, SMs and tensor
+    rates, other memory), and what Little's law makes of the measured ring and crossover there."""
+    if other not in specs or "hbm_gb" not in specs[other]:
+        return {}
+    p = project(specs, crossover_derived, source=measured, target=other)
+    a, b = specs[measured], specs[other]
+    return {"projectionHOneHundredName": b["name"], "projectionHOneHundredTbps": f"{b['hbm_tb_per_s']:g}",
+            "projectionHOneHundredGb": f"{b['hbm_gb']:.0f}", "projectionSourceGb": f"{a['hbm_gb']:.0f}",
+            "projectionHOneHundredLtwoMb": f"{b['l2_mb']:.0f}",
+            "projectionSourceOverHOneHundredBandwidth": f"{1 / p['bandwidth_ratio']:.2f}",
+            "projectionHOneHundredRingKib": f"{p['ring_projected_bytes'] / 1024:.0f}",
+            "projectionHOneHundredCrossoverGrid": human_bytes(p["crossover_projected_grid_bytes"])}

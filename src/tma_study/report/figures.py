@@ -1,4 +1,11 @@
-"""What every figure notebook shares: finding its inputs, one look, saving PDF + PNG."""
+"""What every figure notebook shares: finding its inputs, one look, saving PDF + PNG.
+
+The look is the paper's: figures drawn at the width they print (``COLUMN_IN`` for a column,
+``PAGE_IN`` across the page), text of 7 pt or more, TrueType fonts embedded in the PDF (Type 3
+fonts are refused by IEEE's PDF checks), the Okabe-Ito palette (distinct for colour-blind readers)
+with a marker per series. ``finish`` refuses a figure that would be unreadable in print
+(``tma_study.report.legibility``).
+"""
 from __future__ import annotations
 
 from pathlib import Path
@@ -7,19 +14,38 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from cycler import cycler  # noqa: E402
 
 from tma_study.config import REPO_ROOT  # noqa: E402
 from tma_study.harness import l2_state  # noqa: E402
 from tma_study.harness.provenance import read as read_provenance  # noqa: E402
+from tma_study.report import legibility  # noqa: E402
+from tma_study.report.legibility import COLUMN_IN, PAGE_IN  # noqa: E402,F401
 from tma_study.report.tables import human_bytes, source_line  # noqa: E402
 
+# Okabe & Ito's palette: every pair tells apart for the common colour-vision deficiencies.
+PALETTE = {"blue": "#0072B2", "orange": "#E69F00", "green": "#009E73", "vermillion": "#D55E00",
+           "purple": "#CC79A7", "sky": "#56B4E9", "yellow": "#F0E442", "black": "#000000", "grey": "#7F7F7F"}
+SERIES_COLOURS = [PALETTE[c] for c in ("blue", "orange", "green", "vermillion", "purple", "sky", "black")]
+SERIES_MARKERS = ["o", "s", "^", "D", "v", "P", "X"]
+plt.rcParams.update({
+    "pdf.fonttype": 42, "ps.fonttype": 42,        # TrueType, never Type 3
+    "font.size": 7.5, "axes.titlesize": 8, "axes.labelsize": 7.5, "xtick.labelsize": 7, "ytick.labelsize": 7,
+    "legend.fontsize": 7, "legend.title_fontsize": 7, "figure.titlesize": 8,
+    "axes.prop_cycle": cycler(color=SERIES_COLOURS), "lines.linewidth": 1.2, "lines.markersize": 4,
+    "axes.linewidth": 0.6, "grid.linewidth": 0.4, "legend.framealpha": 0.9, "legend.borderaxespad": 0.3,
+})
+
 MECHANISM_STYLE = {  # one colour and marker per mechanism, the same in every figure
-    "tma_tile": {"label": "TMA tensor tile", "color": "#1f77b4", "marker": "o"},
-    "bulk_copy": {"label": "bulk copy (1-D)", "color": "#17becf", "marker": "s", "linestyle": "--",
-                  "markersize": 4},  # dashed and smaller: it often lies right on top of TMA
-    "cp_async": {"label": "cp.async 16 B", "color": "#d62728", "marker": "^"},
-    "plain_loads": {"label": "plain LDG.128", "color": "#7f7f7f", "marker": "v"},
+    "tma_tile": {"label": "TMA tensor tile", "color": PALETTE["blue"], "marker": "o"},
+    "bulk_copy": {"label": "bulk copy (1-D)", "color": PALETTE["sky"], "marker": "s", "linestyle": "--",
+                  "markersize": 3},  # dashed and smaller: it often lies right on top of TMA
+    "cp_async": {"label": "cp.async 16 B", "color": PALETTE["vermillion"], "marker": "^"},
+    "plain_loads": {"label": "plain LDG.128", "color": PALETTE["black"], "marker": "v"},
 }
+LEGEND_ROW_IN = 0.15           # one row of 7 pt legend text (and its marker)
+EDGE_IN = 3 / 72                # the source line's distance from the figure's edges
+SOURCE_LINE_IN = 8.5 / 72 + EDGE_IN      # the source line under every figure
 DEFAULT_GPU = "h200"
 
 
@@ -39,11 +65,18 @@ def size_axis(ax, sizes) -> None:
     ax.set_xlabel("bytes per transfer")
 
 
-def finish(fig, provenance: dict, pdf: Path | None, rect: tuple = (0, 0.03, 1, 1)) -> None:
-    """Caption the source run under the figure and write PDF and PNG (when run by Snakemake);
-    ``rect``: the area tight_layout fills (leave room for a legend below the panels)."""
-    fig.text(0.01, 0.005, source_line(provenance), fontsize=7, color="#555555", ha="left", va="bottom")
-    fig.tight_layout(rect=rect)
+def finish(fig, provenance: dict, pdf: Path | None, rect: tuple | None = None) -> None:
+    """Caption the source run under the figure, check that it is legible in print and write PDF
+    and PNG (when run by Snakemake); ``rect``: the area tight_layout fills (leave room for a
+    legend below the panels; None: all of it above the source line)."""
+    source = source_line(provenance).replace("NVIDIA ", "")        # short enough for a column figure
+    width, height = fig.get_size_inches()
+    fig.text(EDGE_IN / width, EDGE_IN / height, source, fontsize=7, color="#555555", ha="left", va="bottom")
+    if fig.get_layout_engine() is None:
+        bottom = SOURCE_LINE_IN / height      # one line of 7 pt text for the source line
+        for _ in range(2):          # twice: the first pass moves tick labels the second one accounts for
+            fig.tight_layout(rect=rect or (0, bottom, 1, 1), pad=0.3)
+    legibility.check(fig)
     if pdf is not None:
         pdf.parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(pdf, metadata={"CreationDate": None})  # no timestamp: the same data, the same bytes
@@ -88,9 +121,10 @@ def inputs_and_runs(study: str, snakemake=None) -> tuple[Path, dict, Path, list[
 
 
 def run_label(label: str, provenance: dict) -> str:
-    """'h200-rerun (NVIDIA H200)'; a run timed after nvbench's flush alone says so (l2_state)."""
-    dirty = ", L2 dirty after nvbench's flush" if l2_state.describe(provenance).startswith("dirty") else ""
-    return f"{label} ({provenance.get('gpu', {}).get('name', 'unknown GPU')}{dirty})"
+    """'h200-rerun (H200)'; a run timed after nvbench's flush alone says 'dirty L2' (l2_state)."""
+    dirty = ", dirty L2" if l2_state.describe(provenance).startswith("dirty") else ""
+    gpu = str(provenance.get("gpu", {}).get("name", "unknown GPU")).removeprefix("NVIDIA ")
+    return f"{label} ({gpu}{dirty})"
 
 
 def overlay_style(style: dict, run_index: int) -> dict:
@@ -110,24 +144,58 @@ def overlay_marker_style(color, run_index: int) -> dict:
     return {**OVERLAY_MARKER, "markerfacecolor": color, "marker": marker}
 
 
-def runs_legend(ax, this_run: str, runs: list[tuple[str, Path, dict]], markers: bool = False,
-                **where) -> None:
-    """A second legend naming the runs by line style, or by marker over bars when ``markers``
-    (only when other runs are overlaid), outside the axes to the right of ``ax`` (off the data;
-    ``finish``'s tight layout makes room), unless ``where`` places it (loc=..., bbox_to_anchor=...)."""
+def runs_handles(this_run: str, runs: list[tuple[str, Path, dict]], markers: bool = False) -> list:
+    """Legend handles naming the runs by line style, or by marker over bars when ``markers``
+    (none when no other run is overlaid)."""
     if not runs:
-        return
+        return []
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
     if markers:
         handles = [Patch(color="#999999", label=f"{this_run} (this run): bars")]
-        handles += [Line2D([], [], **overlay_marker_style("white", i), label=run_label(label, provenance))
-                    for i, (label, _, provenance) in enumerate(runs)]
-    else:
-        handles = [Line2D([], [], color="black", linewidth=1.5, label=f"{this_run} (this run)")]
-        handles += [Line2D([], [], color="black", **{**OVERLAY, **run_style(i)},
-                           label=run_label(label, provenance)) for i, (label, _, provenance) in enumerate(runs)]
+        return handles + [Line2D([], [], **overlay_marker_style("white", i), label=run_label(label, provenance))
+                          for i, (label, _, provenance) in enumerate(runs)]
+    handles = [Line2D([], [], color="black", linewidth=1.5, label=f"{this_run} (this run)")]
+    return handles + [Line2D([], [], color="black", **{**OVERLAY, **run_style(i)},
+                             label=run_label(label, provenance)) for i, (label, _, provenance) in enumerate(runs)]
+
+
+def runs_legend(ax, this_run: str, runs: list[tuple[str, Path, dict]], markers: bool = False,
+                **where) -> None:
+    """A second legend naming the runs (see runs_handles), outside the axes to the right of ``ax``
+    (off the data; ``finish``'s tight layout makes room), unless ``where`` places it (loc=...,
+    bbox_to_anchor=...). The paper's figures put it in the band under their panels (legend_band)."""
+    handles = runs_handles(this_run, runs, markers)
+    if not handles:
+        return
     outside = {"loc": "upper left", "bbox_to_anchor": (1.02, 1.0), "borderaxespad": 0.0}
-    legend = ax.legend(handles=handles, fontsize=7, title="runs", title_fontsize=7, **(where or outside))
+    legend = ax.legend(handles=handles, title="runs", **(where or outside))
     ax.add_artist(legend)           # kept when the notebook gives ax a legend of its own
     legend.set_clip_on(False)       # else add_artist clips it to ax and the tight layout leaves it out
+
+
+
+
+def legend_band(fig, legends: list[tuple[list, int, str | None]], stack: bool = False) -> tuple:
+    """Figure legends in a band under the panels, above the source line, so that no legend lies
+    over data: side by side (the first at the left, the last at the right), or centred one above
+    the other when ``stack``; ``legends``: (handles, columns, title) each (empty handles: left out).
+    Returns the rect that ``finish`` lays the panels out in."""
+    legends = [legend for legend in legends if legend[0]]
+    height = fig.get_size_inches()[1]
+    rows = [-(-len(handles) // columns) + (0 if title is None else title.count("\n") + 1)
+            for handles, columns, title in legends]
+    band = SOURCE_LINE_IN + (sum(rows) if stack else max(rows or [0])) * LEGEND_ROW_IN + 0.06 * max(1, len(rows) * stack)
+    top = band
+    for index, ((handles, columns, title), height_rows) in enumerate(zip(legends, rows)):
+        if stack:
+            side, x = "upper center", 0.5
+        else:
+            side, x = (("upper left", 0.005) if index == 0 and len(legends) > 1 else
+                       ("upper right", 0.995) if index == len(legends) - 1 and len(legends) > 1 else
+                       ("upper center", (index + 0.5) / len(legends)))
+        fig.legend(handles=handles, ncol=columns, title=title, loc=side, frameon=False, bbox_to_anchor=(x, top / height),
+                   columnspacing=1.0, handlelength=1.8, handletextpad=0.4, borderpad=0.1, borderaxespad=0.0)
+        if stack:
+            top -= height_rows * LEGEND_ROW_IN + 0.06
+    return (0, band / height, 1, 1)

@@ -17,10 +17,19 @@ def latex_escape(text) -> str:
     return "".join(LATEX_ESCAPES.get(ch, ch) for ch in str(text))
 
 
-TEXT_WIDTH_CM = 16.6      # the paper's text width (A4, 2 cm margins) less a little slack
+# The paper is two columns (IEEEtran, 10 pt): a table fits a column where it can, else the page
+# (table*). Text is never smaller than \footnotesize (8 pt); a table taller than a page is a
+# longtable, which breaks across pages (the appendix is one column, where longtable works).
+COLUMN_WIDTH_CM = 8.2     # IEEEtran's column (8.9 cm) less slack for the estimate of a character's width
+TEXT_WIDTH_CM = 17.0      # IEEEtran's text width (18.1 cm) less slack for the estimate of a character's width
 CHAR_CM = {"small": 0.16, "footnotesize": 0.14}     # an average character of the paper's font
+LINE_CM = 0.36            # one \footnotesize line of a table, rules included
+LONG_TABLE_CM = 19.0      # taller than this (of a page's 24 cm): a longtable, not a float
 COLSEP_CM = 0.42          # LaTeX's default space between two columns (2 x 6 pt)
-NARROW_COLSEP_CM = 0.21   # between wrapped columns (2 x 3 pt)
+WRAPPED_WIDTH_CM = 17.8   # wrapped columns' widths are exact (only their words' widths are estimates)
+WRAPPED_COLSEP_PT = (3.0, 2.0)    # 	abcolsep between wrapped columns; the narrower where words need it
+PT_CM = 2.54 / 72.27
+ROUNDING_CM = 0.05        # each wrapped column's width is rounded up by this much
 
 
 def _longest_word(text) -> int:
@@ -33,40 +42,61 @@ def breakable(text) -> str:
     return latex_escape(text).replace(r"\_", r"\_\allowbreak{}")
 
 
-def column_layout(frame: pd.DataFrame) -> tuple[str, list[float] | None]:
-    """(font size, column widths in cm or None) so the table fits the text width unshrunk: as
-    is at \\small where it fits, else at \\footnotesize with wrapping columns, the widest wrapped
-    first (never below its longest word)."""
+def column_layout(frame: pd.DataFrame) -> tuple[str, list[float] | None, bool, float]:
+    r"""(font size, column widths in cm or None, wide, \tabcolsep in pt) so the table fits unshrunk:
+    in a column where it can (as is at \small, then \footnotesize), else across the page (``wide``:
+    table*), as is or at \footnotesize with wrapping columns, the widest wrapped first (never below
+    its longest word), their space between them narrowed where the longest words need it."""
     columns = [str(c) for c in frame.columns]
     content = [max([len(str(v)) for v in frame[c]] or [0]) for c in frame.columns]
-    for size in ("small", "footnotesize"):
-        natural = sum(max(n, len(h)) * CHAR_CM[size] + COLSEP_CM for n, h in zip(content, columns))
-        if natural <= TEXT_WIDTH_CM:
-            return size, None
+    for width, wide in ((COLUMN_WIDTH_CM, False), (TEXT_WIDTH_CM, True)):
+        for size in ("small", "footnotesize"):
+            natural = sum(max(n, len(h)) * CHAR_CM[size] + COLSEP_CM for n, h in zip(content, columns))
+            if natural <= width:
+                return size, None, wide, 6.0
     char = CHAR_CM["footnotesize"]
     widths = [max(n, _longest_word(h)) for n, h in zip(content, columns)]
     floors = [max(_longest_word(h), max([_longest_word(v) for v in frame[c]] or [0]), 4)
               for h, c in zip(columns, frame.columns)]
-    available = (TEXT_WIDTH_CM - len(columns) * NARROW_COLSEP_CM) / char
+    for colsep_pt in WRAPPED_COLSEP_PT:
+        available = (WRAPPED_WIDTH_CM - len(columns) * (2 * colsep_pt * PT_CM + ROUNDING_CM)) / char
+        if sum(floors) <= available:
+            break
     while sum(widths) > available:
         widest = max(range(len(widths)), key=lambda i: widths[i] - floors[i])
         if widths[widest] <= floors[widest]:
             break
         widths[widest] -= 1
-    return "footnotesize", [round(w * char + 0.05, 2) for w in widths]
+    return "footnotesize", [round(w * char + ROUNDING_CM, 2) for w in widths], True, colsep_pt
+
+
+def height_cm(frame: pd.DataFrame, widths: list[float] | None) -> float:
+    """About how tall the table prints: one line a row, more where a wrapped cell needs them."""
+    char = CHAR_CM["footnotesize"]
+    lines = 2 + len(frame.columns) // 8     # the header (and the caption's first lines)
+    for row in frame.itertuples(index=False):
+        lines += 1 if widths is None else max(
+            -(-len(str(v)) * char // max(w, char)) for v, w in zip(row, widths))
+    return lines * LINE_CM
 
 
 def to_latex(frame: pd.DataFrame, caption: str, label: str) -> str:
-    size, widths = column_layout(frame)
+    size, widths, wide, colsep_pt = column_layout(frame)
     columns = ("l" * len(frame.columns) if widths is None else
                "".join(rf">{{\raggedright\arraybackslash}}p{{{w}cm}}" for w in widths))
     cell = latex_escape if widths is None else breakable
-    spacing = [] if widths is None else [r"\setlength{\tabcolsep}{3pt}"]
-    lines = [r"\begin{table}[!htbp]", r"\centering", rf"\{size}", *spacing, rf"\caption{{{latex_escape(caption)}}}",
-             rf"\label{{{label}}}", rf"\begin{{tabular}}{{{columns}}}", r"\toprule",
-             " & ".join(cell(c) for c in frame.columns) + r" \\", r"\midrule"]
-    lines += [" & ".join(cell(v) for v in row) + r" \\" for row in frame.itertuples(index=False)]
-    lines += [r"\bottomrule", r"\end{tabular}", r"\end{table}", ""]
+    head = " & ".join(cell(c) for c in frame.columns) + r" \\"
+    rows = [" & ".join(cell(v) for v in row) + r" \\" for row in frame.itertuples(index=False)]
+    spacing = [] if widths is None else [rf"\setlength{{\tabcolsep}}{{{colsep_pt:g}pt}}"]
+    if height_cm(frame, widths) > LONG_TABLE_CM:
+        return "\n".join([rf"{{\{size}{''.join(spacing)}", rf"\begin{{longtable}}{{{columns}}}",
+                          rf"\caption{{{latex_escape(caption)}}}\label{{{label}}} \\", r"\toprule", head, r"\midrule",
+                          r"\endfirsthead", r"\toprule", head, r"\midrule", r"\endhead", r"\bottomrule", r"\endlastfoot",
+                          *rows, r"\end{longtable}", "}", ""])
+    float_ = "table*" if wide else "table"
+    lines = [rf"\begin{{{float_}}}[!htbp]", r"\centering", rf"\{size}", *spacing, rf"\caption{{{latex_escape(caption)}}}",
+             rf"\label{{{label}}}", rf"\begin{{tabular}}{{{columns}}}", r"\toprule", head, r"\midrule", *rows,
+             r"\bottomrule", r"\end{tabular}", rf"\end{{{float_}}}", ""]
     return "\n".join(lines)
 
 
@@ -99,10 +129,11 @@ def paragraph_table(frame, caption: str, label: str, widths_cm: list[float], lon
                           r"\midrule", r"\endfirsthead", r"\toprule", head, r"\midrule", r"\endhead",
                           r"\midrule", r"\endfoot", r"\bottomrule", r"\endlastfoot", *body,
                           r"\end{longtable}", "}", ""])
-    lines = [r"\begin{table}[!htbp]", r"\centering", r"\small", rf"\caption{{{latex_escape(caption)}}}",
+    float_ = "table*" if sum(widths_cm) > COLUMN_WIDTH_CM else "table"
+    lines = [rf"\begin{{{float_}}}[!htbp]", r"\centering", r"\small", rf"\caption{{{latex_escape(caption)}}}",
              rf"\label{{{label}}}", rf"\begin{{tabular}}{{{columns}}}", r"\toprule", head, r"\midrule"]
     lines += body
-    lines += [r"\bottomrule", r"\end{tabular}", r"\end{table}", ""]
+    lines += [r"\bottomrule", r"\end{tabular}", rf"\end{{{float_}}}", ""]
     return "\n".join(lines)
 
 

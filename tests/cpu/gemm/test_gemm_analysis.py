@@ -102,13 +102,15 @@ def test_figures_draw_and_say_what_was_not_measured(folders, monkeypatch, name):
     raw, derived, _ = folders
     drawn = []
     lay_out = figures.finish
-    monkeypatch.setattr(figures, "finish", lambda fig, provenance, pdf: (lay_out(fig, provenance, None), drawn.append(fig)))
+    monkeypatch.setattr(figures, "finish", lambda fig, provenance, pdf, **layout: (
+        lay_out(fig, provenance, None, **layout), drawn.append(fig)))
     snakemake = SimpleNamespace(params=SimpleNamespace(derived=str(derived)),
                                 input=SimpleNamespace(provenance=str(raw / "provenance.json")),
                                 output=SimpleNamespace(pdf=str(raw / f"{name}.pdf")))
     runpy.run_path(str(REPO / "notebooks" / f"{name}.py"), init_globals={"snakemake": snakemake})
     (fig,) = drawn
-    texts = [t.get_text() for ax in fig.axes for t in ax.texts] + [t.get_text() for t in fig.texts]
+    texts = ([t.get_text() for ax in fig.axes for t in ax.texts] + [t.get_text() for t in fig.texts]
+             + [legend.get_title().get_text() for legend in fig.legends])
     assert any("synthetic test data" in t for t in texts)
     assert any("needs an SM100 GPU" in t for t in texts)
 

@@ -172,10 +172,9 @@ def test_a_run_timed_after_nvbench_flush_alone_is_labelled_so_in_figures():
     from tma_study.report.figures import run_label
     gpu = {"gpu": {"name": "NVIDIA H200"}}
     assert run_label("h200-rerun", {**gpu, "l2_before_each_sample": l2_state.DESCRIPTIONS["clean"]}) == \
-        "h200-rerun (NVIDIA H200)"
-    assert run_label("old", gpu) == "old (NVIDIA H200, L2 dirty after nvbench's flush)"     # before the field
-    assert run_label("g", {**gpu, "l2_before_each_sample": l2_state.DESCRIPTIONS["dirty"]}).endswith(
-        "L2 dirty after nvbench's flush)")
+        "h200-rerun (H200)"
+    assert run_label("old", gpu) == "old (H200, dirty L2)"     # before the field
+    assert run_label("g", {**gpu, "l2_before_each_sample": l2_state.DESCRIPTIONS["dirty"]}).endswith("dirty L2)")
 
 
 def test_provenance_records_the_l2_state_of_the_study_config(tmp_path):

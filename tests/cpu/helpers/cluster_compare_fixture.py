@@ -103,8 +103,8 @@ def render(monkeypatch, name: str, derived: Path, others: list[Path]):
     """Run notebooks/<name>.py as Snakemake would (``others``: other runs' derived folders)."""
     drawn = []
     lay_out = figures.finish
-    monkeypatch.setattr(figures, "finish", lambda fig, provenance, pdf: (lay_out(fig, provenance, None),
-                                                                      drawn.append(fig)))
+    monkeypatch.setattr(figures, "finish", lambda fig, provenance, pdf, **layout: (
+        lay_out(fig, provenance, None, **layout), drawn.append(fig)))
     snakemake = SimpleNamespace(
         params=SimpleNamespace(derived=str(derived)),
         input=SimpleNamespace(provenance=str(derived.parent / "provenance.json"),
@@ -127,5 +127,7 @@ def overlaid(fig) -> int:
 
 
 def run_legends(fig) -> list[str]:
-    return [text.get_text() for ax in fig.axes for legend in ax.findobj(matplotlib.legend.Legend)
-            if legend.get_title().get_text() == "runs" for text in legend.get_texts()]
+    """The entries of the legends naming the runs (titled 'runs', in a panel or under the panels)."""
+    legends = [legend for ax in fig.axes for legend in ax.findobj(matplotlib.legend.Legend)] + list(fig.legends)
+    return [text.get_text() for legend in legends
+            if legend.get_title().get_text().startswith("runs") for text in legend.get_texts()]

@@ -169,7 +169,8 @@ def test_every_l2_state_macro_the_section_uses_is_generated_from_such_a_run(runs
     import re
 
     from tma_study.studies.paged_kv.macros import macros
-    section = (REPO / "paper" / "sections" / "studies" / "paged_kv.tex").read_text()
+    section = "".join((REPO / "paper" / "sections" / folder / "paged_kv.tex").read_text()      # body and appendix
+                      for folder in ("studies", "appendix"))
     used = set(re.findall(r"\\(pagedKvLtwoState[A-Za-z]+)", section))
     found = macros(runs["new"] / "derived", json.loads((runs["new"] / "provenance.json").read_text()))
     assert used and used <= set(found), sorted(used - set(found))

@@ -28,7 +28,14 @@ from tma_study.studies.paged_kv.macros import macros
 from tma_study.studies.paged_kv.rules import rules_of_thumb as paged_kv_rules
 from tma_study.studies.paged_kv.tables import write_tables
 
-SECTION = REPO / "paper" / "sections" / "studies" / "paged_kv.tex"
+# The study's text: its section of the body and its details in the appendix.
+SECTIONS = (REPO / "paper" / "sections" / "studies" / "paged_kv.tex", REPO / "paper" / "sections" / "appendix" / "paged_kv.tex")
+OTHER_STUDY = re.compile(r"\\ifdefined\\pagedKvTmaPoints.*?\\fi", flags=re.DOTALL)   # the paged_kv_tma study's paragraph
+
+
+def section_text() -> str:
+    """The study's text, less the body's paragraph on the paged_kv_tma study (whose macros that study makes)."""
+    return OTHER_STUDY.sub("", "\n".join(section.read_text() for section in SECTIONS))
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +68,7 @@ def test_data_before_the_tma_look_ahead_are_marked_provisional(run):
             assert ("provisional" in row["rule"]) == (marked and compares), row
     assert "pagedKvTmaLookupAfterWait" not in macros(derived, provenance)
     assert macros(derived, old)["pagedKvTmaLookupAfterWait"] == "bcabb37"
-    assert "\\ifdefined\\pagedKvTmaLookupAfterWait" in SECTION.read_text()
+    assert "\\ifdefined\\pagedKvTmaLookupAfterWait" in section_text()
 
 
 def test_rules_name_their_figures_and_follow_the_known_answers(run):
@@ -218,7 +225,7 @@ def test_unmeasured_extras_leave_their_macros_out(run, tmp_path):
 
 def section_macros() -> tuple[set[str], set[str]]:
     """(every pagedKv macro the section uses, those it guards with \\ifdefined)."""
-    text = re.sub(r"(?<!\\)%.*", "", SECTION.read_text())
+    text = re.sub(r"(?<!\\)%.*", "", section_text())
     used = set(re.findall(r"\\(pagedKv[A-Za-z]+)", text))
     guarded = set(re.findall(r"\\ifdefined\\(pagedKv[A-Za-z]+)", text))
     return used, guarded
@@ -232,7 +239,7 @@ def test_every_macro_the_section_uses_is_generated(run):
     if "pagedKvLtwoStateSizes" not in found:       # only for data with the dirty-L2 copies (not these)
         optional |= {name for name in used if name.startswith("pagedKvLtwoState")}
     assert used and not sorted(used - set(found) - optional), sorted(used - set(found) - optional)
-    text = SECTION.read_text()
+    text = section_text()
     for claims_macro in set(re.findall(r"\\(claimsOf[A-Za-z]+)", text)):
         assert claims_macro in {macros_mod.camel("claims of", name) for name in (*STUDY.figures, *STUDY.tables)}
     # notes that hold only for some runs are guarded: older data, optional measurements
@@ -251,12 +258,12 @@ def test_data_before_the_per_kernel_split_rule_say_so(run):
 
 
 def test_the_section_includes_the_study_figures_and_existing_tables(run, tmp_path):
-    text = SECTION.read_text()
+    text = section_text()
     for figure in STUDY.figures:
         assert f"{{{figure}.pdf}}" in text
     write_tables(run[0], run[1], tmp_path)
     for table in re.findall(r"\\input\{tables/([a-z_]+)\}", text):
-        assert table in STUDY.tables or table == "paged_kv_comparison", table
+        assert table in STUDY.tables or table in ("paged_kv_comparison", "paged_kv_kernels"), table
         if table in STUDY.tables:
             assert (tmp_path / f"{table}.tex").is_file()
     summary = (tmp_path / "paged_kv_summary.md").read_text()

@@ -233,7 +233,8 @@ def test_tables_and_figures(analysed, monkeypatch):
     assert (1, 8, 32, 128) in xs
     assert {tuple(line.get_xdata()) for line in by_context.lines if len(line.get_xdata()) > 1} >= {
         (1024, 8192, 32768)}
-    assert len(prefill.patches) == 4 * 4 and prefill.get_legend() is not None and fig.legends
+    assert len(prefill.patches) == 4 * 4 and len(fig.legends) >= 2     # decode lines and prefill bars, under the panels
+    assert any("prefill: TMA bf16" == t.get_text() for legend in fig.legends for t in legend.get_texts())
     fig = render(analysed, monkeypatch, "paged_kv_roofline")
     roofline, key = fig.axes
     bar_points = pd.read_csv(analysed / "derived" / "decode.csv").query("bar_applies")

@@ -296,11 +296,13 @@ def test_the_paper_builds_or_says_what_to_install(pipeline):
 
 
 def test_the_pdf_reads_cleanly(pipeline):
-    """What a reader sees (pdftotext): the catalog, a bibliography of at least 15 entries, no
-    inverted exclamation mark where a '<' belongs, no undefined reference or citation ('??'), and
-    no table shrunk below readability. Skips, saying what to install, where TeX is absent."""
+    """What a reader and a program committee see: the catalog, a bibliography of at least 35 entries
+    with the reproduced paper, no inverted exclamation mark where a '<' belongs, no undefined
+    reference or citation ('??'); a body of at most twelve pages; no float too large for its page, no
+    overfull box over 5 pt, no table below 8 pt, no figure shrunk below the width it was drawn at,
+    no Type 3 font. Skips, saying what to install, where TeX or poppler is absent."""
     from tma_study.paper import pdf as paper_pdf
-    missing = [program for program in ("latexmk", "pdflatex", "pdftotext") if shutil.which(program) is None]
+    missing = [program for program in ("latexmk", "pdflatex", "pdftotext", "pdffonts") if shutil.which(program) is None]
     if missing:
         pytest.skip(f"needs {', '.join(missing)}: apt-get install {' '.join(paper_pdf.TEX_PACKAGES)} "
                     f"{paper_pdf.PDF_TEXT_PACKAGE}")
@@ -311,11 +313,29 @@ def test_the_pdf_reads_cleanly(pipeline):
         assert result.returncode == 0, output_of(result)[-5000:]
     text = subprocess.run(["pdftotext", str(pdf), "-"], capture_output=True, text=True, check=True).stdout
     assert not paper_pdf.pdf_text_problems(text), paper_pdf.pdf_text_problems(text)
-    assert "What FlashAttention-3 does" in text and "FlashAttention-3 forward (SM90)" in text
+    assert "cataloged data movements" in text and "FlashAttention-3 forward (SM90)" in text   # the catalog's section and table
     bibliography = (root / "build/paper/main.bbl").read_text(errors="replace")
-    assert bibliography.count(r"\bibitem") >= 15
+    assert bibliography.count(r"\bibitem") >= 35 and "2610.34907" in bibliography
     log = (root / "build/paper/main.log").read_text(errors="replace")
     assert not paper_pdf.shrunk_tables(log), paper_pdf.shrunk_tables(log)
+    assert not paper_pdf.floats_too_large(log), paper_pdf.floats_too_large(log)
+    assert not paper_pdf.overfull_boxes(log), paper_pdf.overfull_boxes(log)
+    body = paper_pdf.body_pages((root / "build/paper/main.aux").read_text(errors="replace"))
+    assert body is not None and body <= 12, f"the body ends on page {body}; it has twelve"
+    fonts = subprocess.run(["pdffonts", str(pdf)], capture_output=True, text=True, check=True).stdout
+    assert "Type 3" not in fonts, [line for line in fonts.splitlines() if "Type 3" in line]
+    printed = paper_pdf.printed_figure_widths(log)
+    assert printed, "main.tex logs each figure's printed width"
+    shrunk = {name: f"{width:.0f} of {natural:.0f} bp" for name, width in printed.items()
+              if width < (natural := figure_width(root / "figures" / name)) - 0.5}
+    assert not shrunk, f"figures printed narrower than drawn (their 7 pt text shrinks): {shrunk}"
+
+
+def figure_width(pdf: Path) -> float:
+    """A figure PDF's width in big points (its MediaBox; matplotlib writes it uncompressed)."""
+    box = re.search(rb"/MediaBox \[ *([-0-9.]+) +([-0-9.]+) +([-0-9.]+) +([-0-9.]+) *\]", pdf.read_bytes())
+    assert box, f"{pdf} has no MediaBox"
+    return float(box.group(3)) - float(box.group(1))
 
 
 # ---------------------------------------------------------------- every documented command
