@@ -94,7 +94,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--staged", type=Path, required=True)
     p.add_argument("--out", type=Path, required=True)
     p = sub.add_parser("seal", help="seal the raw files of results/<label>/<study>/ folders published before seals")
-    p.add_argument("folders", type=Path, nargs="+")
+    p.add_argument("folders", type=Path, nargs="+", metavar="DIR",
+                   help="results/<label>/<study>/ folders to seal (a seal already there is checked, never rewritten)")
     p = sub.add_parser("kernel-table", help="paper table of the kernels' resources and SASS checks")
     p.add_argument("study")
     p.add_argument("--kernels", type=Path, required=True,
