@@ -21,6 +21,7 @@ from tma_study.harness.provenance import read as read_provenance
 from tma_study.report.tables import breakable, latex_escape, write_table
 from tma_study.report.tables import to_latex as _to_latex
 
+from . import claims_registry
 from . import macros as macros_mod
 from . import projection
 from .claims import (
@@ -49,32 +50,36 @@ def to_latex_table(frame, caption_tex: str, label: str) -> str:
     return text.replace(r"\caption{CAPTION}", rf"\caption{{{caption_tex}}}")
 
 
-# Where a study's claims are recorded as registered before the data that judge them were measured
-# or scored. Until every claim carries its registration (commit, date, before or after its data),
-# these are the only such records; the ledger lists their claims apart.
-REGISTRATION_RECORDS = {"advisor": "config/advisor_versions.yaml"}
 CLAIM_WIDTHS_CM = (3.2, 8.4, 1.5, 1.3, 2.0)
 
 
-def claims_table(claims_tsv: Path, figures: set[str], absent_studies: frozenset[str] = frozenset()) -> str:
-    """The ledger: the claims and their status as LaTeX longtables, those registered before their
-    data (``REGISTRATION_RECORDS``) apart from the others, each claim numbered (C1, C2, ...) and
+def registered_before_data(entries: list[dict] | None = None) -> set[str]:
+    """The ids of the claims the claims registry (config/claims_registry/) records as registered
+    while their study's data were absent from the tree: hypotheses, not findings."""
+    entries = claims_registry.load() if entries is None else entries
+    return {e["id"] for e in entries if e.get("before_data")}
+
+
+def claims_table(claims_tsv: Path, figures: set[str], absent_studies: frozenset[str] = frozenset(),
+                 before_data: set[str] | None = None) -> str:
+    """The ledger: the claims and their status as LaTeX longtables, those the claims registry records
+    as registered before their data apart from the others, each claim numbered (C1, C2, ...) and
     labelled ``claim:<id>``, so the text and the rules of thumb cite it with \\claimref{<id>}.
     A claim of a study in ``absent_studies`` (no data in this run, so no section) names its
     figure or table without a reference to it."""
     outcomes = read_outcomes(claims_tsv)
-    registered = outcomes[outcomes.study.isin(list(REGISTRATION_RECORDS))]
-    records = ", ".join(sorted(set(REGISTRATION_RECORDS[s] for s in registered.study)))
+    before = registered_before_data() if before_data is None else before_data
+    registered = outcomes[outcomes.id.isin(sorted(before))]
     common = (f"checked against {Path(claims_tsv).parent}/ by the pipeline (definitions: config/claims/; observed "
-              "values and thresholds: claims.md beside the data). Spread: the largest change of the number a check "
+              "values and thresholds: claims.md beside the data; the commit that registered each: "
+              "config/claims_registry/). Spread: the largest change of the number a check "
               "stands on between this run and the other runs of the same sweep in results/ (other instances), as a "
               "share of the threshold (of the tolerance where the value is 0); a claim clears its threshold by the "
               "larger of its margin and its spread; -- where no other run holds the number.")
     parts = [(registered, "tab:claims_registered",
-              f"Claims registered before their data were measured or scored (recorded in {records}), {common}"),
+              f"Hypotheses: claims registered before their study's data were in the repository, {common}"),
              (outcomes.drop(registered.index), "tab:claims",
-              "The other claims, stated and committed with the measurements at hand (when each was first written is "
-              f"not recorded with it), {common}")]
+              f"Findings: claims registered with their study's data at hand, {common}")]
     return "\n".join(_claims_longtable(rows, label, caption, figures, absent_studies)
                      for rows, label, caption in parts if len(rows) or label == "tab:claims")
 

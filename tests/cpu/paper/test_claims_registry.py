@@ -89,3 +89,18 @@ def test_a_restatement_is_found_through_the_registry_or_instead():
     assert found == {"old": ["new", "by_instead"]}
     assert holds_everywhere({"a": "PASS", "b": "PASS", "c": ""}, ["a", "b", "c"])
     assert not holds_everywhere({"a": "PASS", "b": "FAIL"}, ["a", "b"])
+
+
+def test_the_ledger_puts_the_hypotheses_registered_before_their_data_apart(tmp_path):
+    from tma_study.paper.generated import claims_table, registered_before_data
+    tsv = tmp_path / "claims.tsv"
+    tsv.write_text("id\tstudy\tstatement\tstatus\tobserved\tthreshold\treason\tfigure\n"
+                   "early\tdsm\tA hypothesis.\tPASS\t1\t>= 0\t\tdsm_winners\n"
+                   "late\tdsm\tA finding.\tFAIL\t0\t>= 1\t\tdsm_winners\n")
+    before = registered_before_data([{"id": "early", "before_data": True}, {"id": "late", "before_data": False}])
+    assert before == {"early"}
+    hypotheses, findings = claims_table(tsv, set(), before_data=before).split(r"\end{longtable}")[:2]
+    assert "tab:claims_registered" in hypotheses and "early" in hypotheses and "late" not in hypotheses
+    assert "tab:claims}" in findings and "late" in findings and "early" not in findings
+    committed = registered_before_data()           # the committed registry: the advisor's claims among them
+    assert {"advisor_regret_under_5_percent_heldout", "advisor_agrees_with_the_libraries"} <= committed
