@@ -6,11 +6,11 @@ the partner given by the read pattern: ``ring``, CTA ``(r + 1) % n`` (every CTA 
 on one cycle), or ``pair``, CTA ``r xor 1`` (the cluster split into pairs that read each other;
 the same as the ring at n = 2), with 128-bit ``ld.shared::cluster`` loads (``remote=True``); the
 local baseline (``remote=False``) reads its own buffer with ``LDS.128``. Both fold the checksum of
-:mod:`tma_kernels.multicast.consume`. A cluster barrier before exit keeps each buffer alive while
+:mod:`tma_kernels.common.cluster_consume`. A cluster barrier before exit keeps each buffer alive while
 its partner reads it. Persistent grid: as many clusters as fit.
 """
 from numba import cuda, uint32, uint64
-from tma_kernels.multicast.consume import make_consume
+from tma_kernels.common.cluster_consume import make_consume
 from tma_kernels.ptx import (
     cluster_ctarank,
     cluster_nctarank,

@@ -32,8 +32,8 @@ Both: barrier init published by ``fence.mbarrier_init.release.cluster`` + cluste
 a cluster barrier before exit.
 """
 from numba import cuda, int32, int64, uint32, uint64
-from tma_kernels.multicast.consume import make_consume
-from tma_kernels.multicast.ring import (
+from tma_kernels.common.cluster_consume import make_consume
+from tma_kernels.common.cluster_tiles import (
     LOG2_ROW_BYTES,
     MBARRIER_BYTES,
     RING_ALIGN_BYTES,

@@ -51,15 +51,17 @@ from tma_kernels.ptx import (
     tma_load_2d_multicast,
 )
 
-from .consume import make_consume, make_consume_compute
+from tma_kernels.common.cluster_consume import make_consume, make_consume_compute
+from tma_kernels.common.cluster_tiles import (  # noqa: F401  ROW_BYTES, ROW_ELEMENTS re-exported (kernels/multicast)
+    LOG2_ROW_BYTES,
+    MBARRIER_BYTES,
+    RING_ALIGN_BYTES,
+    ROW_BYTES,
+    ROW_ELEMENTS,
+    WARP,
+)
 
 MAX_STAGES = 8
-RING_ALIGN_BYTES = 128
-MBARRIER_BYTES = 8
-ROW_BYTES = 256                  # operands are 2-D tensors of uint32, 64 per row
-ROW_ELEMENTS = 64
-LOG2_ROW_BYTES = 8
-WARP = 32
 CONSUMER_BARRIER = 1             # named barrier id of the consumer warps (0 is __syncthreads)
 
 # (a_map, b_map, a_tiles, b_tiles, steps_total, a_tile_bytes, b_tile_bytes, stages,
@@ -96,7 +98,7 @@ def cluster_stream(multicast: bool, release: str = "warp"):
     return cluster_stream
 
 
-# SIGNATURE, then work_rounds (LCG steps per loaded word, kernels/multicast/consume.py) and
+# SIGNATURE, then work_rounds (LCG steps per loaded word, kernels/common/cluster_consume.py) and
 # same_tiles (1: every cluster reads the same tile sequence, its own step count k instead of the
 # global step q, so all clusters hit the same L2 lines at once)
 COMPUTE_SIGNATURE = SIGNATURE.removesuffix(")") + ", int32, int32)"

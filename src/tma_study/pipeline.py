@@ -216,8 +216,12 @@ class Layout:
         """The study's Python code and raw-data schema, and the shared report code: editing them
         reruns the analysis."""
         files = sorted((self.root / "src/tma_study/studies" / study).glob("*.py"))
+        own = files[:]
         files += sorted((self.root / "src/tma_study/studies" / study).glob("*.yaml"))
         files += sorted((self.root / "src/tma_study/report").glob("*.py"))
+        # the shared GEMM library, for the studies that import it (their rows, verdicts, tables)
+        if any("tma_study.gemm_lib" in path.read_text() for path in own):
+            files += sorted((self.root / "src/tma_study/gemm_lib").glob("*.py"))
         return [str(f.relative_to(self.root)) for f in files]
 
     def kernel_code_files(self, study: str) -> list[str]:

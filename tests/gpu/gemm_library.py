@@ -3,10 +3,10 @@
 one thread per variant: under a minute each) and linked into a library of their own."""
 from concurrent.futures import ThreadPoolExecutor
 
-from tma_study.studies.gemm import abi
-from tma_study.studies.gemm import build as B
+from tma_study.gemm_lib import abi
+from tma_study.gemm_lib import build as B
 from tma_study.studies.gemm import measure as M
-from tma_study.studies.gemm import variants as V
+from tma_study.gemm_lib import variants as V
 
 
 def sm90_library(tmp_path_factory, names: list[str]) -> abi.GemmLibrary:

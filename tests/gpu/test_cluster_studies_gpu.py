@@ -33,11 +33,12 @@ from tma_kernels.dsm import (
 from tma_kernels.multicast import COMPUTE_SIGNATURE, SIGNATURE, cluster_compute_stream, cluster_stream
 
 from tma_study import gpu as gpu_mod
+from tma_study.harness.buffers import ChecksumOutputs
+from tma_study.harness.cluster_ring import Operand
 from tma_study.harness.timing import CorrectnessError
 from tma_study.studies.dsm import measure as dsm_measure
 from tma_study.studies.dsm.grid import BroadcastConfig
 from tma_study.studies.multicast import measure as mc_measure
-from tma_study.studies.multicast.device import ChecksumOutputs, Operand
 from tma_study.studies.multicast.grid import ClusterConfig, ComputeConfig, fits
 
 OPERAND_BYTES = 4 * 2**20

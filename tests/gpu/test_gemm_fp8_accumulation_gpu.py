@@ -19,8 +19,8 @@ from gemm_library import sm90_library
 
 from tma_study.config import REPO_ROOT
 from tma_study.studies.gemm import measure as M
-from tma_study.studies.gemm import shapes as shapes_mod
-from tma_study.studies.gemm import variants as V
+from tma_study.gemm_lib import shapes as shapes_mod
+from tma_study.gemm_lib import variants as V
 
 torch = pytest.importorskip("torch", reason="the gemm study's GPU tests need PyTorch")
 

@@ -7,7 +7,7 @@ The library: gemm_library.sm90_library (build/gemm/libgemm_sm90.so when the comp
 import pytest
 from gemm_library import sm90_library
 
-from tma_study.studies.gemm import abi
+from tma_study.gemm_lib import abi
 from tma_study.studies.gemm import measure as M
 
 torch = pytest.importorskip("torch", reason="the gemm study's GPU tests need PyTorch")
@@ -101,8 +101,8 @@ def test_misaligned_pointer_is_refused_before_launch(library):
 def test_the_preheat_keeps_the_gpu_busy_with_cublas_for_the_asked_time():
     """The measure step's pre-heat on a real GPU: 4096^3 bf16 cuBLAS back to back for 0.2 s; its
     launches x one GEMM's time (device events) cover at least 80 % of the host's wall time."""
-    from tma_study.studies.gemm import protocol as P
-    from tma_study.studies.gemm import shapes as S
+    from tma_study.gemm_lib import protocol as P
+    from tma_study.gemm_lib import shapes as S
 
     problem = M.Problem(torch, S.Shape("square", "square", 4096, 4096, 4096), "bf16", 0)
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)

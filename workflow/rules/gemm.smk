@@ -7,8 +7,8 @@
 #   snakemake -c16 build/compile/gemm/resources.csv
 # The analysis job reads the committed results/<gpu>/gemm/ instead (kernels.csv included).
 
-from tma_study.studies.gemm import build as gemm_build
-from tma_study.studies.gemm import variants as gemm_variants
+from tma_study.gemm_lib import build as gemm_build
+from tma_study.gemm_lib import variants as gemm_variants
 
 # each variant includes the shared ABI header and its architecture's template
 GEMM_TEMPLATES = {
@@ -41,7 +41,7 @@ if "gemm" in config["studies"]:
                 gemm_variants.parse_name(wildcards.variant)
             ),
         shell:
-            "{params.python} -m tma_study.studies.gemm.build source {wildcards.variant:q} --out {output:q} "
+            "{params.python} -m tma_study.gemm_lib.build source {wildcards.variant:q} --out {output:q} "
             "> {log:q} 2>&1"
 
     rule gemm_object:
@@ -65,7 +65,7 @@ if "gemm" in config["studies"]:
                 gemm_build.flags(gemm_variants.parse_name(wildcards.variant).arch)
             ),
         shell:
-            "{params.python} -m tma_study.studies.gemm.build object {wildcards.variant:q} "
+            "{params.python} -m tma_study.gemm_lib.build object {wildcards.variant:q} "
             "--source {input.source:q} --out {output.obj:q} > {log:q} 2>&1"
 
     rule gemm_library:
@@ -82,5 +82,5 @@ if "gemm" in config["studies"]:
         params:
             python=PYTHON,
         shell:
-            "{params.python} -m tma_study.studies.gemm.build link {wildcards.gemm_arch:q} "
+            "{params.python} -m tma_study.gemm_lib.build link {wildcards.gemm_arch:q} "
             "--objects {input:q} --out {output:q} > {log:q} 2>&1"

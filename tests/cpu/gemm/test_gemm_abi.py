@@ -10,8 +10,8 @@ import subprocess
 
 import pytest
 
-from tma_study.studies.gemm import abi
-from tma_study.studies.gemm import build as B
+from tma_study.gemm_lib import abi
+from tma_study.gemm_lib import build as B
 
 FAKE = r"""
 #include <stdint.h>

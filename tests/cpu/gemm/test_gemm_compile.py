@@ -8,9 +8,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from tma_study.studies.gemm import abi
-from tma_study.studies.gemm import build as B
-from tma_study.studies.gemm import variants as V
+from tma_study.gemm_lib import abi
+from tma_study.gemm_lib import build as B
+from tma_study.gemm_lib import variants as V
 
 SM90 = "sm90_tma_cooperative_bf16_t128x128x64_c2x1"      # TMA multicast of B across a 2x1 cluster
 SM100 = "sm100_tma_1sm_bf16_t128x128x64_c1x1"

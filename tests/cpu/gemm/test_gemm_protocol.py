@@ -21,11 +21,11 @@ from tma_study.config import REPO_ROOT, ConfigError
 from tma_study.harness import timing
 from tma_study.studies import discover
 from tma_study.studies.gemm import measure as M
-from tma_study.studies.gemm import protocol as P
-from tma_study.studies.gemm import shapes as shapes_mod
-from tma_study.studies.gemm import variants as V
+from tma_study.gemm_lib import protocol as P
+from tma_study.gemm_lib import shapes as shapes_mod
+from tma_study.gemm_lib import variants as V
 from tma_study.studies.gemm.aggregate import aggregate
-from tma_study.studies.gemm.rows import TIE_TOLERANCE
+from tma_study.gemm_lib.rows import TIE_TOLERANCE
 from tma_study.studies.gemm.tables import protocol_text, run_table, write_tables
 
 SHIPPED = yaml.safe_load((REPO_ROOT / "config" / "config.yaml").read_text())["studies"]["gemm"]

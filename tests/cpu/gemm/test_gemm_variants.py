@@ -8,8 +8,8 @@ import yaml
 
 from tma_study import config as config_mod
 from tma_study.studies import discover
-from tma_study.studies.gemm import shapes as shapes_mod
-from tma_study.studies.gemm import variants as V
+from tma_study.gemm_lib import shapes as shapes_mod
+from tma_study.gemm_lib import variants as V
 
 REPO_CONFIG = config_mod.REPO_ROOT / "config" / "config.yaml"
 

@@ -17,13 +17,14 @@ from gpu_fakes import CountingMonitor, FakeEvent, FakeStream, FakeTorch
 from tma_study import config as config_mod
 from tma_study.paper.macros import check_macros
 from tma_study.studies import discover
-from tma_study.studies.gemm import variants as gemm_variants
-from tma_study.studies.gemm.rows import TIE_TOLERANCE
-from tma_study.studies.gemm_cluster import STUDY, configs, library, schedule
+from tma_study.gemm_lib import variants as gemm_variants
+from tma_study.gemm_lib.rows import TIE_TOLERANCE
+from tma_study.gemm_lib import cluster_configs as configs
+from tma_study.studies.gemm_cluster import STUDY, library, schedule
 from tma_study.studies.gemm_cluster import aggregate as agg
 from tma_study.studies.gemm_cluster.macros import macros
 from tma_study.studies.gemm_cluster.tables import write_tables
-from tma_study.studies.gemm_paired.runner import SampleRunner
+from tma_study.gemm_lib.runner import SampleRunner
 
 REPO = Path(__file__).resolve().parents[3]
 CONFIG = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
@@ -325,7 +326,7 @@ def test_the_rule_of_thumb_counts_the_fair_wins_and_names_its_claims(analysed):
 def test_a_missing_gemm_object_names_the_rule_that_builds_it(tmp_path):
     """gemm_cluster and gemm_paired link the gemm study's objects (gemm.build.link_study_library):
     one not built yet stops the compile step with the files and the workflow target to build them."""
-    from tma_study.studies.gemm import build as gemm_build
+    from tma_study.gemm_lib import build as gemm_build
     with pytest.raises(gemm_build.BuildToolError, match=r"1 files of the gemm_cluster variants are not built "
                                                         r"\(.*not_a_variant\.json.*snakemake -c16 "
                                                         r"build/compile/gemm_cluster/resources\.csv"):

@@ -12,8 +12,9 @@ import yaml
 from gpu_fakes import CountingMonitor, FakeEvent, FakeStream, FakeTensor, fake_torch
 from tma_study import gpu as gpu_mod
 from tma_study.harness import provenance, raw_data
-from tma_study.studies.gemm import variants as gemm_variants
-from tma_study.studies.gemm_cluster import STUDY, configs, schedule
+from tma_study.gemm_lib import variants as gemm_variants
+from tma_study.gemm_lib import cluster_configs as configs
+from tma_study.studies.gemm_cluster import STUDY, schedule
 from tma_study.studies.gemm_cluster import measure as measure_mod
 
 REPO = Path(__file__).resolve().parents[3]

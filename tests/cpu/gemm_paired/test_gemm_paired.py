@@ -15,13 +15,13 @@ from gpu_fakes import CountingMonitor, FakeEvent, FakeStream, FakeTorch
 from raw_fixture import valid_provenance
 from tma_study import config as config_mod
 from tma_study.studies import discover
-from tma_study.studies.gemm import variants as gemm_variants
+from tma_study.gemm_lib import variants as gemm_variants
 from tma_study.studies.gemm_paired import STUDY
 from tma_study.studies.gemm_paired import candidates as candidates_mod
 from tma_study.studies.gemm_paired import schedule
 from tma_study.studies.gemm_paired.macros import macros
-from tma_study.studies.gemm_paired.monitor import Monitor, Readings
-from tma_study.studies.gemm_paired.runner import SampleRunner
+from tma_study.gemm_lib.monitor import Monitor, Readings
+from tma_study.gemm_lib.runner import SampleRunner
 from tma_study.studies.gemm_paired.tables import write_tables
 
 REPO = Path(__file__).resolve().parents[3]

@@ -11,7 +11,7 @@ import yaml
 from gpu_fakes import CountingMonitor, FakeEvent, FakeStream, FakeTensor, fake_torch
 from tma_study import gpu as gpu_mod
 from tma_study.harness import provenance, raw_data
-from tma_study.studies.gemm import variants as gemm_variants
+from tma_study.gemm_lib import variants as gemm_variants
 from tma_study.studies.gemm_paired import STUDY, candidates as candidates_mod
 from tma_study.studies.gemm_paired import measure as measure_mod
 

@@ -6,8 +6,8 @@ from pathlib import Path
 import pandas as pd
 from raw_fixture import valid_provenance
 
-from tma_study.studies.gemm import variants as gemm_variants
-from tma_study.studies.gemm_cluster import configs as cluster_configs
+from tma_study.gemm_lib import variants as gemm_variants
+from tma_study.gemm_lib import cluster_configs
 from tma_study.studies.gemm_cluster_counters import configs
 
 SM_COUNT = 132

@@ -6,8 +6,9 @@ from pathlib import Path
 import pandas as pd
 
 from raw_fixture import valid_provenance
-from tma_study.studies.gemm import variants as gemm_variants
-from tma_study.studies.gemm_cluster import configs, schedule
+from tma_study.gemm_lib import variants as gemm_variants
+from tma_study.gemm_lib import cluster_configs as configs
+from tma_study.studies.gemm_cluster import schedule
 
 REPO = Path(__file__).resolve().parents[3]
 

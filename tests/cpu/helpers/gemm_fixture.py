@@ -10,8 +10,8 @@ from pathlib import Path
 import pandas as pd
 
 from raw_fixture import valid_provenance
-from tma_study.studies.gemm import shapes as shapes_mod
-from tma_study.studies.gemm import variants as V
+from tma_study.gemm_lib import shapes as shapes_mod
+from tma_study.gemm_lib import variants as V
 from tma_study.studies.gemm.measure import (
     CUBLAS,
     CUBLAS_ACCUMULATION,

@@ -3,7 +3,7 @@
 up the work enqueued on it, and an NVML monitor that counts its readings. No tests here."""
 import contextlib
 
-from tma_study.studies.gemm_paired.monitor import Monitor
+from tma_study.gemm_lib.monitor import Monitor
 
 
 class FakeEvent:

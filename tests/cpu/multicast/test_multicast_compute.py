@@ -8,8 +8,8 @@ import pytest
 import yaml
 
 from tma_study.config import REPO_ROOT
+from tma_study.harness import cluster_checksums as reference
 from tma_study.studies.multicast import compute as compute_mod
-from tma_study.studies.multicast import reference
 from tma_study.studies.multicast.grid import ComputeConfig, compute_configs, fits, slices_whole
 
 H200_SMEM_PER_SM = 233472

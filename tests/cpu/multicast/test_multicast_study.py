@@ -8,10 +8,10 @@ import yaml
 
 from tma_study import config as config_mod
 from tma_study.config import REPO_ROOT
+from tma_study.harness import cluster_checksums as reference
 from tma_study.studies import discover
 from tma_study.studies.multicast import aggregate as mc_aggregate
 from tma_study.studies.multicast import comparison as mc_comparison
-from tma_study.studies.multicast import reference
 from tma_study.studies.multicast.grid import (
     ClusterConfig,
     cluster_configs,
@@ -125,7 +125,8 @@ def test_multicast_speedup_break_even_and_scheduling():
 
 
 def test_host_launch_geometry_matches_the_kernels():
-    """grid.py restates the kernels' layout constants (it must not import numba): keep them equal."""
+    """The host geometry (harness.cluster_ring, re-exported by grid.py) restates the kernels' layout
+    constants (it must not import numba): keep them equal."""
     from tma_kernels.multicast import ring
     from tma_study.studies.multicast import grid as mc_grid
     assert (mc_grid.ROW_BYTES, mc_grid.RING_ALIGN_BYTES, mc_grid.WARP) == (ring.ROW_BYTES, ring.RING_ALIGN_BYTES,

@@ -131,13 +131,13 @@ def test_every_study_has_a_compile_step_and_a_kernel_table_the_generic_rules_cal
 def test_gemm_compile_step_needs_the_reports_and_libraries_of_its_nvcc_jobs():
     layout = Layout(discover(), "h200")
     section = shipped_study_config("gemm")
-    from tma_study.studies.gemm import variants
+    from tma_study.gemm_lib import variants
     names = [v.name for arch in variants.ARCHES for v in variants.variants(section, arch)]
     built = layout.compile_inputs("gemm", section)
     assert built == [f"build/gemm/obj/{n}.json" for n in names] + ["build/gemm/libgemm_sm90.so",
                                                                      "build/gemm/libgemm_sm100.so"]
     assert layout.compile_inputs("crossover", shipped_study_config("crossover")) == []
-    assert "src/tma_study/studies/gemm/build.py" in layout.kernel_code_files("gemm")
+    assert "src/tma_study/gemm_lib/build.py" in layout.kernel_code_files("gemm")
     assert layout.kernel_code_files("crossover") == ["src/tma_study/harness/kernel_builds.py",
                                                      "src/tma_study/compile_report.py",
                                                      "src/tma_study/studies/crossover/kernels.py"]
@@ -146,7 +146,7 @@ def test_gemm_compile_step_needs_the_reports_and_libraries_of_its_nvcc_jobs():
 
 def test_gemm_compile_step_without_its_built_variants_names_them_and_the_command(tmp_path, monkeypatch):
     from tma_study.studies.gemm import STUDY
-    from tma_study.studies.gemm import build
+    from tma_study.gemm_lib import build
     monkeypatch.setattr(build, "REPO_ROOT", tmp_path)       # a checkout where nothing is built
     with pytest.raises(build.BuildToolError, match=re.escape("snakemake -c16 build/compile/gemm/resources.csv")):
         build.compile_step(STUDY, shipped_study_config("gemm"), tmp_path / "out")

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from tma_study.harness.pointer_chase import chase_chain, chase_path, follow  # noqa: F401  (re-exported)
+
 VECTOR_BYTES = 16
 WORDS_PER_VECTOR = 4
 UINT64_MASK = (1 << 64) - 1
@@ -39,35 +41,8 @@ def total_of(checksums: np.ndarray) -> int:
     return int(checksums.astype(np.uint64).sum(dtype=np.uint64))
 
 
-def chase_chain(chunk_count: int, rng: np.random.Generator) -> np.ndarray:
-    """next[c] for a single random cycle through all chunks (a pointer-chase permutation)."""
-    order = rng.permutation(chunk_count)
-    successor = np.empty(chunk_count, dtype=np.int64)
-    successor[order] = np.roll(order, -1)
-    return successor
-
-
-def chase_path(successor: np.ndarray, start: int, hops: int) -> np.ndarray:
-    """The ``hops`` chunks a chase from ``start`` reads, in order (the last one's word 0 is where
-    it ends: ``successor[path[-1]]``)."""
-    path = np.empty(hops, dtype=np.int64)
-    chunk = start
-    for hop in range(hops):
-        path[hop] = chunk
-        chunk = int(successor[chunk])
-    return path
-
-
 def chunk_word_sum(words: np.ndarray, words_per_chunk: int, path: np.ndarray) -> int:
     """Sum modulo 2**64 of every uint32 word of the chunks in ``path`` (each visit counted): the
     plain-loads issue-to-arrival chase's checksum."""
     chunks = words.reshape(-1, words_per_chunk)[path]
     return int(chunks.astype(np.uint64).sum(dtype=np.uint64)) & UINT64_MASK
-
-
-def follow(successor: np.ndarray, start: int, hops: int) -> int:
-    """The chunk reached after ``hops`` steps from ``start``."""
-    chunk = start
-    for _ in range(hops):
-        chunk = int(successor[chunk])
-    return chunk

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from tma_study.studies.multicast.grid import (
+from tma_study.harness.cluster_ring import (
     MAX_BOX_ROWS,
     RING_ALIGN_BYTES,
     ROW_BYTES,

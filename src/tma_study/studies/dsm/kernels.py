@@ -1,6 +1,7 @@
 """The kernels the compile step builds for this study, with the SASS each must contain."""
 from __future__ import annotations
 
+from tma_study.harness.cluster_ring import CONSUMER_SASS
 from tma_study.harness.kernel_builds import KernelBuild
 
 
@@ -9,7 +10,6 @@ def compile_list(study_config: dict | None = None) -> list[KernelBuild]:
     from tma_kernels.dsm import bandwidth, broadcast, latency
     from tma_kernels.multicast import SIGNATURE, cluster_stream
 
-    from tma_study.studies.multicast.kernels import CONSUMER_SASS
     return [
         # the multicast ring the DSM broadcasts are compared with (multicast study's build)
         KernelBuild("cluster_stream_multicast", cluster_stream(True), SIGNATURE,

@@ -25,8 +25,8 @@ from tma_study.harness import provenance, timing
 from tma_study.harness.kernel_builds import StudyKernels
 from tma_study.harness.progress import Progress
 from tma_study.harness.stats import summarize
-from tma_study.studies.multicast import reference
-from tma_study.studies.multicast.grid import ROW_BYTES
+from tma_study.harness import cluster_checksums as reference
+from tma_study.harness.cluster_ring import ROW_BYTES
 
 from .grid import BroadcastConfig, broadcast_configs
 
@@ -44,7 +44,7 @@ def compile_kernels(study_kernels: StudyKernels | None = None) -> dict:
 
 class BroadcastCase:
     def __init__(self, config: BroadcastConfig, kernels: dict, operands: dict, sm_count: int, outputs):
-        from tma_study.studies.multicast.device import launcher, persistent_grid
+        from tma_study.harness.clusters import launcher, persistent_grid
         self.config = c = config
         kernel = kernels[c.variant]
         self.grid = persistent_grid(kernel, c.cluster_size, True, c.threads_per_cta, c.dynamic_shared_bytes,
@@ -64,7 +64,7 @@ class BroadcastCase:
     def check(self) -> None:
         from numba import cuda
 
-        from tma_study.studies.multicast.device import poison
+        from tma_study.harness.buffers import poison
         c = self.config
         self.operand.ensure_fresh(("broadcast", c.working_set, c.variant))
         poison(self.out)
@@ -113,7 +113,7 @@ class NeighbourReadCase:
         from numba import cuda
         from tma_kernels.dsm.bandwidth import BUFFER_BYTES
 
-        from tma_study.studies.multicast.device import launcher, persistent_grid
+        from tma_study.harness.clusters import launcher, persistent_grid
         self.pattern, self.remote = pattern, pattern != LOCAL_PATTERN
         self.cluster_size, self.passes, self.threads = cluster_size, passes, threads
         self.ctas_per_sm = ctas_per_sm
@@ -129,7 +129,7 @@ class NeighbourReadCase:
         from numba import cuda
         from tma_kernels.dsm.bandwidth import BUFFER_BYTES
 
-        from tma_study.studies.multicast.device import fresh_rng, poison
+        from tma_study.harness.buffers import fresh_rng, poison
         words = fresh_rng().integers(0, 2**32, size=self.blocks.size, dtype=np.uint32)
         self.blocks.copy_to_device(words)
         checks = reference.tile_checks(words, BUFFER_BYTES)
@@ -160,8 +160,8 @@ def measure_latency(settings: dict, study_kernels: StudyKernels | None = None) -
     from tma_kernels import launch
     from tma_kernels.dsm import latency
 
-    from tma_study.studies.crossover.reference import chase_chain, follow
-    from tma_study.studies.multicast.device import fresh_rng
+    from tma_study.harness.buffers import fresh_rng
+    from tma_study.harness.pointer_chase import chase_chain, follow
     kernel = (study_kernels or StudyKernels("dsm", {}))["dsm_latency_chase"]
     rng = fresh_rng()
     out = cuda.device_array(2, np.uint64)
@@ -197,7 +197,8 @@ def measure(study: dict, gpu_probe: dict, out_dir: Path) -> None:
     """Run the whole dsm study on this GPU and write its raw data into ``out_dir``."""
     from tma_kernels import numpy_compat  # before the first numba compile
 
-    from tma_study.studies.multicast.device import ChecksumOutputs, Operand
+    from tma_study.harness.buffers import ChecksumOutputs
+    from tma_study.harness.cluster_ring import Operand
     gpu = gpu_mod.require_hopper(gpu_mod.detect())
     started = provenance.utc_now()
     clocks_before = provenance.nvidia_smi_clocks()

@@ -3,7 +3,7 @@
 with the same questions compiled for SM100 and measured wherever an SM100 GPU exists.
 
 Its kernels are CUTLASS C++, one nvcc job per variant (workflow/rules/gemm.smk); its compile step
-collects them for the generic compile rule (build.py). Measured through a C ABI (abi.py) with the
+collects them for the generic compile rule (tma_study/gemm_lib/build.py). Measured through a C ABI (tma_study/gemm_lib/abi.py) with the
 project's harness, cuBLAS as the anchor in the same run. Its paper tier: rules.py (rules of
 thumb), macros.py (numbers of paper/sections/studies/gemm.tex), predict.py (do the crossover and
 multicast rules name the GEMM winners?), baselines.py (each rule beside its trivial baselines).
@@ -22,8 +22,8 @@ STUDY = Study(
     figures=("gemm_speedup", "gemm_cublas"),
     tables=("gemm_bar", "gemm_speedup", "gemm_multicast", "gemm_rules", "gemm_rule_baselines", "gemm_status",
             "gemm_run"),
-    compile=f"{_HERE}.build:compile_step",            # the reports of the per-variant nvcc jobs
-    compile_inputs=f"{_HERE}.build:compile_inputs",
+    compile="tma_study.gemm_lib.build:compile_step",   # the reports of the per-variant nvcc jobs
+    compile_inputs="tma_study.gemm_lib.build:compile_inputs",
     kernel_table=f"{_HERE}.tables:write_kernel_table",
     measure=f"{_HERE}.measure:measure",
     aggregate=f"{_HERE}.aggregate:aggregate",

@@ -46,8 +46,9 @@ from tma_study.harness import raw_data
 from . import STUDY
 from .baselines import rule_baselines
 from .predict import crossover_verdicts, multicast_boundary, multicast_verdicts, rules
-from .rows import (
+from tma_study.gemm_lib.rows import (
     ACCUMULATION_COLUMN,
+    BAR_FRACTION,
     BYTES_PER_ELEMENT,
     FLOOR_TOLERANCE,
     MEASURED,
@@ -60,7 +61,6 @@ from .rows import (
 )
 
 BAR_SHAPE = 8192
-BAR_FRACTION = 0.95
 SHAPE_KEYS = ["arch", "dtype", "shape", "family", "layer", "m", "n", "k"]
 
 

@@ -32,7 +32,7 @@ from tma_study.rule_scores import (
 )
 
 from .predict import busy_comparisons, crossover_prediction, l2_predictions, multicast_prediction, tma_spills_alone
-from .rows import MEASURED
+from tma_study.gemm_lib.rows import MEASURED
 
 WIN, NOT_FASTER = "win", "not faster"
 FROM_STUDY, CROSS_VALIDATED = "another study (held out)", "leave one problem shape out"

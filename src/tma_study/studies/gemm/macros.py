@@ -12,7 +12,7 @@ import pandas as pd
 from tma_study import rule_scores
 from tma_study.report.numbers import camel, number, percent, ratio, size
 
-from .rows import ACCUMULATION_COLUMN, MEASURED, TimingLimits, short_variant
+from tma_study.gemm_lib.rows import ACCUMULATION_COLUMN, MEASURED, TimingLimits, short_variant
 
 DTYPE_NAMES = {"bf16": "bf", "fp8_e4m3": "fpeight"}
 LOAD_NAMES = {"tma": "tma", "cpasync": "cpasync", "cublas": "cublas"}

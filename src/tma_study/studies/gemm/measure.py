@@ -32,14 +32,19 @@ import pandas as pd
 from tma_study import atomic
 from tma_study import gpu as gpu_mod
 from tma_study.config import REPO_ROOT
+from tma_study.gemm_lib import protocol
+from tma_study.gemm_lib import shapes as shapes_mod
+from tma_study.gemm_lib import variants as variants_mod
+from tma_study.gemm_lib.abi import GemmLibrary, describe_status
+from tma_study.gemm_lib.build import BUILD_DIR, library_path
+from tma_study.gemm_lib.problem import (  # noqa: F401  (CUBLAS_FP8_FAST_ACCUM: provenance)
+    CUBLAS_FP8_FAST_ACCUM,
+    Problem,
+    _torch,
+    check_sampled,
+)
 from tma_study.harness import provenance, timing
 from tma_study.harness.kernel_builds import compile_record
-
-from . import protocol
-from . import shapes as shapes_mod
-from . import variants as variants_mod
-from .abi import GemmLibrary, describe_status
-from .build import BUILD_DIR, library_path
 
 RESOURCES_CSV = REPO_ROOT / "build" / "compile" / "gemm" / "resources.csv"
 ARCH_OF_MAJOR = {9: "sm90", 10: "sm100"}          # compute capability major -> variants it runs
@@ -47,13 +52,6 @@ NOT_MEASURED = {"sm90": "not measured: needs an SM90 GPU (Hopper: H100, H200)",
                 "sm100": "not measured: needs an SM100 GPU (Blackwell: B200)"}
 MEASURED = "measured"
 CUBLAS = protocol.CUBLAS
-# The fp8 anchor accumulates as the CUTLASS variants do: torch._scaled_mm(use_fast_accum=True)
-# sets cuBLASLt's CUBLASLT_MATMUL_DESC_FAST_ACCUM ("intermediate results will not periodically
-# be promoted to a higher precision"), the arithmetic of every fp8 variant built here (CUTLASS's
-# FP8FastAccum and cp.async mainloops: variants.ACCUMULATION). With False, cuBLAS would add the
-# promotion's extra registers and additions, and the fp8 fraction of cuBLAS would compare two
-# kinds of accumulation (docs/history.md: data measured before this constant used False).
-CUBLAS_FP8_FAST_ACCUM = True
 CUBLAS_ACCUMULATION = {"bf16": "fp32", "fp8_e4m3": "fp8_no_promotion" if CUBLAS_FP8_FAST_ACCUM else "fp8_promoted"}
 # Budget estimate: nvbench's per-configuration cost in the crossover study (1440 configurations
 # in 140 s, checks included) plus the samples themselves at a conservative throughput.
@@ -76,79 +74,6 @@ def estimate_seconds(study: dict, arch: str) -> float:
 
 def _dtypes(study: dict, arch: str) -> list[str]:
     return protocol.dtypes(study, arch)
-
-
-def _torch():
-    try:
-        import torch
-    except ImportError:
-        raise gpu_mod.GpuRequirementError(
-            "the gemm study needs PyTorch for its cuBLAS anchor and buffers (pip install torch, a "
-            "CUDA 13 build such as torch 2.11+cu130)") from None
-    return torch
-
-
-class Problem:
-    """Device buffers of one (shape, dtype): A, B, D, workspace; fresh random data on demand."""
-
-    def __init__(self, torch, shape: shapes_mod.Shape, dtype: str, workspace_bytes: int):
-        self.torch, self.shape, self.dtype = torch, shape, dtype
-        element = torch.bfloat16 if dtype == "bf16" else torch.float8_e4m3fn
-        device = "cuda"
-        self.a = torch.empty(shape.m, shape.k, dtype=element, device=device)
-        self.b = torch.empty(shape.n, shape.k, dtype=element, device=device)   # N x K: D = A . B^T
-        self.d = torch.empty(shape.m, shape.n, dtype=torch.bfloat16, device=device)
-        self.workspace = torch.empty(max(workspace_bytes, 1), dtype=torch.uint8, device=device)
-        self.unit_scale = torch.ones((), dtype=torch.float32, device=device)
-        self.refill()
-
-    def refill(self) -> None:
-        """New uniform [-1, 1) inputs (rounded to the input type) and D poisoned with NaN."""
-        for tensor in (self.a, self.b):
-            tensor.copy_(self.torch.rand(tensor.shape, device="cuda") * 2 - 1)
-        self.d.fill_(float("nan"))
-
-    def cublas(self):
-        """torch's cuBLAS GEMM on the current stream; returns D."""
-        torch = self.torch
-        if self.dtype == "bf16":
-            return torch.matmul(self.a, self.b.t(), out=self.d)
-        return torch._scaled_mm(self.a, self.b.t(), scale_a=self.unit_scale, scale_b=self.unit_scale,
-                                out_dtype=torch.bfloat16, use_fast_accum=CUBLAS_FP8_FAST_ACCUM)
-
-    def release(self) -> None:
-        del self.a, self.b, self.d, self.workspace
-
-
-def _gather_rows(torch, matrix, rows):
-    """matrix[rows] in float64; gathered as raw bytes, so fp8 needs no fp8 indexing kernel."""
-    raw = matrix.view(torch.uint8) if matrix.element_size() == 1 else matrix.view(torch.int16)
-    return raw[rows].view(matrix.dtype).to(torch.float64)
-
-
-def check_sampled(torch, a, b, d, correctness: dict, name: str) -> dict:
-    """Compare sampled D entries with float64 dot products; CorrectnessError on a mismatch."""
-    m, n = d.shape
-    samples = correctness["samples"]
-    gen = torch.Generator(device="cuda")
-    gen.seed()
-    rows = torch.randint(0, m, (samples,), device="cuda", generator=gen)
-    cols = torch.randint(0, n, (samples,), device="cuda", generator=gen)
-    products = _gather_rows(torch, a, rows) * _gather_rows(torch, b, cols)     # samples x K, float64
-    reference = products.sum(dim=1)
-    magnitude = products.abs().sum(dim=1)
-    got = d[rows, cols].to(torch.float64)
-    bound = correctness["rtol_output"] * reference.abs() + correctness["rtol_accumulate"] * magnitude
-    error = (got - reference).abs()
-    nan_count = int(torch.isnan(d).sum())
-    bad = int((~(error <= bound)).sum())
-    if nan_count or bad:
-        worst = int(torch.argmax(error - bound))
-        raise timing.CorrectnessError(
-            f"{name}: {nan_count} NaN left in D (poisoned before the run), {bad}/{samples} sampled outputs "
-            f"outside tolerance; worst D[{int(rows[worst])}, {int(cols[worst])}] = {float(got[worst]):.6g}, "
-            f"float64 reference {float(reference[worst]):.6g}, bound {float(bound[worst]):.3g}")
-    return {"max_error_over_bound": float((error / bound).max())}
 
 
 class Problems:

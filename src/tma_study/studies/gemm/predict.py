@@ -39,7 +39,9 @@ from tma_study.studies.multicast import STUDY as MULTICAST_STUDY
 from tma_study.studies.multicast import comparison as multicast_comparison
 from tma_study.studies.multicast import compute as multicast_compute
 
-from .rows import BYTES_PER_ELEMENT, MEASURED, NOT_MEASURED_TEXT, TIE_TOLERANCE
+from tma_study.gemm_lib.rows import BYTES_PER_ELEMENT, MEASURED, NOT_MEASURED_TEXT
+from tma_study.gemm_lib.verdicts import gemm_verdict as _gemm_verdict
+from tma_study.gemm_lib.verdicts import multicast_prediction
 
 EVERY_CLUSTER = "every cluster"
 
@@ -200,19 +202,6 @@ def score_crossover(speedups: pd.DataFrame, verdicts: pd.DataFrame | None) -> li
                      "decided_without_spills": int(clean.sum()),
                      "fraction_right_without_spills": _fraction(int((right & clean).sum()), int(clean.sum()))})
     return rows
-
-
-def _gemm_verdict(gain: pd.Series, spread: pd.Series) -> pd.Series:
-    tolerance = np.maximum(TIE_TOLERANCE, spread.fillna(0))
-    return pd.Series(np.where(gain > 1 + tolerance, "win", np.where(gain < 1 - tolerance, "loss", "tie")),
-                     index=gain.index)
-
-
-def multicast_prediction(busy: pd.DataFrame, verdicts: pd.DataFrame, ws: str) -> pd.Series:
-    """The microbenchmark's verdict (win, tie, loss; NaN: none at that tile) for each comparison."""
-    table = verdicts[verdicts.working_set == ws].set_index(["cluster_x", "cluster_y", "tile_bytes"])
-    return pd.Series([table.status_vs_no_cluster.get((r.cluster_m, r.cluster_n, r.a_tile_bytes), np.nan)
-                      for r in busy.itertuples()], index=busy.index)
 
 
 def score_multicast(gains: pd.DataFrame, verdicts: pd.DataFrame | None, multicast_raw: Path) -> list[dict]:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .rows import MEASURED, TIE_TOLERANCE, short_variant
+from tma_study.gemm_lib.rows import MEASURED, TIE_TOLERANCE, short_variant
 
 # the share of GEMM cluster variants for which the multicast microbenchmark's "not faster" must hold
 # before it is stated as a rule (the threshold of gemm_multicast_rule_not_faster_holds)

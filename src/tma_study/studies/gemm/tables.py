@@ -11,11 +11,10 @@ import pandas as pd
 
 from tma_study import rule_scores
 from tma_study.harness import l2_state
-from tma_study.report.tables import source_line, write_paragraph_table, write_table
-
-from .aggregate import BAR_FRACTION
-from .rows import (
+from tma_study.gemm_lib.kernel_table import ACCUMULATION_LABEL, kernels_table
+from tma_study.gemm_lib.rows import (
     ACCUMULATION_COLUMN,
+    BAR_FRACTION,
     FLOOR_TOLERANCE,
     MEASURED,
     NOT_MEASURED_TEXT,
@@ -23,9 +22,8 @@ from .rows import (
     TimingLimits,
     with_accumulation,
 )
+from tma_study.report.tables import source_line, write_paragraph_table, write_table
 
-# variants.ACCUMULATION keys as the tables print them
-ACCUMULATION_LABEL = {"fp32": "fp32", "fp8_no_promotion": "no promotion", "fp8_promoted": "promoted"}
 LOAD_LABEL = {"tma": "TMA", "cpasync": "cp.async", "mixed": "mixed", "cublas": "cuBLAS"}
 
 
@@ -243,17 +241,6 @@ def run_table(provenance: dict, measured: pd.DataFrame | None = None) -> pd.Data
         rows.insert(rows.index(next(r for r in rows if r[0] == "cuBLAS fp8 use_fast_accum")) + 1,
                     ("fp8 accumulation", fp8_accumulation_text(measured)))
     return pd.DataFrame(rows, columns=["", "value"])
-
-
-def kernels_table(kernels: pd.DataFrame) -> pd.DataFrame:
-    columns = {"variant": "variant", "accumulation": "accumulation", "registers": "regs/thread",
-               "abi_stages": "stages", "abi_shared_storage_bytes": "smem B", "spill_store_bytes": "spill B",
-               "compile_seconds": "nvcc s", "expected_sass": "key SASS (count)"}
-    present = [c for c in columns if c in kernels.columns]
-    table = kernels[present].rename(columns=columns)
-    if "accumulation" in table.columns:
-        table["accumulation"] = table["accumulation"].map(lambda v: ACCUMULATION_LABEL.get(v, v))
-    return table
 
 
 def write_kernel_table(study, kernels_csv: Path, tables_dir: Path) -> None:

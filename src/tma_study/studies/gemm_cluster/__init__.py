@@ -6,7 +6,7 @@ microbenchmark never sees multicast win. Every gemm variant ran with CUTLASS's d
 (the persistent tile scheduler at swizzle 1, heuristic raster order), and a cluster changes which
 tiles a wave runs together, so part of the gain may be L2 locality, not multicast. Here each
 cluster variant and its 1x1 sibling run at every scheduler swizzle (and the configured raster
-orders: configs.py), round-robin in one power state per shape (schedule.py, measure.py), and the
+orders: tma_study/gemm_lib/cluster_configs.py), round-robin in one power state per shape (schedule.py, measure.py), and the
 gain is taken both at the default order and best order against best order (aggregate.py).
 
 It builds nothing of its own: its compile step links the gemm study's objects of its variants
@@ -35,7 +35,7 @@ STUDY = Study(
     write_tables=f"{_HERE}.tables:write_tables",
     macros=f"{_HERE}.macros:macros",
     rules=f"{_HERE}.rules:rules_of_thumb",
-    check_config=f"{_HERE}.configs:check_config",
+    check_config="tma_study.gemm_lib.cluster_configs:check_config",
     reads_raw_of=("multicast",),       # rule.csv: does the multicast verdict hold against the fair baseline?
     measure_needs=("torch",),
     skip_analysis_without_data=True,   # until results/h200/gemm_cluster/ is measured and committed

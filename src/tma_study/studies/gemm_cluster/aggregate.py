@@ -38,13 +38,14 @@ import numpy as np
 import pandas as pd
 
 from tma_study.harness import raw_data
-from tma_study.studies.gemm.predict import _gemm_verdict, multicast_verdicts
-from tma_study.studies.gemm.rows import BYTES_PER_ELEMENT, MEASURED, NOT_MEASURED_TEXT, TIE_TOLERANCE
+from tma_study.gemm_lib.verdicts import gemm_verdict as _gemm_verdict
+from tma_study.studies.gemm.predict import multicast_verdicts
+from tma_study.gemm_lib.rows import BYTES_PER_ELEMENT, MEASURED, NOT_MEASURED_TEXT, TIE_TOLERANCE
 
 from . import STUDY
 from .baselines import rule_baselines
 from .intervals import with_intervals
-from .configs import DEFAULT_ORDER
+from tma_study.gemm_lib.cluster_configs import DEFAULT_ORDER
 
 SHAPE = ["dtype", "size"]
 VARIANT = SHAPE + ["family", "mainloop", "tile", "cluster", "variant"]

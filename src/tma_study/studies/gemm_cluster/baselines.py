@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from tma_study.rule_scores import COLUMNS, MAJORITY, constant, majority_pick, picks_right, score
-from tma_study.studies.gemm.predict import multicast_prediction
+from tma_study.gemm_lib.verdicts import multicast_prediction
 
 WIN, NOT_FASTER = "win", "not faster"
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pandas as pd
 
 from tma_study.bootstrap import interval_verdict, median_ratio_interval
-from tma_study.studies.gemm.rows import TIE_TOLERANCE
+from tma_study.gemm_lib.rows import TIE_TOLERANCE
 
 PAIRS = {"fair": (("variant", "best_swizzle", "best_raster_order"), ("sibling", "one_best_swizzle",
                                                                        "one_best_raster_order")),

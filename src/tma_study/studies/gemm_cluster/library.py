@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tma_study.studies.gemm import build as gemm_build
+from tma_study.gemm_lib import build as gemm_build
 
-from .configs import ARCH, variants
+from tma_study.gemm_lib.cluster_configs import ARCH, variants
 
 LIBRARY_NAME = "libgemm_cluster_{arch}.so"
 

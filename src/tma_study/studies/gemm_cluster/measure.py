@@ -31,16 +31,16 @@ from tma_study import gpu as gpu_mod
 from tma_study.config import REPO_ROOT
 from tma_study.harness import provenance
 from tma_study.harness.kernel_builds import compile_record
-from tma_study.studies.gemm import measure as gemm_measure
-from tma_study.studies.gemm import protocol as gemm_protocol
-from tma_study.studies.gemm import variants as gemm_variants
-from tma_study.studies.gemm.abi import GemmLibrary
-from tma_study.studies.gemm.shapes import Shape as GemmShape
-from tma_study.studies.gemm_paired import measure as paired_measure
-from tma_study.studies.gemm_paired.monitor import Monitor
-from tma_study.studies.gemm_paired.runner import SampleRunner
+from tma_study.gemm_lib import problem as gemm_measure
+from tma_study.gemm_lib import protocol as gemm_protocol
+from tma_study.gemm_lib import variants as gemm_variants
+from tma_study.gemm_lib.abi import GemmLibrary
+from tma_study.gemm_lib.shapes import Shape as GemmShape
+from tma_study.gemm_lib import problem as paired_measure
+from tma_study.gemm_lib.monitor import Monitor
+from tma_study.gemm_lib.runner import SampleRunner
 
-from . import configs as configs_mod
+from tma_study.gemm_lib import cluster_configs as configs_mod
 from . import library as library_mod
 from . import schedule
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .configs import Configuration, configurations
+from tma_study.gemm_lib.cluster_configs import Configuration, configurations
 
 CHECK_OVERHEAD_S = 0.05          # per correctness check (fresh inputs, the launch, the sampled reference)
 

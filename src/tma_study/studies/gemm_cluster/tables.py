@@ -6,9 +6,9 @@ from pathlib import Path
 import pandas as pd
 
 from tma_study import rule_scores
+from tma_study.gemm_lib.kernel_table import kernels_table
+from tma_study.gemm_lib.rows import TIE_TOLERANCE, with_accumulation
 from tma_study.report.tables import run_table, source_line, write_table
-from tma_study.studies.gemm.rows import TIE_TOLERANCE, with_accumulation
-from tma_study.studies.gemm.tables import kernels_table
 
 DTYPE_WORDS = {"bf16": "bf16", "fp8_e4m3": "fp8"}
 BASELINE_WORDS = {"default_order": "1x1 at swizzle 1", "best_order": "best vs best"}

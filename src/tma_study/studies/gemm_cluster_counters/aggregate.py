@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from tma_study.harness import raw_data
-from tma_study.studies.gemm.rows import BYTES_PER_ELEMENT
+from tma_study.gemm_lib.rows import BYTES_PER_ELEMENT
 
 from . import STUDY
 from .baselines import rule_baselines

@@ -15,10 +15,10 @@ import sys
 from pathlib import Path
 
 from tma_study import gpu as gpu_mod
-from tma_study.studies.gemm import measure as gemm_measure
-from tma_study.studies.gemm.abi import GemmLibrary
-from tma_study.studies.gemm.shapes import Shape as GemmShape
-from tma_study.studies.gemm_paired import measure as paired_measure
+from tma_study.gemm_lib import problem as gemm_measure
+from tma_study.gemm_lib.abi import GemmLibrary
+from tma_study.gemm_lib.shapes import Shape as GemmShape
+from tma_study.gemm_lib import problem as paired_measure
 
 
 def _launcher(handle, problem, size: int, swizzle: int, raster: str):

@@ -3,7 +3,7 @@ config, each at the best tile order the gemm_cluster run ``orders_from`` found f
 and at CUTLASS's default order.
 
 The variants are the gemm study's objects (as gemm_cluster's), so the config is checked as
-gemm_cluster's is (``gemm_cluster.configs.problems``, with this study's key in the messages); the
+gemm_cluster's is (``gemm_lib.cluster_configs.problems``, with this study's key in the messages); the
 tile orders are data: ``results/<orders_from>/gemm_cluster/samples.csv``, read by ``profiled`` and
 checked before any GPU work (``check_config`` at a measure run's start).
 """
@@ -15,9 +15,9 @@ from pathlib import Path
 import pandas as pd
 
 from tma_study.config import REPO_ROOT
-from tma_study.studies.gemm import build as gemm_build
-from tma_study.studies.gemm_cluster import configs as cluster_configs
-from tma_study.studies.gemm_cluster.configs import ARCH, DEFAULT_ORDER
+from tma_study.gemm_lib import build as gemm_build
+from tma_study.gemm_lib import cluster_configs as cluster_configs
+from tma_study.gemm_lib.cluster_configs import ARCH, DEFAULT_ORDER
 
 KEY = "studies.gemm_cluster_counters"
 LIBRARY_NAME = "libgemm_cluster_counters_{arch}.so"

@@ -29,8 +29,8 @@ from tma_study.config import REPO_ROOT
 from tma_study.harness import provenance
 from tma_study.harness.kernel_builds import compile_record
 from tma_study.harness.ncu import listed_metrics
-from tma_study.studies.gemm import variants as gemm_variants
-from tma_study.studies.gemm_cluster.configs import family_name
+from tma_study.gemm_lib import variants as gemm_variants
+from tma_study.gemm_lib.cluster_configs import family_name
 
 from . import configs as configs_mod
 from . import ncu_run

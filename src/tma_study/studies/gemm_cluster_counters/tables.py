@@ -6,9 +6,9 @@ from pathlib import Path
 import pandas as pd
 
 from tma_study import rule_scores
+from tma_study.gemm_lib.kernel_table import kernels_table
+from tma_study.gemm_lib.rows import with_accumulation
 from tma_study.report.tables import run_table, source_line, write_table
-from tma_study.studies.gemm.rows import with_accumulation
-from tma_study.studies.gemm.tables import kernels_table
 
 DTYPE_WORDS = {"bf16": "bf16", "fp8_e4m3": "fp8"}
 

@@ -20,9 +20,8 @@ import numpy as np
 import pandas as pd
 
 from tma_study.bootstrap import median_ratio_interval
+from tma_study.gemm_lib.rows import BAR_FRACTION, short_variant
 from tma_study.harness import raw_data
-from tma_study.studies.gemm.aggregate import BAR_FRACTION
-from tma_study.studies.gemm.rows import short_variant
 
 from . import STUDY
 

@@ -19,8 +19,8 @@ from pathlib import Path
 import pandas as pd
 
 from tma_study.config import REPO_ROOT
-from tma_study.studies.gemm import build as gemm_build
-from tma_study.studies.gemm import variants as gemm_variants
+from tma_study.gemm_lib import build as gemm_build
+from tma_study.gemm_lib import variants as gemm_variants
 
 ARCH = "sm90"
 MEASURED = "measured"                 # gemm.csv's status of a timed row

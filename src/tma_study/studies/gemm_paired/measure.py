@@ -25,36 +25,22 @@ import pandas as pd
 from tma_study import atomic
 from tma_study import gpu as gpu_mod
 from tma_study.config import REPO_ROOT
+from tma_study.gemm_lib import problem as gemm_measure
+from tma_study.gemm_lib import protocol as gemm_protocol
+from tma_study.gemm_lib.abi import GemmLibrary
+from tma_study.gemm_lib.monitor import Monitor
+from tma_study.gemm_lib.problem import _check, _pci_bus_id
+from tma_study.gemm_lib.runner import SampleRunner
+from tma_study.gemm_lib.shapes import Shape
 from tma_study.harness import provenance
-from tma_study.harness.gpu_lock import pinned_device
 from tma_study.harness.kernel_builds import compile_record
-from tma_study.studies.gemm import measure as gemm_measure
-from tma_study.studies.gemm import protocol as gemm_protocol
-from tma_study.studies.gemm.abi import GemmLibrary
-from tma_study.studies.gemm.shapes import Shape
 
 from . import candidates as candidates_mod
 from . import schedule
-from .monitor import Monitor
-from .runner import SampleRunner
 
 COMPILE_DIR = REPO_ROOT / "build" / "compile" / "gemm_paired"
 ESTIMATE_TFLOPS = 600.0           # for the time estimate only
 DEADLINE_FACTOR, DEADLINE_SLACK_S = 5.0, 60.0
-
-
-def _pci_bus_id(gpu) -> str | None:
-    """The PCI bus id of the GPU this process uses, for NVML (which ignores CUDA_VISIBLE_DEVICES)."""
-    return (pinned_device() or {}).get("pci_bus_id") or gpu.pci_bus_id
-
-
-def _check(torch, problem, name: str, run, correctness: dict) -> dict:
-    """One correctness check of ``run`` (enqueues D = A . B^T on the default stream; returns D, or
-    None when it wrote problem.d) on fresh data."""
-    problem.refill()
-    d = run()
-    torch.cuda.synchronize()
-    return gemm_measure.check_sampled(torch, problem.a, problem.b, problem.d if d is None else d, correctness, name)
 
 
 def measure(study: dict, gpu_probe: dict, out_dir: Path, compile_dir: Path = COMPILE_DIR) -> None:

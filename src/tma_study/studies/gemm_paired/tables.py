@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from tma_study.gemm_lib.kernel_table import kernels_table
+from tma_study.gemm_lib.rows import with_accumulation
 from tma_study.report.tables import run_table, source_line, write_table
-from tma_study.studies.gemm.rows import with_accumulation
-from tma_study.studies.gemm.tables import kernels_table
 
 STATE_WORDS = {"burst": "bursts (unthrottled)", "sustained": "sustained (power-limited)"}
 

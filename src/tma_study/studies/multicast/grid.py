@@ -16,14 +16,18 @@ from __future__ import annotations
 import itertools
 from dataclasses import asdict, dataclass, replace
 
+from tma_study.harness.cluster_ring import (  # noqa: F401  (the ring's geometry, re-exported)
+    MAX_BOX_ROWS,
+    MAX_SHARED_PER_CTA_BYTES,
+    RESERVED_SHARED_PER_CTA_BYTES,
+    RING_ALIGN_BYTES,
+    ROW_BYTES,
+    STATIC_SHARED_BYTES,
+    WARP,
+    shared_memory_fits,
+)
+
 VARIANTS = ("no_cluster", "cluster", "multicast")
-ROW_BYTES = 256                        # kernels/multicast/ring.py
-MAX_BOX_ROWS = 256                     # a TMA box has at most 256 rows
-RING_ALIGN_BYTES = 128
-STATIC_SHARED_BYTES = 128              # 2 x MAX_STAGES mbarriers
-RESERVED_SHARED_PER_CTA_BYTES = 1024   # the driver reserves 1 KiB per CTA on sm_90
-MAX_SHARED_PER_CTA_BYTES = 232448
-WARP = 32
 
 
 @dataclass(frozen=True)
@@ -75,14 +79,6 @@ class ClusterConfig:
         return {**asdict(self), "cluster_size": self.cluster_size, "b_tile_bytes": self.b_tile_bytes,
                 "stage_bytes": self.stage_bytes, "steps_total": self.steps_total,
                 "threads_per_cta": self.threads_per_cta, "dynamic_shared_bytes": self.dynamic_shared_bytes}
-
-
-def shared_memory_fits(dynamic_shared_bytes: int, ctas_per_sm: int, smem_per_sm_bytes: int) -> bool:
-    """A CTA's shared memory (dynamic + the static mbarriers) fits the per-CTA limit, and
-    ``ctas_per_sm`` of them (each with the driver's reserved 1 KiB) fit the SM."""
-    per_cta = dynamic_shared_bytes + STATIC_SHARED_BYTES
-    return (per_cta <= MAX_SHARED_PER_CTA_BYTES
-            and ctas_per_sm * (per_cta + RESERVED_SHARED_PER_CTA_BYTES) <= smem_per_sm_bytes)
 
 
 def fits(config: ClusterConfig, smem_per_sm_bytes: int) -> bool:

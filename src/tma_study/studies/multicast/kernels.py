@@ -1,9 +1,9 @@
 """The kernels the compile step builds for this study, with the SASS each must contain."""
 from __future__ import annotations
 
+from tma_study.harness.cluster_ring import CONSUMER_SASS
 from tma_study.harness.kernel_builds import KernelBuild
 
-CONSUMER_SASS = ("LDS.128", "SYNCS.PHASECHK")
 # the compute consumer's churn: one 32-bit IMAD per word and round (consume.LCG_MULTIPLIER, a 21-bit constant)
 COMPUTE_SASS = ("IMAD",)
 

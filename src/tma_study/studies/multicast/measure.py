@@ -22,11 +22,11 @@ import pandas as pd
 from tma_study import atomic
 from tma_study import gpu as gpu_mod
 from tma_study.config import REPO_ROOT
+from tma_study.harness import cluster_checksums as reference
 from tma_study.harness import provenance, timing
 from tma_study.harness.kernel_builds import StudyKernels
 from tma_study.harness.progress import Progress
 
-from . import reference
 from .grid import ROW_BYTES, ClusterConfig, ComputeConfig, cluster_configs, compute_configs
 from .traffic import run_under_ncu
 
@@ -65,7 +65,7 @@ class Case:
     def __init__(self, config: ClusterConfig, kernels: dict, operands: dict, sm_count: int, outputs):
         from tma_kernels.multicast import VARIANT_KERNEL
 
-        from .device import launcher, persistent_grid
+        from tma_study.harness.clusters import launcher, persistent_grid
         self.config = config
         multicast = VARIANT_KERNEL[config.variant]
         clustered = config.variant != "no_cluster"
@@ -91,7 +91,7 @@ class Case:
     def check(self) -> None:
         from numba import cuda
 
-        from .device import poison
+        from tma_study.harness.buffers import poison
         c = self.config
         computes = isinstance(c, ComputeConfig)
         rounds = c.work_rounds if computes else 0
@@ -126,7 +126,7 @@ class Case:
 
 
 def make_operands(study: dict, patterns) -> dict:
-    from .device import Operand
+    from tma_study.harness.cluster_ring import Operand
     operands = {}
     for name, ws in study["working_sets"].items():
         operands[(name, "a")] = Operand(f"{name}/a", ws["bytes"])
@@ -137,7 +137,7 @@ def make_operands(study: dict, patterns) -> dict:
 
 def make_compute_operands(study: dict) -> dict:
     """The compute sweep's A and B operands per working set (its own sizes)."""
-    from .device import Operand
+    from tma_study.harness.cluster_ring import Operand
     return {(name, part): Operand(f"compute/{name}/{part}", ws["bytes"])
             for name, ws in study.get("compute", {}).get("working_sets", {}).items() for part in ("a", "b")}
 
@@ -167,7 +167,7 @@ def measure(study: dict, gpu_probe: dict, out_dir: Path) -> None:
     """Run the whole multicast study on this GPU and write its raw data into ``out_dir``."""
     from tma_kernels import numpy_compat  # before the first numba compile
 
-    from .device import ChecksumOutputs
+    from tma_study.harness.buffers import ChecksumOutputs
     gpu = gpu_mod.require_hopper(gpu_mod.detect())
     started = provenance.utc_now()
     clocks_before = provenance.nvidia_smi_clocks()

@@ -10,8 +10,8 @@ from pathlib import Path
 from numba import cuda
 
 from tma_study import gpu as gpu_mod
+from tma_study.harness.buffers import ChecksumOutputs
 
-from .device import ChecksumOutputs
 from .measure import Case, compile_kernels, make_operands
 from .traffic import traffic_config
 

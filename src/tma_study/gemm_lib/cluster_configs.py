@@ -18,8 +18,8 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
-from tma_study.studies.gemm import variants as gemm_variants
-from tma_study.studies.gemm.abi import RASTER_ORDERS, SWIZZLES
+from tma_study.gemm_lib import variants as gemm_variants
+from tma_study.gemm_lib.abi import RASTER_ORDERS, SWIZZLES
 
 ARCH = "sm90"
 KEY = "studies.gemm_cluster"

@@ -1,5 +1,5 @@
-"""What a row of the gemm study's data says, shared by its analysis, rules, macros and tables:
-the status words, the tie tolerance, how a row accumulated (a column every row records), the
+"""What a row of the gemm studies' data says, shared by their analysis, rules, macros and tables:
+the status words, the tie tolerance, the bar (the fraction of cuBLAS a TMA GEMM must reach), how a row accumulated (a column every row records), the
 timing limits of its run, and the short names of variants."""
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import pandas as pd
 MEASURED = "measured"
 TIE_TOLERANCE = 0.02           # |ratio - 1| below this (or the runs' spread) is a tie
 NOT_MEASURED_TEXT = "NOT MEASURED"
+BAR_FRACTION = 0.95           # the bar: at least this fraction of cuBLAS's TFLOP/s (gemm, gemm_paired)
 # cuda-bench (nvbench) discards a sample taken below this percent of the default SM clock unless
 # the config's timing.throttle_threshold_percent says otherwise (src/tma_study/harness/timing.py).
 NVBENCH_DEFAULT_THROTTLE_PERCENT = 75.0

@@ -1,8 +1,8 @@
 """Build the GEMM variants: one nvcc translation unit per variant, linked per architecture.
 
-    python -m tma_study.studies.gemm.build source    VARIANT --out build/gemm/src/VARIANT.cu
-    python -m tma_study.studies.gemm.build object    VARIANT --source ... --out build/gemm/obj/VARIANT.o
-    python -m tma_study.studies.gemm.build link      ARCH --objects ... --out build/gemm/libgemm_ARCH.so
+    python -m tma_study.gemm_lib.build source    VARIANT --out build/gemm/src/VARIANT.cu
+    python -m tma_study.gemm_lib.build object    VARIANT --source ... --out build/gemm/obj/VARIANT.o
+    python -m tma_study.gemm_lib.build link      ARCH --objects ... --out build/gemm/libgemm_ARCH.so
 
 The gemm study's own Snakemake rules (workflow/rules/gemm.smk) run one ``object`` job per
 variant, so variants compile in parallel and an unchanged variant is not rebuilt. Each object
@@ -267,7 +267,7 @@ def collect_resources(reports: list[Path], output: Path) -> None:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tma_study.studies.gemm.build", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m tma_study.gemm_lib.build", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("source")

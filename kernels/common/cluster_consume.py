@@ -6,7 +6,7 @@ reads (vector index within the stage), so a slice that lands at the wrong offset
 stage or a missing copy changes the checksum. ``VECTORS_IN_FLIGHT`` loads are issued before
 their sums are used. The load is passed in at build time: a local 128-bit shared load
 (``LDS.128``) for stages that landed in this CTA, or a ``ld.shared::cluster`` for a DSM pull
-from another CTA. Host reference: :mod:`tma_study.studies.multicast.reference`.
+from another CTA. Host reference: :mod:`tma_study.harness.cluster_checksums`.
 """
 from numba import cuda, uint32, uint64
 
@@ -52,7 +52,7 @@ def make_consume(load_v4):
 # The compute consumer: every loaded 32-bit word goes through ``work_rounds`` dependent steps of
 # a linear congruential generator (one IMAD each, Numerical Recipes' constants) before the fold,
 # so the consumer's time per stage grows with work_rounds while the bytes stay the same.
-# Host reference: tma_study.studies.multicast.reference.churned.
+# Host reference: tma_study.harness.cluster_checksums.churned.
 LCG_MULTIPLIER = 1664525
 LCG_INCREMENT = 1013904223
 

@@ -1,8 +1,9 @@
-"""Host references for the cluster kernels' checksums (numpy, exact integer arithmetic).
+"""Host references for the cluster rings' checksums (numpy, exact integer arithmetic); the
+``multicast`` and ``dsm`` studies check every launch with them.
 
 Every consumer thread adds ``(w0+w1+w2+w3) ^ v`` (uint64, wrapping) for each 16-byte vector
-``v`` of a stage it reads, ``v`` counted from the start of the stage (kernels/multicast/
-consume.py). A stage is an A tile, then (2-D pattern) a B tile, so a CTA's total is the sum,
+``v`` of a stage it reads, ``v`` counted from the start of the stage (kernels/common/
+cluster_consume.py). A stage is an A tile, then (2-D pattern) a B tile, so a CTA's total is the sum,
 over the steps it ran, of its A tile's check plus its B tile's check with ``v`` offset by
 the A tile's vectors. Totals are compared per CTA: every CTA of every cluster must have
 received exactly its tiles. The compute consumer first takes every word through
@@ -15,7 +16,7 @@ import numpy as np
 
 VECTOR_BYTES = 16
 WORDS_PER_VECTOR = 4
-LCG_MULTIPLIER = 1664525          # kernels/multicast/consume.py
+LCG_MULTIPLIER = 1664525          # kernels/common/cluster_consume.py
 LCG_INCREMENT = 1013904223
 WORD_MODULUS = 2**32
 
