@@ -77,7 +77,11 @@ from tma_study.pipeline import (  # noqa: E402
     results_label,
     study_config_text,
 )
-from tma_study.harness.runs import Interpreter, content_digest  # noqa: E402
+from tma_study.harness.runs import (
+    Interpreter,
+    content_digest,
+    sealed_digest,
+)  # noqa: E402
 from tma_study.studies import discover  # noqa: E402
 
 KNOWN_STUDIES = discover()
@@ -208,19 +212,3 @@ FIGURE_STUDY = LAYOUT.figure_study()
 # jobs run the CLI with the interpreter that runs Snakemake (its venv); every value that goes
 # into a shell command is quoted (shlex.quote, or {...:q} in a rule's shell string)
 PYTHON = Interpreter(sys.executable)
-
-
-def sealed_digest(paths):
-    """A parameter of each rule reading raw data or provenance (``paths``: its files under
-    results/<label>/<study>/): the digest of those runs' provenance.json, which seals their raw
-    files (checked above), so new data rerun the rule whatever the files' times say (a clock
-    ahead, an unpacked archive). Snakemake compares parameters that do not derive from input.
-    """
-    runs = sorted(
-        {
-            str(Path(f).parent)
-            for f in paths
-            if len(Path(f).parts) == 4 and f.startswith("results/")
-        }
-    )
-    return content_digest(f"{run}/provenance.json" for run in runs)

@@ -21,7 +21,7 @@ import yaml
 
 from .. import config as config_mod
 from ..gpu import gpu_slug
-from .source import commit_in_repository, own_repository
+from .source import commit_in_repository, own_repository, shallow_repository
 
 CLOCK_SKEW = dt.timedelta(hours=1)      # a measuring machine's clock may run this far ahead
 GPU_SPECS = config_mod.REPO_ROOT / "config" / "gpu_specs.yaml"
@@ -112,6 +112,9 @@ def check_commit(record: dict, root: Path, where: str) -> str:
         return ""
     if not own_repository(root):
         return f"commit {commit}: no git repository at {root} to check it in"
+    if shallow_repository(root):
+        return (f"commit {commit}: not checked, the repository at {root} is a shallow clone "
+                "(git fetch --unshallow to check it)")
     if from_archive(record):
         return (f"commit {commit} (stated, not checked): not in the repository at {root}; the record says the run "
                 "came from an archive: source_sha256 alone identifies the code")

@@ -165,6 +165,15 @@ def content_digest(paths) -> str:
     return digest.hexdigest()
 
 
+def sealed_digest(paths) -> str:
+    """A parameter of each rule reading raw data or provenance (``paths``: its files under
+    results/<label>/<study>/): the digest of those runs' provenance.json, which seals their raw
+    files (the main job checks the seals), so new data rerun the rule whatever the files' times say
+    (a clock ahead, an unpacked archive). Snakemake compares parameters that do not derive from input."""
+    runs = sorted({str(Path(f).parent) for f in paths if len(Path(f).parts) == 4 and str(f).startswith("results/")})
+    return content_digest(f"{run}/provenance.json" for run in runs)
+
+
 class Interpreter:
     """The interpreter the rules' jobs run with, quoted for the shell (``str``). An object, not a
     string, so that Snakemake's params trigger leaves it out: the same venv reached through

@@ -94,6 +94,15 @@ def _blobs(root: Path, objects: list[str]) -> list[bytes]:
     return contents
 
 
+def shallow_repository(root: Path) -> bool:
+    """True where the git repository at ``root`` is a shallow clone (``git clone --depth``), whose
+    history lacks older commits by design."""
+    try:
+        return _git(root, "rev-parse", "--is-shallow-repository").strip() == "true"
+    except (OSError, subprocess.CalledProcessError):
+        return False
+
+
 def commit_in_repository(root: Path, commit: str) -> bool:
     """Does the git repository at ``root`` hold ``commit``?"""
     try:

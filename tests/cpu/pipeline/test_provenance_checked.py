@@ -11,7 +11,9 @@ import pytest
 from bad_input_fixture import REPO, assert_one_line_error, raw_copy, run_cli
 from tma_study import cli
 from tma_study.harness import provenance, provenance_checks
-from tma_study.harness.source import own_repository
+import subprocess
+
+from tma_study.harness.source import own_repository, shallow_repository
 
 pytestmark = pytest.mark.usefixtures("results_unchanged")  # tests/cpu/conftest.py
 
@@ -78,7 +80,10 @@ def test_a_label_names_a_gpu_only_where_it_starts_with_a_gpu_model(tmp_path, cap
     assert_one_line_error(status, error, "results/a100-rerun/", "key 'gpu.name'", "'NVIDIA H200'")
 
 
-@pytest.mark.skipif(not own_repository(REPO), reason="needs the checkout's git history")
+FULL_HISTORY = own_repository(REPO) and not shallow_repository(REPO)
+
+
+@pytest.mark.skipif(not FULL_HISTORY, reason="needs the checkout's whole git history")
 def test_check_provenance_refuses_a_commit_the_repository_lacks(tmp_path, dsm, capsys):
     edit(dsm, lambda r: r["git"].update(commit=ABSENT_COMMIT, dirty=False, commit_source="git: HEAD"))
     status, error = run_cli(capsys, "check-provenance", dsm / "provenance.json")
@@ -93,6 +98,25 @@ def test_check_provenance_accepts_an_archive_run_whose_stated_commit_is_not_here
     edit(dsm, lambda r: r["git"].update(commit=None, stated_commit=ABSENT_COMMIT))
     assert cli.main(["check-provenance", str(dsm / "provenance.json")]) == 0
     assert "the record says the run came from an archive" in capsys.readouterr().out
+
+
+def test_a_shallow_clone_says_it_cannot_check_an_older_commit(tmp_path):
+    """Handled, not refused: a clone with --depth lacks older commits by design (a CI checkout),
+    so the commit is named as not checked instead of stopping the main job."""
+    origin, clone = tmp_path / "origin", tmp_path / "clone"
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
+    subprocess.run([*git, "init", "-q", str(origin)], check=True)
+    for n in (1, 2):
+        subprocess.run([*git, "-C", str(origin), "commit", "-q", "--allow-empty", "-m", str(n)], check=True)
+    first = subprocess.run(["git", "-C", str(origin), "rev-parse", "HEAD~1"], check=True,
+                           capture_output=True, text=True).stdout.strip()
+    subprocess.run(["git", "clone", "-q", "--depth", "1", f"file://{origin}", str(clone)], check=True)
+    record = {"git": {"commit": first, "commit_source": "git: HEAD"}}
+    assert "shallow clone" in provenance_checks.check_commit(record, clone, "provenance.json")
+    assert provenance_checks.check_commit(record, origin, "provenance.json") == ""     # whole history: there
+    absent = {"git": {"commit": ABSENT_COMMIT, "commit_source": "git: HEAD"}}
+    with pytest.raises(provenance_checks.ProvenanceCheckError, match="key 'git.commit'"):
+        provenance_checks.check_commit(absent, origin, "provenance.json")               # whole history: refused
 
 
 def test_every_committed_record_is_valid_and_names_a_commit_of_the_repository():
