@@ -37,7 +37,8 @@ import types
 from numba import cuda, float32, int32, uint32
 from tma_kernels.ptx import mbarrier_arrive, mbarrier_wait_parity
 
-from .consumer_qk import NEG_INF, ZERO, make_q_loader, make_row_limit
+from .consumer_qk import ZERO, make_q_loader
+from .consumer_steps import make_start_columns
 from .kq_steps import Q_ROWS_PER_BLOCK, ROW_BLOCK, column_sum, make_kq_tiles
 
 
@@ -55,7 +56,7 @@ def make_consumer(variant):
     dim_blocks = head_dim // 16
     acc_regs = dim_blocks * q_blocks * 4
     load_q = make_q_loader(variant)
-    row_limit = make_row_limit(variant.causal)
+    start_columns = make_start_columns(variant, columns)
     steps = make_kq_tiles(variant, q_blocks, token_blocks, dim_blocks)
     q_regs, score_regs, p_regs = steps.q_regs, steps.score_regs, steps.p_regs
     load_q_fragments, scores_tile, mask_tile = steps.load_q_fragments, steps.scores_tile, steps.mask_tile
@@ -86,12 +87,7 @@ def make_consumer(variant):
         m_run = cuda.local.array(columns, float32)
         l_run = cuda.local.array(columns, float32)
         corrections = cuda.local.array(columns, float32)
-        smallest_limit = kv_len
-        for c in range(columns):
-            limits[c] = row_limit(first_row + 8 * (c >> 1) + (c & 1), group, kv_len, seqlen_q)
-            smallest_limit = min(smallest_limit, limits[c])
-            m_run[c] = NEG_INF
-            l_run[c] = ZERO
+        smallest_limit = start_columns(limits, m_run, l_run, first_row, group, kv_len, seqlen_q)
         for k in range(tiles):
             stage = k % stages
             phase = (k // stages) & 1

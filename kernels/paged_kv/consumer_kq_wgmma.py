@@ -43,8 +43,9 @@ from tma_kernels.ptx import (
 )
 from tma_kernels.ptx.wgmma import K_STEP_BYTES, k_major_descriptor, make_wgmma_ss
 
-from .kq_steps import Q_ROWS_PER_BLOCK, ROW_BLOCK, column_sum, make_kq_tiles
-from .consumer_qk import NEG_INF, ZERO, make_q_loader, make_row_limit
+from .consumer_qk import ZERO, make_q_loader
+from .consumer_steps import make_shared_softmax, make_start_columns
+from .kq_steps import Q_ROWS_PER_BLOCK, ROW_BLOCK, make_kq_tiles
 
 CONSUMER_BARRIER = 1               # bar.sync id of the warps of a tile (group g: 1 + g; 0 is __syncthreads)
 LANES = 32
@@ -179,15 +180,15 @@ def make_consumer(variant):
     dim_blocks = variant.head_dim // 16 // warps        # a warp's O^T: blocks of 16 head dims
     acc_regs = dim_blocks * q_blocks * 4
     load_q = make_q_loader(variant)
-    row_limit = make_row_limit(variant.causal)
+    start_columns = make_start_columns(variant, columns)
     steps = make_kq_tiles(variant, q_blocks, block_n // ROW_BLOCK // warps, dim_blocks, p_stride=LANES)
     score_regs, p_regs_warp = steps.score_regs, steps.p_regs
     exchange = make_exchange(variant, p_regs_warp)
     wgmma = make_wgmma_scores(variant)
     scratch = stages * kv_tile_bytes                    # from v_smem, past the V ring: red, then pbuf
     red_words = variant.red_bytes // 4
-    mask_tile, column_max, softmax_finish = steps.mask_tile, steps.column_max, steps.softmax_finish
-    red_lane, publish, gather_max = exchange.red_lane, exchange.publish, exchange.gather_max
+    mask_tile, red_lane = steps.mask_tile, exchange.red_lane
+    tile_softmax, column_sums = make_shared_softmax(columns, steps, exchange, tile_threads)
     prepare_q, tile_scores = wgmma.prepare_q, wgmma.tile_scores
     tile_steps = make_tile_pv(variant, steps, exchange)
     tile_pv, finish = tile_steps.tile_pv, tile_steps.finish
@@ -218,12 +219,7 @@ def make_consumer(variant):
         l_run = cuda.local.array(columns, float32)
         corrections = cuda.local.array(columns, float32)
         maxima = cuda.local.array(columns, float32)
-        smallest_limit = kv_len
-        for c in range(columns):
-            limits[c] = row_limit(first_row + 8 * (c >> 1) + (c & 1), group, kv_len, seqlen_q)
-            smallest_limit = min(smallest_limit, limits[c])
-            m_run[c] = NEG_INF
-            l_run[c] = ZERO
+        smallest_limit = start_columns(limits, m_run, l_run, first_row, group, kv_len, seqlen_q)
         for k in range(tiles):
             stage = k % stages
             phase = (k // stages) & 1
@@ -234,20 +230,12 @@ def make_consumer(variant):
             first_key = (n_begin + k) * block_n + first_token
             if first_key + ROW_BLOCK > smallest_limit:
                 mask_tile(scores, first_key, group_lane, limits)
-            for c in range(columns):                    # the warps' maxima meet in red
-                maxima[c] = column_max(scores, c)
-            publish(red, lane_red, maxima, warp, lane)
-            named_barrier_sync(tile_barrier, tile_threads)
-            for c in range(columns):
-                m_run[c], l_run[c], corrections[c] = softmax_finish(
-                    scores, c, gather_max(red, lane_red, c), m_run[c], l_run[c], scale_log2)
+            tile_softmax(scores, maxima, m_run, l_run, corrections, red, lane_red, warp, lane, tile_barrier,
+                         scale_log2)                # the warps' maxima meet in red
             tile_pv(acc, corrections, scores, pf, words, p_lane, v_smem, stage, full_v + barrier, phase,
                     first_db, lane, warp)                   # the warps' P^T meet in pbuf
             mbarrier_arrive(empty + barrier)
-        for c in range(columns):                        # the column sums meet in red
-            maxima[c] = column_sum(l_run[c])
-        publish(red, lane_red, maxima, warp, lane)
-        named_barrier_sync(tile_barrier, tile_threads)
+        column_sums(maxima, l_run, red, lane_red, warp, lane, tile_barrier)     # they meet in red
         finish(out, lse, acc, m_run, red, lane_red, warp, first_row, rows_valid, group, out_row_base,
                group_lane, q_heads, kv_head, first_db)
 

@@ -44,9 +44,10 @@ from tma_kernels.ptx import (
 )
 from tma_kernels.ptx.convert import ex2_approx
 
-from .kq_steps import Q_ROWS_PER_BLOCK, ROW_BLOCK, column_sum, make_kq_tiles
 from .consumer_kq_wgmma import CONSUMER_BARRIER, make_exchange, make_wgmma_scores
-from .consumer_qk import FULL_MASK, NEG_INF, ONE, SCORE_FLOOR, ZERO, make_q_loader, make_row_limit
+from .consumer_qk import FULL_MASK, ONE, SCORE_FLOOR, ZERO, make_q_loader
+from .consumer_steps import make_shared_softmax, make_start_columns
+from .kq_steps import Q_ROWS_PER_BLOCK, ROW_BLOCK, make_kq_tiles
 from .pv_wgmma import make_pv_steps
 
 # a column's running max stays until a tile's exceeds it by this much (log2 units), so P stays at
@@ -130,7 +131,7 @@ def make_consumer(variant, group_of=one_group):
     columns = 2 * q_blocks
     warp_token_blocks = block_n // ROW_BLOCK // warps
     load_q = make_q_loader(variant)
-    row_limit = make_row_limit(variant.causal)
+    start_columns = make_start_columns(variant, columns)
     pv_steps = make_pv_steps(variant)
     acc_regs = pv_steps.acc_regs
     steps = make_kq_tiles(variant, q_blocks, warp_token_blocks, variant.head_dim // 16 // warps,
@@ -144,10 +145,10 @@ def make_consumer(variant, group_of=one_group):
     group_words = variant.red_bytes // 4
     group_q_step = variant.group_q_tile_bytes           # group g's Q tile at q_smem + g * group_q_step
     speculative = variant.speculates
-    mask_tile, column_max, softmax_finish = steps.mask_tile, steps.column_max, steps.softmax_finish
+    mask_tile = steps.mask_tile
     store_column = steps.store_column
-    red_lane, publish, gather_max, gather_sum = (exchange.red_lane, exchange.publish,
-                                                 exchange.gather_max, exchange.gather_sum)
+    red_lane, gather_sum = exchange.red_lane, exchange.gather_sum
+    tile_softmax, column_sums = make_shared_softmax(columns, steps, exchange, tile_threads)
     wgmma = make_wgmma_scores(variant)
     prepare_q, tile_scores = wgmma.prepare_q, wgmma.tile_scores
     store_p, p_descriptor, pv = pv_steps.store_p, pv_steps.p_descriptor, pv_steps.pv
@@ -194,12 +195,7 @@ def make_consumer(variant, group_of=one_group):
         l_run = cuda.local.array(columns, float32)
         corrections = cuda.local.array(columns, float32)
         maxima = cuda.local.array(columns, float32)
-        smallest_limit = kv_len
-        for c in range(columns):
-            limits[c] = row_limit(first_row + 8 * (c >> 1) + (c & 1), group, kv_len, seqlen_q)
-            smallest_limit = min(smallest_limit, limits[c])
-            m_run[c] = NEG_INF
-            l_run[c] = ZERO
+        smallest_limit = start_columns(limits, m_run, l_run, first_row, group, kv_len, seqlen_q)
         for k in range(tiles):
             stage = k % stages
             phase = (k // stages) & 1
@@ -228,20 +224,12 @@ def make_consumer(variant, group_of=one_group):
                 tile_scores(scores, q_desc, k_tile)
                 if masked:
                     mask_tile(scores, first_key, group_lane, limits)
-            for c in range(columns):
-                maxima[c] = column_max(scores, c)
-            publish(red, lane_red, maxima, warp, lane)
-            named_barrier_sync(tile_barrier, tile_threads)
-            for c in range(columns):
-                m_run[c], l_run[c], corrections[c] = softmax_finish(
-                    scores, c, gather_max(red, lane_red, c), m_run[c], l_run[c], scale_log2)
+            tile_softmax(scores, maxima, m_run, l_run, corrections, red, lane_red, warp, lane, tile_barrier,
+                         scale_log2)
             tile_pv(acc, corrections, scores, v_smem, tile_p, stage, full_v + barrier, phase, warp, lane,
                     tile_barrier)
             mbarrier_arrive(empty + barrier)
-        for c in range(columns):                        # the column sums meet in red
-            maxima[c] = column_sum(l_run[c])
-        publish(red, lane_red, maxima, warp, lane)
-        named_barrier_sync(tile_barrier, tile_threads)
+        column_sums(maxima, l_run, red, lane_red, warp, lane, tile_barrier)     # they meet in red
         finish(out, lse, acc, m_run, red, lane_red, warp, first_row, rows_valid, group, out_row_base,
                group_lane, q_heads, kv_head)
 

@@ -120,8 +120,8 @@ def make_q_loader(variant):
 
 
 def make_qk_scores(variant):
-    """``scores_tile``, ``mask_tile`` and ``softmax_row`` of a consumer warp: S = Q K^T of its 16
-    rows over a K tile, the causal / sequence-end mask, and the online softmax of one row."""
+    """``scores_tile`` of a consumer warp: S = Q K^T of its 16 rows over a K tile; with
+    make_qk_softmax's ``mask_tile`` and ``softmax_row``."""
     head_bytes = variant.head_bytes
     block_n = variant.block_n
     block_m = variant.block_m
@@ -159,6 +159,13 @@ def make_qk_scores(variant):
                 scores[j], scores[j + 1], scores[j + 2], scores[j + 3] = d[0], d[1], d[2], d[3]
                 scores[j + 4], scores[j + 5], scores[j + 6], scores[j + 7] = e[0], e[1], e[2], e[3]
 
+    return types.SimpleNamespace(scores_tile=scores_tile, **vars(make_qk_softmax(score_regs)))
+
+
+def make_qk_softmax(score_regs):
+    """``mask_tile`` (the causal / sequence-end mask) and ``softmax_row`` (the online softmax of one
+    row) over a consumer warp's ``score_regs`` S registers."""
+
     @cuda.jit(device=True, inline=True)
     def mask_tile(scores, first_key, quad, limit0, limit1):
         """-inf for keys at or past each row's limit (sequence end, or causal diagonal)."""
@@ -191,7 +198,7 @@ def make_qk_scores(variant):
                 row_sum += p
         return m_new, l_old * correction + row_sum, correction
 
-    return types.SimpleNamespace(scores_tile=scores_tile, mask_tile=mask_tile, softmax_row=softmax_row)
+    return types.SimpleNamespace(mask_tile=mask_tile, softmax_row=softmax_row)
 
 
 def make_qk_pv(variant):
