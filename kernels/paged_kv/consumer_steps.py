@@ -35,10 +35,11 @@ def make_start_columns(variant, columns):
 def make_shared_softmax(columns, steps, exchange, tile_threads):
     """For warps sharing a tile: ``tile_softmax``, the exact online softmax of the tile (each
     warp's column maxima into ``red``, one named barrier, every warp then the same running max and
-    corrections; scores -> P in place); ``column_sums``: each column's whole sum, the warps' partial
-    sums meeting in ``red`` (after it, ``gather_sum`` reads them)."""
-    column_max, softmax_finish = steps.column_max, steps.softmax_finish
-    publish, gather_max = exchange.publish, exchange.gather_max
+    corrections; scores -> P in place); ``finish``: each column's whole sum (the warps' partial
+    sums meeting in ``red``), then every warp writes its dims of the rows (from dim block
+    ``first_db``), warp 0 the log2-sum-exp too."""
+    column_max, softmax_finish, store_column = steps.column_max, steps.softmax_finish, steps.store_column
+    publish, gather_max, gather_sum = exchange.publish, exchange.gather_max, exchange.gather_sum
 
     @cuda.jit(device=True, inline=True)
     def tile_softmax(scores, maxima, m_run, l_run, corrections, red, lane_red, warp, lane, tile_barrier,
@@ -52,10 +53,15 @@ def make_shared_softmax(columns, steps, exchange, tile_threads):
                 scores, c, gather_max(red, lane_red, c), m_run[c], l_run[c], scale_log2)
 
     @cuda.jit(device=True, inline=True)
-    def column_sums(maxima, l_run, red, lane_red, warp, lane, tile_barrier):
-        for c in range(columns):
+    def finish(out, lse, acc, maxima, m_run, l_run, red, lane_red, warp, lane, tile_barrier, first_row,
+               rows_valid, group, out_row_base, q_heads, kv_head, first_db):
+        for c in range(columns):                        # the column sums meet in red
             maxima[c] = column_sum(l_run[c])
         publish(red, lane_red, maxima, warp, lane)
         named_barrier_sync(tile_barrier, tile_threads)
+        for c in range(columns):
+            store_column(out, lse, acc, c, m_run[c], gather_sum(red, lane_red, c),
+                         first_row + 8 * (c >> 1) + (c & 1), rows_valid, group, out_row_base,
+                         lane >> 2, q_heads, kv_head, first_db, warp == 0)
 
-    return tile_softmax, column_sums
+    return tile_softmax, finish

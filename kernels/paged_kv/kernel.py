@@ -35,6 +35,7 @@ of the sequence's KV tiles (split-KV, for decode grids too small to fill the GPU
 
 Causal (a compile-time choice): bottom-right aligned, query token t sees keys
 ``< kv_len - seqlen_q + t + 1``; a CTA reads only the KV tiles some of its rows see.
+The steps every variant shares (work tile, ring barriers, the producer's ring) are kernel_steps.py's.
 Shared memory: Q tile, K ring, V ring, the shares_tile consumers' scratch (dynamic, 1024-byte
 aligned) and 3 x MAX_STAGES mbarriers (static).
 """
@@ -63,10 +64,8 @@ def make_attention_kernel(variant: Variant):
     consume = make_consumer(variant).consume
     work_tile, init_ring = make_work_tile(variant), make_ring_init(variant)
     produce_ring = make_producer_ring(variant)
-    consumer_threads = variant.consumer_threads
-    q_tile_bytes = variant.q_tile_bytes
+    consumer_threads, q_tile_bytes, threads = variant.consumer_threads, variant.q_tile_bytes, variant.threads
     ring_bytes = variant.stages * variant.kv_tile_bytes
-    threads = variant.threads
 
     def paged_attention(q_address,  # uint64: Q (batch, seqlen_q, q_heads, head_dim)
                         k_pool,  # uint64: K pages (num_pages, page_size, kv_heads, head_dim)
@@ -90,8 +89,7 @@ def make_attention_kernel(variant: Variant):
         empty = cuda.shared.array(MAX_STAGES, uint64)
         tid = cuda.threadIdx.x
         base = (smem_u32(dynamic) + uint32(TILE_ALIGN_BYTES - 1)) & ~uint32(TILE_ALIGN_BYTES - 1)
-        q_smem = base
-        k_smem = base + uint32(q_tile_bytes)
+        q_smem, k_smem = base, base + uint32(q_tile_bytes)
         v_smem = k_smem + uint32(ring_bytes)
         full_k_smem, full_v_smem, empty_smem = smem_u32(full_k), smem_u32(full_v), smem_u32(empty)
         # Step 0: let the split combine (launched dependent on this grid) be scheduled once

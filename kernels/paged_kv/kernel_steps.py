@@ -99,3 +99,19 @@ def make_producer_ring(variant):
                 pages[entry] = next_pages[entry]
 
     return produce_ring
+
+
+def make_ring_wait(stages):
+    """``ring_wait(full, k)``, a consumer's wait for tile k: (stage, phase, the stage's barrier
+    offset) of tile k in the ring, once its ``full`` barrier (K's or V's: ``full + barrier``, the
+    same phase) completed the K tile's phase."""
+
+    @cuda.jit(device=True, inline=True)
+    def ring_wait(full, k):
+        stage = k % stages
+        phase = (k // stages) & 1
+        barrier = uint32(stage * MBARRIER_BYTES)
+        mbarrier_wait_parity(full + barrier, phase)
+        return stage, phase, barrier
+
+    return ring_wait

@@ -164,7 +164,6 @@ def make_kq_softmax(variant, q_blocks, token_blocks, lazy_rescale_log2=None):
     2 ** lazy_rescale_log2."""
     lazy = lazy_rescale_log2 is not None
     lazy_log2 = float32(lazy_rescale_log2 if lazy else 0.0)
-    fp8 = variant.dtype == E4M3
     p_regs = token_blocks * q_blocks * 2      # P^T's B fragments, packed to 16 bits
 
     @cuda.jit(device=True, inline=True)
@@ -202,6 +201,19 @@ def make_kq_softmax(variant, q_blocks, token_blocks, lazy_rescale_log2=None):
         return m_new, l_old * correction + col_sum, correction
 
     @cuda.jit(device=True, inline=True)
+    def softmax_column(scores, column, m_old, l_old, scale_log2):
+        """Online softmax of one of the lane's query columns over the warp's whole tile (rung 2)."""
+        return softmax_finish(scores, column, column_max(scores, column), m_old, l_old, scale_log2)
+
+    return types.SimpleNamespace(p_regs=p_regs, column_max=column_max, softmax_finish=softmax_finish,
+                                 softmax_column=softmax_column, p_fragments=make_kq_p_fragments(variant, p_regs))
+
+
+def make_kq_p_fragments(variant, p_regs):
+    """``p_fragments``: the warp's P (in its S^T registers) as P^T's ``p_regs`` B fragments."""
+    fp8 = variant.dtype == E4M3
+
+    @cuda.jit(device=True, inline=True)
     def p_fragments(pf, scores):
         """pf[2 (tb * q_blocks + qb) + h] = b0 (h = 0), b1 (h = 1) of P^T for token block tb
         and query block qb, from S^T's C fragment: each 8 x 8 half packed to 16 bits
@@ -213,8 +225,7 @@ def make_kq_softmax(variant, q_blocks, token_blocks, lazy_rescale_log2=None):
                 packed = cvt_bf16x2_f32(scores[2 * i + 1], scores[2 * i])
             pf[i] = movmatrix_trans(packed)
 
-    return types.SimpleNamespace(p_regs=p_regs, column_max=column_max, softmax_finish=softmax_finish,
-                                 p_fragments=p_fragments)
+    return p_fragments
 
 
 def make_kq_pv(variant, q_blocks, dim_blocks, p_stride=1):
