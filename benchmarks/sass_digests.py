@@ -11,6 +11,7 @@ build through kernels/build.py and are not covered.
     python benchmarks/sass_digests.py --out before.txt                  # every build (slow: ~10 s each)
     python benchmarks/sass_digests.py --studies paged_kv --every 7 --out part.txt
     python benchmarks/sass_digests.py --match _kqwrl --out part.txt --compare before.txt
+    python benchmarks/sass_digests.py --only before.txt --spread --out after.txt --compare before.txt
 
 Output: one line per build, ``study<TAB>build<TAB>sha256`` (``refused`` where ptxas refused a
 build that may be refused), sorted. ``--compare`` prints the builds whose digest differs from
@@ -65,14 +66,22 @@ def digest_one(study_name: str, index: int, cache_dir: str) -> tuple[str, str, s
     return study_name, build.name, sass_digest(compiled.sass)
 
 
-def selected(studies, every: int, match: str | None) -> list[tuple[str, int]]:
-    """(study, index) of the builds chosen: every ``every``-th of each study, names matching."""
+def selected(studies, every: int, match: str | None, only: set | None = None) -> list[tuple[str, int]]:
+    """(study, index) of the builds chosen: every ``every``-th of each study, names matching (and,
+    given ``only``, named there)."""
     chosen = []
     for study_name in studies:
         for index, build in enumerate(_builds(study_name)):
-            if index % every == 0 and (match is None or re.search(match, build.name)):
+            if index % every == 0 and (match is None or re.search(match, build.name)) \
+                    and (only is None or build.name in only):
                 chosen.append((study_name, index))
     return chosen
+
+
+def spread(chosen: list[tuple[str, int]]) -> list[tuple[str, int]]:
+    """The builds in a fixed order that mixes kernels and layouts, so a run cut short has compared
+    some of each (by a hash of the name, not the sweep's sorted order)."""
+    return sorted(chosen, key=lambda c: hashlib.sha256(_builds(c[0])[c[1]].name.encode()).hexdigest())
 
 
 def read_digests(path: Path) -> dict[tuple[str, str], str]:
@@ -101,8 +110,13 @@ def main(argv=None) -> int:
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--cache", default="build/sass-digest-cache", help="the kernel cache to compile into")
     parser.add_argument("--compare", type=Path, help="an earlier output to compare with")
+    parser.add_argument("--only", type=Path, help="only the builds named in this file (a name a line, or an output)")
+    parser.add_argument("--spread", action="store_true", help="compile in an order that mixes the kernels")
     args = parser.parse_args(argv)
-    chosen = selected(args.studies or numba_studies(), args.every, args.match)
+    only = None if args.only is None else {line.split("\t")[-2] if "\t" in line else line.strip()
+                                           for line in args.only.read_text().splitlines() if line.strip()}
+    chosen = selected(args.studies or numba_studies(), args.every, args.match, only)
+    chosen = spread(chosen) if args.spread else chosen
     started = time.monotonic()
     found = {}
     for done, (study, name, digest) in enumerate(process_map(
