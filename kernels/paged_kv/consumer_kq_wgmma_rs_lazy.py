@@ -197,12 +197,11 @@ def make_rung_steps(variant, group_of):
         if masked:
             mask_tile(scores, first_key, group_lane, limits)
 
-    return types.SimpleNamespace(masked_scores=masked_scores, 
+    return types.SimpleNamespace(
         steps=steps, exchange=exchange, speculate=speculate, speculate_p=speculate_p, speculative_pv=speculative_pv,
         load_q=make_q_loader(variant), start_columns=make_start_columns(variant, columns),
-        ring_wait=make_ring_wait(variant.stages),
-        group_steps=make_group_scratch(variant, exchange.red_lane, group_of),
-        prepare_q=wgmma.prepare_q, tile_scores=wgmma.tile_scores, tile_softmax=tile_softmax, finish=finish,
+        ring_wait=make_ring_wait(variant.stages), group_steps=make_group_scratch(variant, exchange.red_lane, group_of),
+        prepare_q=wgmma.prepare_q, masked_scores=masked_scores, tile_softmax=tile_softmax, finish=finish,
         tile_pv=make_lazy_pv(variant, pv_steps), acc_regs=pv_steps.acc_regs, columns=columns,
         warp_token_blocks=warp_token_blocks)
 
