@@ -175,7 +175,10 @@ def make_speculative_steps(variant, pv_steps, speculate, columns):
 
 
 def make_rung_steps(variant, group_of):
-    """The device functions rung 4's consume calls, for the consumer warps' groups ``group_of``."""
+    """The device functions rung 4's consume calls, for the consumer warps' groups ``group_of``, and
+    its sizes (``sizes``: warps, block_n, kv_tile_bytes, columns, acc_regs, warp_token_blocks,
+    score_regs). S^T and its mask stay inline in consume: as one helper, ptxas scheduled the
+    kqwrl8 kernels differently."""
     warps = variant.tile_warps
     q_blocks = variant.group_m // Q_ROWS_PER_BLOCK
     columns = 2 * q_blocks
@@ -188,33 +191,24 @@ def make_rung_steps(variant, group_of):
     speculate_p, speculative_pv = make_speculative_steps(variant, pv_steps, speculate, columns)
     tile_softmax, finish = make_shared_softmax(columns, steps, exchange, uint32(32 * warps))
     wgmma = make_wgmma_scores(variant)
-    tile_scores, mask_tile = wgmma.tile_scores, steps.mask_tile
-
-    @cuda.jit(device=True, inline=True)
-    def masked_scores(scores, q_desc, k_tile, masked, first_key, group_lane, limits):
-        """S^T of the tile, masked where ``masked`` (some key of it is past some column's limit)."""
-        tile_scores(scores, q_desc, k_tile)
-        if masked:
-            mask_tile(scores, first_key, group_lane, limits)
-
     return types.SimpleNamespace(
         steps=steps, exchange=exchange, speculate=speculate, speculate_p=speculate_p, speculative_pv=speculative_pv,
         load_q=make_q_loader(variant), start_columns=make_start_columns(variant, columns),
         ring_wait=make_ring_wait(variant.stages), group_steps=make_group_scratch(variant, exchange.red_lane, group_of),
-        prepare_q=wgmma.prepare_q, masked_scores=masked_scores, tile_softmax=tile_softmax, finish=finish,
-        tile_pv=make_lazy_pv(variant, pv_steps), acc_regs=pv_steps.acc_regs, columns=columns,
-        warp_token_blocks=warp_token_blocks)
+        prepare_q=wgmma.prepare_q, tile_scores=wgmma.tile_scores, tile_softmax=tile_softmax, finish=finish,
+        tile_pv=make_lazy_pv(variant, pv_steps),
+        sizes=(warps, variant.block_n, variant.kv_tile_bytes, columns, pv_steps.acc_regs, warp_token_blocks,
+               steps.score_regs))
 
 
 def make_consumer(variant, group_of=one_group):
     """``.consume(...)`` (rung 1's signature) and its steps, for consumer warp groups ``group_of(warp)``."""
-    warps, block_n, kv_tile_bytes = variant.tile_warps, variant.block_n, variant.kv_tile_bytes
     parts = make_rung_steps(variant, group_of)
-    columns, acc_regs, warp_token_blocks = parts.columns, parts.acc_regs, parts.warp_token_blocks
-    score_regs, load_q, start_columns = parts.steps.score_regs, parts.load_q, parts.start_columns
-    ring_wait, (warp_group, group_scratch), prepare_q = parts.ring_wait, parts.group_steps, parts.prepare_q
-    masked_scores, tile_softmax, tile_pv, finish = parts.masked_scores, parts.tile_softmax, parts.tile_pv, parts.finish
-    speculate_p, speculative_pv = parts.speculate_p, parts.speculative_pv
+    warps, block_n, kv_tile_bytes, columns, acc_regs, warp_token_blocks, score_regs = parts.sizes
+    load_q, start_columns, ring_wait, prepare_q = parts.load_q, parts.start_columns, parts.ring_wait, parts.prepare_q
+    warp_group, group_scratch = parts.group_steps
+    tile_scores, mask_tile, tile_softmax = parts.tile_scores, parts.steps.mask_tile, parts.tile_softmax
+    tile_pv, finish, speculate_p, speculative_pv = parts.tile_pv, parts.finish, parts.speculate_p, parts.speculative_pv
     speculative, p_tile = variant.speculates, variant.p_tile_bytes if variant.speculates else 0   # P^T buffer k & 1
 
     @cuda.jit(device=True, inline=True)
@@ -243,9 +237,11 @@ def make_consumer(variant, group_of=one_group):
         for k in range(tiles):
             stage, phase, barrier = ring_wait(full_k, k)
             k_tile = k_smem + uint32(stage * kv_tile_bytes)
+            tile_scores(scores, q_desc, k_tile)
             first_key = (n_begin + k) * block_n + first_token
             masked = first_key + warp_token_blocks * ROW_BLOCK > smallest_limit
-            masked_scores(scores, q_desc, k_tile, masked, first_key, group_lane, limits)
+            if masked:
+                mask_tile(scores, first_key, group_lane, limits)
             tile_p = p_smem + uint32((k & 1) * p_tile)
             if speculative:     # one barrier tells every warp whether some warp's max would move
                 if speculate_p(scores, maxima, m_run, tile_p, warp, lane, tile_barrier, scale_log2) == 0:
@@ -253,7 +249,9 @@ def make_consumer(variant, group_of=one_group):
                                    empty + barrier, phase, warp, lane)
                     continue
                 # some max moves: the exact step, from the raw scores again (the K tile is still in)
-                masked_scores(scores, q_desc, k_tile, masked, first_key, group_lane, limits)
+                tile_scores(scores, q_desc, k_tile)
+                if masked:
+                    mask_tile(scores, first_key, group_lane, limits)
             tile_softmax(scores, maxima, m_run, l_run, corrections, red, lane_red, warp, lane, tile_barrier,
                          scale_log2)
             tile_pv(acc, corrections, scores, v_smem, tile_p, stage, full_v + barrier, phase, warp, lane,
@@ -262,5 +260,4 @@ def make_consumer(variant, group_of=one_group):
         finish(out, lse, acc, maxima, m_run, l_run, red, lane_red, warp, lane, tile_barrier, first_row,
                rows_valid, group, out_row_base, q_heads, kv_head, warp)
 
-    return types.SimpleNamespace(consume=consume, steps=parts.steps, exchange=parts.exchange, load_q=load_q,
-                                 speculate=parts.speculate)
+    return types.SimpleNamespace(**vars(parts), consume=consume)
