@@ -40,6 +40,15 @@ def dynamic_shared_bytes(stages: int, stage_bytes: int) -> int:
     return stages * stage_bytes + RING_ALIGN_BYTES
 
 
+@cuda.jit(device=True, inline=True)
+def init_ring(fills, stages, consumer_threads, full_smem, empty_smem):
+    """Thread 0's barrier init: full[s] completes on ``fills`` arrivals, empty[s] on every consumer's."""
+    for s in range(stages):
+        mbarrier_init(full_smem + uint32(s * MBARRIER_BYTES), fills)
+        mbarrier_init(empty_smem + uint32(s * MBARRIER_BYTES), consumer_threads)
+    fence_mbarrier_init_cluster()
+
+
 def make_stream_kernel(produce_stage, arrivals):
     """Build the Python kernel function for one producer (compile it with KERNEL_SIGNATURE)."""
 
@@ -64,11 +73,8 @@ def make_stream_kernel(produce_stage, arrivals):
         full_smem = smem_u32(full)
         empty_smem = smem_u32(empty)
         if tid == 0:
-            fills = 1 if arrivals == ARRIVALS_ONE_THREAD else producer_threads
-            for s in range(stages):
-                mbarrier_init(full_smem + uint32(s * MBARRIER_BYTES), fills)
-                mbarrier_init(empty_smem + uint32(s * MBARRIER_BYTES), consumer_threads)
-            fence_mbarrier_init_cluster()
+            init_ring(1 if arrivals == ARRIVALS_ONE_THREAD else producer_threads, stages, consumer_threads,
+                      full_smem, empty_smem)
         cuda.syncthreads()
 
         transfers_per_tile = stage_bytes >> log2_bytes_per_transfer

@@ -84,7 +84,7 @@ def make_broadcast(variant: str):
     if variant not in VARIANTS:
         raise ValueError(f"DSM broadcast variant {variant!r} is not one of {VARIANTS}")
     pull = variant == "dsm_pull"
-    relay = _relay(pull)
+    init_ring, produce, relay, release = _ring_init(pull), _producer(), _relay(pull), _release(pull)
 
     def broadcast(a_map, a_tiles, steps_total, tile_bytes, stages, consumer_threads, checksums):
         ring = cuda.shared.array(0, uint32)
@@ -99,14 +99,7 @@ def make_broadcast(variant: str):
         full_smem = smem_u32(full)
         empty_smem = smem_u32(empty)
         if tid == 0:
-            if leader:
-                releases = consumer_warps * size + (0 if pull else 1)
-            else:
-                releases = consumer_warps
-            for s in range(stages):
-                mbarrier_init(full_smem + uint32(s * MBARRIER_BYTES), 1)
-                mbarrier_init(empty_smem + uint32(s * MBARRIER_BYTES), releases)
-            fence_mbarrier_init_cluster()
+            init_ring(leader, size, consumer_warps, stages, full_smem, empty_smem)
         cluster_sync()
 
         rows = tile_bytes >> LOG2_ROW_BYTES
@@ -117,20 +110,12 @@ def make_broadcast(variant: str):
         producer = tid == consumer_threads
         relay_lane = tid - consumer_threads - WARP          # relay warp: lanes 0..31
         if producer and (leader or not pull):
-            while q < steps_total:
-                s = k % stages
-                full_bar = full_smem + uint32(s * MBARRIER_BYTES)
-                if k >= stages:
-                    mbarrier_wait_parity(empty_smem + uint32(s * MBARRIER_BYTES), ((k // stages) - 1) & 1)
-                mbarrier_arrive_expect_tx(full_bar, tile_bytes)
-                if leader:
-                    tma_load_2d(ring_smem + uint32(s * tile_bytes), a_map, full_bar, 0, int32((q % a_tiles) * rows))
-                q += groups
-                k += 1
+            produce(leader, a_map, a_tiles, rows, steps_total, tile_bytes, stages, q, k, groups, ring_smem,
+                    full_smem, empty_smem)
         elif leader and relay_lane >= 0:
             relay(uint32(relay_lane), size, steps_total, tile_bytes, stages, q, k, groups, ring_smem, full_smem,
                   empty_smem)
-        elif tid < consumer_threads:
+        elif tid < consumer_threads:      # inline: as a helper returning the checksum, its SASS differs
             lane = tid % WARP
             source = mapa_shared(ring_smem, LEADER) if pull else ring_smem
             while q < steps_total:
@@ -145,14 +130,7 @@ def make_broadcast(variant: str):
                     mbarrier_wait_parity(full_bar, (k // stages) & 1)
                     checksum = consume_local(ring_smem + uint32(s * tile_bytes), tile_bytes, tid,
                                              consumer_threads, checksum)
-                cuda.syncwarp()
-                if lane == 0:
-                    if leader:
-                        mbarrier_arrive(empty_bar)
-                    else:
-                        mbarrier_arrive_remote(empty_bar, uint32(LEADER))
-                        if not pull:
-                            mbarrier_arrive(empty_bar)
+                release(leader, lane, empty_bar)
                 q += groups
                 k += 1
         cluster_sync()
@@ -188,3 +166,61 @@ def _relay(pull: bool):
             k += 1
 
     return relay
+
+
+def _producer():
+    """A producer's ring: each stage armed with the tile's bytes once free; the leader's also
+    loads the tile by TMA (``dsm_push``: every CTA's producer arms its own stages)."""
+
+    @cuda.jit(device=True, inline=True)
+    def produce(leader, a_map, a_tiles, rows, steps_total, tile_bytes, stages, q, k, groups, ring_smem,
+                full_smem, empty_smem):
+        while q < steps_total:
+            s = k % stages
+            full_bar = full_smem + uint32(s * MBARRIER_BYTES)
+            if k >= stages:
+                mbarrier_wait_parity(empty_smem + uint32(s * MBARRIER_BYTES), ((k // stages) - 1) & 1)
+            mbarrier_arrive_expect_tx(full_bar, tile_bytes)
+            if leader:
+                tma_load_2d(ring_smem + uint32(s * tile_bytes), a_map, full_bar, 0, int32((q % a_tiles) * rows))
+            q += groups
+            k += 1
+
+    return produce
+
+
+
+def _ring_init(pull: bool):
+    """Thread 0's barrier init: full[s] counts one arrival; empty[s] every consumer warp's release
+    (the leader's: every CTA's, and ``dsm_push``'s relay warp once), published to the cluster."""
+
+    @cuda.jit(device=True, inline=True)
+    def init_ring(leader, size, consumer_warps, stages, full_smem, empty_smem):
+        if leader:
+            releases = consumer_warps * size + (0 if pull else 1)
+        else:
+            releases = consumer_warps
+        for s in range(stages):
+            mbarrier_init(full_smem + uint32(s * MBARRIER_BYTES), 1)
+            mbarrier_init(empty_smem + uint32(s * MBARRIER_BYTES), releases)
+        fence_mbarrier_init_cluster()
+
+    return init_ring
+
+
+def _release(pull: bool):
+    """A consumer warp's release of a stage it read: the leader's own; a peer's the leader's
+    (remote arrive) and, in ``dsm_push``, its own too."""
+
+    @cuda.jit(device=True, inline=True)
+    def release(leader, lane, empty_bar):
+        cuda.syncwarp()
+        if lane == 0:
+            if leader:
+                mbarrier_arrive(empty_bar)
+            else:
+                mbarrier_arrive_remote(empty_bar, uint32(LEADER))
+                if not pull:
+                    mbarrier_arrive(empty_bar)
+
+    return release

@@ -1,5 +1,7 @@
-"""Rung 2 of the consumer ladder (layouts.py), ``score_layout="kq"``: rung 1 (consumer_qk.py)
-transposed for decode, KV tokens as the ``mma.sync`` M and query rows as N:
+"""Rung 2 (``kq``) adds over rung 1 (consumer_qk.py): the transpose for decode, S^T = K Q^T.
+
+``score_layout="kq"`` (layouts.py): rung 1 transposed, KV tokens as the ``mma.sync`` M and query
+rows as N:
 
     S^T = K Q^T                      K: (block_n, head_dim) tile, Q: (rows, head_dim), rows 8 or 16
     P^T = exp2(S^T scale_log2 - m)   m: each query column's running max
@@ -29,7 +31,8 @@ then unpacks). A = V^T: bf16 ``ldmatrix.x4.trans`` of 16 tokens x 16 dims; e4m3
 the even dim (0x6420) and the odd dim (0x7531), so A rows g = dim 2g and g + 8 = dim 2g + 1: one
 ldmatrix feeds two fp16 mmas (tokens 0-15, 16-31), each over all 16 dims of the block.
 
-The steps are kq_steps.py's, which the later rungs call too, with their warps sharing a tile.
+The steps are kq_steps.py's and consumer_steps.py's (the columns' prologue) and the ring wait
+kernel_steps.py's, which the later rungs call too, with their warps sharing a tile.
 Checked on the CPU by the warp emulation in tests/cpu/paged_kv/test_paged_kv_fragments_kq.py.
 """
 import types
@@ -37,42 +40,34 @@ import types
 from numba import cuda, float32, int32, uint32
 from tma_kernels.ptx import mbarrier_arrive, mbarrier_wait_parity
 
-from .consumer_qk import NEG_INF, ZERO, make_q_loader, make_row_limit
+from .consumer_qk import ZERO, make_q_loader
+from .kernel_steps import make_ring_wait
+from .consumer_steps import make_start_columns
 from .kq_steps import Q_ROWS_PER_BLOCK, ROW_BLOCK, column_sum, make_kq_tiles
 
 
 def make_consumer(variant):
     """The kq consumer's device functions for ``variant``: ``.consume(...)`` has the
     signature of rung 1's; the others are its steps, for the CPU warp emulation."""
-    head_dim = variant.head_dim
-    block_n = variant.block_n
-    stages = variant.stages
-    kv_tile_bytes = variant.kv_tile_bytes
+    block_n, stages, kv_tile_bytes = variant.block_n, variant.stages, variant.kv_tile_bytes
     rows = variant.rows_per_warp
     q_blocks = rows // Q_ROWS_PER_BLOCK
     columns = 2 * q_blocks                    # query columns a lane holds
-    token_blocks = block_n // ROW_BLOCK
-    dim_blocks = head_dim // 16
+    dim_blocks = variant.head_dim // 16
     acc_regs = dim_blocks * q_blocks * 4
-    load_q = make_q_loader(variant)
-    row_limit = make_row_limit(variant.causal)
-    steps = make_kq_tiles(variant, q_blocks, token_blocks, dim_blocks)
+    load_q, ring_wait = make_q_loader(variant), make_ring_wait(stages)
+    start_columns = make_start_columns(variant, columns)
+    steps = make_kq_tiles(variant, q_blocks, block_n // ROW_BLOCK, dim_blocks)
     q_regs, score_regs, p_regs = steps.q_regs, steps.score_regs, steps.p_regs
     load_q_fragments, scores_tile, mask_tile = steps.load_q_fragments, steps.scores_tile, steps.mask_tile
-    column_max, softmax_finish, p_fragments = steps.column_max, steps.softmax_finish, steps.p_fragments
-    pv_tile, store_acc_column, store_column = steps.pv_tile, steps.store_acc_column, steps.store_column
-
-    @cuda.jit(device=True, inline=True)
-    def softmax_column(scores, column, m_old, l_old, scale_log2):
-        """Online softmax of one of the lane's query columns over the whole tile."""
-        return softmax_finish(scores, column, column_max(scores, column), m_old, l_old, scale_log2)
+    softmax_column, p_fragments, pv_tile, store_column = (steps.softmax_column, steps.p_fragments,
+                                                          steps.pv_tile, steps.store_column)
 
     @cuda.jit(device=True, inline=True)
     def consume(q_smem, k_smem, v_smem, full_k, full_v, empty, q_address, out, lse, warp, lane,
                 m_start, rows_valid, group, batch, kv_head, seqlen_q, q_heads, kv_len, n_begin,
                 tiles, scale_log2, out_row_base):
-        load_q(q_smem, q_address, warp, lane, m_start, rows_valid, group, batch, kv_head,
-               seqlen_q, q_heads)
+        load_q(q_smem, q_address, warp, lane, m_start, rows_valid, group, batch, kv_head, seqlen_q, q_heads)
         qf = cuda.local.array(q_regs, uint32)
         load_q_fragments(qf, q_smem, warp * rows, lane)
         scores = cuda.local.array(score_regs, float32)
@@ -86,26 +81,17 @@ def make_consumer(variant):
         m_run = cuda.local.array(columns, float32)
         l_run = cuda.local.array(columns, float32)
         corrections = cuda.local.array(columns, float32)
-        smallest_limit = kv_len
-        for c in range(columns):
-            limits[c] = row_limit(first_row + 8 * (c >> 1) + (c & 1), group, kv_len, seqlen_q)
-            smallest_limit = min(smallest_limit, limits[c])
-            m_run[c] = NEG_INF
-            l_run[c] = ZERO
+        smallest_limit = start_columns(limits, m_run, l_run, first_row, group, kv_len, seqlen_q)
         for k in range(tiles):
-            stage = k % stages
-            phase = (k // stages) & 1
-            barrier = uint32(stage * 8)
+            stage, phase, barrier = ring_wait(full_k, k)
             k_tile = k_smem + uint32(stage * kv_tile_bytes)
             v_tile = v_smem + uint32(stage * kv_tile_bytes)
-            mbarrier_wait_parity(full_k + barrier, phase)
             scores_tile(scores, qf, uint32(0), k_tile, lane)
             first_key = (n_begin + k) * block_n
             if first_key + block_n > smallest_limit:
                 mask_tile(scores, first_key, group_lane, limits)
             for c in range(columns):
-                m_run[c], l_run[c], corrections[c] = softmax_column(scores, c, m_run[c], l_run[c],
-                                                                    scale_log2)
+                m_run[c], l_run[c], corrections[c] = softmax_column(scores, c, m_run[c], l_run[c], scale_log2)
             for i in range(acc_regs):
                 acc[i] *= corrections[2 * ((i >> 2) % q_blocks) + (i & 1)]
             p_fragments(pf, scores)
@@ -117,9 +103,4 @@ def make_consumer(variant):
                          first_row + 8 * (c >> 1) + (c & 1), rows_valid, group, out_row_base,
                          group_lane, q_heads, kv_head, 0, True)
 
-    return types.SimpleNamespace(load_q=load_q, load_q_fragments=load_q_fragments,
-                                 scores_tile=scores_tile, mask_tile=mask_tile,
-                                 column_max=column_max, softmax_finish=softmax_finish,
-                                 softmax_column=softmax_column, p_fragments=p_fragments,
-                                 pv_tile=pv_tile, store_acc_column=store_acc_column,
-                                 column_sum=column_sum, store_column=store_column, consume=consume)
+    return types.SimpleNamespace(**vars(steps), load_q=load_q, column_sum=column_sum, consume=consume)

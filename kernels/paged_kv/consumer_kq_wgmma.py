@@ -1,5 +1,7 @@
-"""Rung 3 of the consumer ladder (layouts.py), ``score_layout="kq_wgmma"``: rung 2 (consumer_kq.py)
-with the CTA's 4 consumer warps, one warpgroup, sharing each K/V tile of block_n = 64 tokens:
+"""Rung 3 (``kq_wgmma``) adds over rung 2 (consumer_kq.py): 4 warps share each tile, S^T by one wgmma.
+
+``score_layout="kq_wgmma"`` (layouts.py): rung 2 with the CTA's 4 consumer warps, one warpgroup,
+sharing each K/V tile of block_n = 64 tokens:
 
     S^T = K Q^T        one wgmma a tile: K (64, head_dim) and Q (group_m, head_dim) read from
                        shared memory as they lie; warp w receives S^T's tokens 16 w .. 16 w + 15
@@ -43,8 +45,10 @@ from tma_kernels.ptx import (
 )
 from tma_kernels.ptx.wgmma import K_STEP_BYTES, k_major_descriptor, make_wgmma_ss
 
-from .kq_steps import Q_ROWS_PER_BLOCK, ROW_BLOCK, column_sum, make_kq_tiles
-from .consumer_qk import NEG_INF, ZERO, make_q_loader, make_row_limit
+from .consumer_qk import ZERO, make_q_loader
+from .kernel_steps import make_ring_wait
+from .consumer_steps import make_shared_softmax, make_start_columns
+from .kq_steps import Q_ROWS_PER_BLOCK, ROW_BLOCK, make_kq_tiles
 
 CONSUMER_BARRIER = 1               # bar.sync id of the warps of a tile (group g: 1 + g; 0 is __syncthreads)
 LANES = 32
@@ -134,16 +138,13 @@ def make_wgmma_scores(variant):
 
 def make_tile_pv(variant, steps, exchange):
     """``tile_pv``: the old O^T rescaled, every warp's P^T fragments through pbuf, and once the V
-    tile is in O^T += V^T P^T over the warp's dims (mma.sync); ``finish``: with the column sums in
-    ``red``, every warp writes its dims of the rows."""
+    tile is in O^T += V^T P^T over the warp's dims (mma.sync)."""
     tile_threads = uint32(32 * variant.tile_warps)
     tile_barrier = uint32(CONSUMER_BARRIER)
     kv_tile_bytes = variant.kv_tile_bytes
     q_blocks = variant.group_m // Q_ROWS_PER_BLOCK
-    columns = 2 * q_blocks
     acc_regs = variant.head_dim // 16 // variant.tile_warps * q_blocks * 4
-    p_fragments, pv_tile, store_column = steps.p_fragments, steps.pv_tile, steps.store_column
-    publish_p, gather_sum = exchange.publish_p, exchange.gather_sum
+    p_fragments, pv_tile, publish_p = steps.p_fragments, steps.pv_tile, exchange.publish_p
 
     @cuda.jit(device=True, inline=True)
     def tile_pv(acc, corrections, scores, pf, words, p_lane, v_smem, stage, full_v, phase, first_db, lane, warp):
@@ -155,42 +156,25 @@ def make_tile_pv(variant, steps, exchange):
         mbarrier_wait_parity(full_v, phase)
         pv_tile(acc, words, p_lane, v_smem + uint32(stage * kv_tile_bytes), first_db, lane)
 
-    @cuda.jit(device=True, inline=True)
-    def finish(out, lse, acc, m_run, red, lane_red, warp, first_row, rows_valid, group, out_row_base,
-               group_lane, q_heads, kv_head, first_db):
-        for c in range(columns):
-            store_column(out, lse, acc, c, m_run[c], gather_sum(red, lane_red, c),
-                         first_row + 8 * (c >> 1) + (c & 1), rows_valid, group, out_row_base,
-                         group_lane, q_heads, kv_head, first_db, warp == 0)
-
-    return types.SimpleNamespace(tile_pv=tile_pv, finish=finish)
+    return tile_pv
 
 
 def make_consumer(variant):
     """``.consume(...)``, with the signature of rung 1's, and its steps (for the CPU test)."""
-    warps = variant.tile_warps
-    block_n = variant.block_n
-    stages = variant.stages
-    kv_tile_bytes = variant.kv_tile_bytes
-    tile_threads = uint32(32 * warps)
-    tile_barrier = uint32(CONSUMER_BARRIER)
+    warps, block_n, kv_tile_bytes = variant.tile_warps, variant.block_n, variant.kv_tile_bytes
+    tile_threads, tile_barrier = uint32(32 * warps), uint32(CONSUMER_BARRIER)
     q_blocks = variant.group_m // Q_ROWS_PER_BLOCK
-    columns = 2 * q_blocks
-    dim_blocks = variant.head_dim // 16 // warps        # a warp's O^T: blocks of 16 head dims
+    columns, dim_blocks = 2 * q_blocks, variant.head_dim // 16 // warps   # a warp's O^T: blocks of 16 dims
     acc_regs = dim_blocks * q_blocks * 4
-    load_q = make_q_loader(variant)
-    row_limit = make_row_limit(variant.causal)
+    load_q, start_columns = make_q_loader(variant), make_start_columns(variant, columns)
     steps = make_kq_tiles(variant, q_blocks, block_n // ROW_BLOCK // warps, dim_blocks, p_stride=LANES)
-    score_regs, p_regs_warp = steps.score_regs, steps.p_regs
-    exchange = make_exchange(variant, p_regs_warp)
-    wgmma = make_wgmma_scores(variant)
-    scratch = stages * kv_tile_bytes                    # from v_smem, past the V ring: red, then pbuf
+    score_regs, p_regs_warp, ring_wait = steps.score_regs, steps.p_regs, make_ring_wait(variant.stages)
+    exchange, wgmma = make_exchange(variant, p_regs_warp), make_wgmma_scores(variant)
+    scratch = variant.stages * kv_tile_bytes                 # from v_smem, past the V ring: red, then pbuf
     red_words = variant.red_bytes // 4
-    mask_tile, column_max, softmax_finish = steps.mask_tile, steps.column_max, steps.softmax_finish
-    red_lane, publish, gather_max = exchange.red_lane, exchange.publish, exchange.gather_max
-    prepare_q, tile_scores = wgmma.prepare_q, wgmma.tile_scores
-    tile_steps = make_tile_pv(variant, steps, exchange)
-    tile_pv, finish = tile_steps.tile_pv, tile_steps.finish
+    mask_tile, red_lane = steps.mask_tile, exchange.red_lane
+    tile_softmax, finish = make_shared_softmax(columns, steps, exchange, tile_threads)
+    prepare_q, tile_scores, tile_pv = wgmma.prepare_q, wgmma.tile_scores, make_tile_pv(variant, steps, exchange)
 
     @cuda.jit(device=True, inline=True)
     def consume(q_smem, k_smem, v_smem, full_k, full_v, empty, q_address, out, lse, warp, lane,
@@ -218,37 +202,20 @@ def make_consumer(variant):
         l_run = cuda.local.array(columns, float32)
         corrections = cuda.local.array(columns, float32)
         maxima = cuda.local.array(columns, float32)
-        smallest_limit = kv_len
-        for c in range(columns):
-            limits[c] = row_limit(first_row + 8 * (c >> 1) + (c & 1), group, kv_len, seqlen_q)
-            smallest_limit = min(smallest_limit, limits[c])
-            m_run[c] = NEG_INF
-            l_run[c] = ZERO
+        smallest_limit = start_columns(limits, m_run, l_run, first_row, group, kv_len, seqlen_q)
         for k in range(tiles):
-            stage = k % stages
-            phase = (k // stages) & 1
-            barrier = uint32(stage * 8)
+            stage, phase, barrier = ring_wait(full_k, k)
             k_tile = k_smem + uint32(stage * kv_tile_bytes)
-            mbarrier_wait_parity(full_k + barrier, phase)
             tile_scores(scores, q_desc, k_tile)
             first_key = (n_begin + k) * block_n + first_token
             if first_key + ROW_BLOCK > smallest_limit:
                 mask_tile(scores, first_key, group_lane, limits)
-            for c in range(columns):                    # the warps' maxima meet in red
-                maxima[c] = column_max(scores, c)
-            publish(red, lane_red, maxima, warp, lane)
-            named_barrier_sync(tile_barrier, tile_threads)
-            for c in range(columns):
-                m_run[c], l_run[c], corrections[c] = softmax_finish(
-                    scores, c, gather_max(red, lane_red, c), m_run[c], l_run[c], scale_log2)
+            tile_softmax(scores, maxima, m_run, l_run, corrections, red, lane_red, warp, lane, tile_barrier,
+                         scale_log2)                # the warps' maxima meet in red
             tile_pv(acc, corrections, scores, pf, words, p_lane, v_smem, stage, full_v + barrier, phase,
                     first_db, lane, warp)                   # the warps' P^T meet in pbuf
             mbarrier_arrive(empty + barrier)
-        for c in range(columns):                        # the column sums meet in red
-            maxima[c] = column_sum(l_run[c])
-        publish(red, lane_red, maxima, warp, lane)
-        named_barrier_sync(tile_barrier, tile_threads)
-        finish(out, lse, acc, m_run, red, lane_red, warp, first_row, rows_valid, group, out_row_base,
-               group_lane, q_heads, kv_head, first_db)
+        finish(out, lse, acc, maxima, m_run, l_run, red, lane_red, warp, lane, tile_barrier, first_row,
+               rows_valid, group, out_row_base, q_heads, kv_head, first_db)
 
     return types.SimpleNamespace(consume=consume, steps=steps, exchange=exchange, load_q=load_q)

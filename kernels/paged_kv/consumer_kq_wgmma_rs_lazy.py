@@ -1,5 +1,7 @@
-"""Rung 4 of the consumer ladder (layouts.py), ``score_layout="kq_wgmma_rs_lazy"`` (e4m3 only):
-rung 3 (consumer_kq_wgmma.py) with P V on the tensor cores' warpgroup instruction too:
+"""Rung 4 (``kq_wgmma_rs_lazy``) adds over rung 3 (consumer_kq_wgmma.py): P V by wgmma, lazy rescale.
+
+``score_layout="kq_wgmma_rs_lazy"`` (layouts.py; e4m3 only): rung 3 with P V on the tensor cores'
+warpgroup instruction too:
 
     S^T = K Q^T                     one wgmma a tile (rung 3's)
     P^T = exp2(S^T scale_log2 - m)  m moves only when a tile's max exceeds it by LAZY_RESCALE_LOG2
@@ -44,9 +46,11 @@ from tma_kernels.ptx import (
 )
 from tma_kernels.ptx.convert import ex2_approx
 
-from .kq_steps import Q_ROWS_PER_BLOCK, ROW_BLOCK, column_sum, make_kq_tiles
 from .consumer_kq_wgmma import CONSUMER_BARRIER, make_exchange, make_wgmma_scores
-from .consumer_qk import FULL_MASK, NEG_INF, ONE, SCORE_FLOOR, ZERO, make_q_loader, make_row_limit
+from .consumer_qk import FULL_MASK, ONE, SCORE_FLOOR, ZERO, make_q_loader
+from .kernel_steps import make_ring_wait
+from .consumer_steps import make_shared_softmax, make_start_columns
+from .kq_steps import Q_ROWS_PER_BLOCK, ROW_BLOCK, make_kq_tiles
 from .pv_wgmma import make_pv_steps
 
 # a column's running max stays until a tile's exceeds it by this much (log2 units), so P stays at
@@ -116,72 +120,107 @@ def make_lazy_pv(variant, pv_steps):
     return tile_pv
 
 
-def make_consumer(variant, group_of=one_group):
-    """``.consume(...)``, with the signature of rung 1's, and its steps (for the CPU test), for the
-    consumer warps' groups ``group_of(warp)`` (``variant.row_groups`` of them, ``tile_warps`` each)."""
+def make_group_scratch(variant, red_lane, group_of):
+    """``warp_group(warp)``: the group of consumer warp ``warp`` (``group_of``), the warp's place in it
+    and the group's named barrier; ``group_scratch(group_id, lane, q_smem, v_smem, m_start, red)``:
+    what is the group's own (the lane's offset in ``red``, P^T buffer, Q tile, first row). Past the V
+    ring: each group's P^T buffers, then each group's ``red``."""
     warps = variant.tile_warps
-    groups = variant.row_groups
-    block_n = variant.block_n
-    block_m = variant.group_m
-    stages = variant.stages
-    kv_tile_bytes = variant.kv_tile_bytes
-    tile_threads = uint32(32 * warps)                   # the warps of one group
-    q_blocks = block_m // Q_ROWS_PER_BLOCK
-    columns = 2 * q_blocks
-    warp_token_blocks = block_n // ROW_BLOCK // warps
-    load_q = make_q_loader(variant)
-    row_limit = make_row_limit(variant.causal)
-    pv_steps = make_pv_steps(variant)
-    acc_regs = pv_steps.acc_regs
-    steps = make_kq_tiles(variant, q_blocks, warp_token_blocks, variant.head_dim // 16 // warps,
-                          store_acc=pv_steps.store_acc_column, lazy_rescale_log2=LAZY_RESCALE_LOG2)
-    score_regs = steps.score_regs
-    exchange = make_exchange(variant, steps.p_regs)
-    p_offset = stages * kv_tile_bytes                   # from v_smem, past the V ring: group g's P^T ..
+    p_offset = variant.stages * variant.kv_tile_bytes   # from v_smem, past the V ring: group g's P^T ..
     p_bytes = variant.p_buffer_bytes
-    p_tile = variant.p_tile_bytes if variant.speculates else 0   # speculative: tile k's P^T buffer is k & 1
-    scratch = p_offset + groups * p_bytes               # .. then group g's ``red``
+    scratch = p_offset + variant.row_groups * p_bytes   # .. then group g's ``red``
     group_words = variant.red_bytes // 4
     group_q_step = variant.group_q_tile_bytes           # group g's Q tile at q_smem + g * group_q_step
-    speculative = variant.speculates
-    mask_tile, column_max, softmax_finish = steps.mask_tile, steps.column_max, steps.softmax_finish
-    store_column = steps.store_column
-    red_lane, publish, gather_max, gather_sum = (exchange.red_lane, exchange.publish,
-                                                 exchange.gather_max, exchange.gather_sum)
-    wgmma = make_wgmma_scores(variant)
-    prepare_q, tile_scores = wgmma.prepare_q, wgmma.tile_scores
-    store_p, p_descriptor, pv = pv_steps.store_p, pv_steps.p_descriptor, pv_steps.pv
-    speculate = make_speculate(columns, q_blocks, warp_token_blocks)
-    tile_pv = make_lazy_pv(variant, pv_steps)
+    block_m = variant.group_m
 
     @cuda.jit(device=True, inline=True)
-    def finish(out, lse, acc, m_run, red, lane_red, warp, first_row, rows_valid, group, out_row_base,
-               group_lane, q_heads, kv_head):
-        for c in range(columns):                        # every warp writes its dims of the group's rows
-            store_column(out, lse, acc, c, m_run[c], gather_sum(red, lane_red, c),
-                         first_row + 8 * (c >> 1) + (c & 1), rows_valid, group, out_row_base,
-                         group_lane, q_heads, kv_head, warp, warp == 0)
+    def warp_group(warp):
+        group_id = group_of(warp)
+        return group_id, warp - group_id * warps, uint32(CONSUMER_BARRIER + group_id)
+
+    @cuda.jit(device=True, inline=True)
+    def group_scratch(group_id, lane, q_smem, v_smem, m_start, red):
+        lane_red = red_lane(((v_smem + uint32(scratch) - smem_u32(red)) >> uint32(2))
+                            + uint32(group_id * group_words), lane)
+        p_smem = v_smem + uint32(p_offset) + uint32(group_id) * uint32(p_bytes)
+        return lane_red, p_smem, q_smem + uint32(group_id * group_q_step), m_start + group_id * block_m
+
+    return warp_group, group_scratch
+
+
+def make_speculative_steps(variant, pv_steps, speculate, columns):
+    """The usual case of a speculating tile: ``speculate_p`` (``speculate``'s P under the maxima as
+    they stand, stored as P^T; one ``bar.red.or`` returns whether some lane's max would move) and,
+    where none would, ``speculative_pv`` (P V at once, the stage released)."""
+    tile_threads = uint32(32 * variant.tile_warps)
+    kv_tile_bytes = variant.kv_tile_bytes
+    store_p, p_descriptor, pv = pv_steps.store_p, pv_steps.p_descriptor, pv_steps.pv
+
+    @cuda.jit(device=True, inline=True)
+    def speculate_p(scores, maxima, m_run, tile_p, warp, lane, tile_barrier, scale_log2):
+        over = speculate(scores, maxima, m_run, scale_log2)
+        store_p(tile_p, scores, warp, lane)
+        fence_proxy_async_shared()
+        return named_barrier_red_or(tile_barrier, tile_threads, over)
+
+    @cuda.jit(device=True, inline=True)
+    def speculative_pv(acc, maxima, l_run, corrections, tile_p, v_smem, stage, full_v, empty, phase, warp, lane):
+        for c in range(columns):
+            l_run[c] += maxima[c]
+        mbarrier_wait_parity(full_v, phase)
+        pv(acc, v_smem + uint32(stage * kv_tile_bytes), p_descriptor(tile_p), corrections, warp, lane, False)
+        mbarrier_arrive(empty)
+
+    return speculate_p, speculative_pv
+
+
+def make_rung_steps(variant, group_of):
+    """The device functions rung 4's consume calls, for the consumer warps' groups ``group_of``, and
+    its sizes (``sizes``: warps, block_n, kv_tile_bytes, columns, acc_regs, warp_token_blocks,
+    score_regs). S^T and its mask stay inline in consume: as one helper, ptxas scheduled the
+    kqwrl8 kernels differently."""
+    warps = variant.tile_warps
+    q_blocks = variant.group_m // Q_ROWS_PER_BLOCK
+    columns = 2 * q_blocks
+    warp_token_blocks = variant.block_n // ROW_BLOCK // warps
+    pv_steps = make_pv_steps(variant)
+    steps = make_kq_tiles(variant, q_blocks, warp_token_blocks, variant.head_dim // 16 // warps,
+                          store_acc=pv_steps.store_acc_column, lazy_rescale_log2=LAZY_RESCALE_LOG2)
+    exchange = make_exchange(variant, steps.p_regs)
+    speculate = make_speculate(columns, q_blocks, warp_token_blocks)
+    speculate_p, speculative_pv = make_speculative_steps(variant, pv_steps, speculate, columns)
+    tile_softmax, finish = make_shared_softmax(columns, steps, exchange, uint32(32 * warps))
+    wgmma = make_wgmma_scores(variant)
+    return types.SimpleNamespace(
+        steps=steps, exchange=exchange, speculate=speculate, speculate_p=speculate_p, speculative_pv=speculative_pv,
+        load_q=make_q_loader(variant), start_columns=make_start_columns(variant, columns),
+        ring_wait=make_ring_wait(variant.stages), group_steps=make_group_scratch(variant, exchange.red_lane, group_of),
+        prepare_q=wgmma.prepare_q, tile_scores=wgmma.tile_scores, tile_softmax=tile_softmax, finish=finish,
+        tile_pv=make_lazy_pv(variant, pv_steps),
+        sizes=(warps, variant.block_n, variant.kv_tile_bytes, columns, pv_steps.acc_regs, warp_token_blocks,
+               steps.score_regs))
+
+
+def make_consumer(variant, group_of=one_group):
+    """``.consume(...)`` (rung 1's signature) and its steps, for consumer warp groups ``group_of(warp)``."""
+    parts = make_rung_steps(variant, group_of)
+    warps, block_n, kv_tile_bytes, columns, acc_regs, warp_token_blocks, score_regs = parts.sizes
+    load_q, start_columns, ring_wait, prepare_q = parts.load_q, parts.start_columns, parts.ring_wait, parts.prepare_q
+    warp_group, group_scratch = parts.group_steps
+    tile_scores, mask_tile, tile_softmax = parts.tile_scores, parts.steps.mask_tile, parts.tile_softmax
+    tile_pv, finish, speculate_p, speculative_pv = parts.tile_pv, parts.finish, parts.speculate_p, parts.speculative_pv
+    speculative, p_tile = variant.speculates, variant.p_tile_bytes if variant.speculates else 0   # P^T buffer k & 1
 
     @cuda.jit(device=True, inline=True)
     def consume(q_smem, k_smem, v_smem, full_k, full_v, empty, q_address, out, lse, warp, lane,
                 m_start, rows_valid, group, batch, kv_head, seqlen_q, q_heads, kv_len, n_begin,
                 tiles, scale_log2, out_row_base):
-        # group g (warps 4 g ..): rows m_start + g group_m .. from its own Q tile, its own P^T,
-        # ``red`` (a float32 view of the dynamic shared memory) and named barrier
-        group_id = group_of(warp)
-        warp = warp - group_id * warps
-        tile_barrier = uint32(CONSUMER_BARRIER + group_id)
+        group_id, warp, tile_barrier = warp_group(warp)     # its own rows, Q tile, P^T, red, barrier
         red = cuda.shared.array(0, float32)
-        # a uint32 view, unused here, declared as when one loop served rungs 3 to 5: its declaration
-        # reads %dynamic_smem_size, so the PTX keeps it (the kernels stay those the data measured)
-        cuda.shared.array(0, uint32)
-        lane_red = red_lane(((v_smem + uint32(scratch) - smem_u32(red)) >> uint32(2))
-                            + uint32(group_id * group_words), lane)
-        p_smem = v_smem + uint32(p_offset) + uint32(group_id) * uint32(p_bytes)
-        q_tile = q_smem + uint32(group_id * group_q_step)
-        row_start = m_start + group_id * block_m
+        cuda.shared.array(0, uint32)    # unused: keeps the PTX of rungs 3-5's one loop (%dynamic_smem_size)
+        lane_red, p_smem, q_tile, row_start = group_scratch(group_id, lane, q_smem, v_smem, m_start, red)
         load_q(q_tile, q_address, warp, lane, row_start, rows_valid, group, batch, kv_head, seqlen_q, q_heads)
-        q_desc = prepare_q(q_tile, tile_barrier, tile_threads)
+        q_desc = prepare_q(q_tile, tile_barrier, uint32(32 * warps))
         scores = cuda.local.array(score_regs, float32)
         acc = cuda.local.array(acc_regs, float32)
         for i in range(acc_regs):
@@ -194,18 +233,10 @@ def make_consumer(variant, group_of=one_group):
         l_run = cuda.local.array(columns, float32)
         corrections = cuda.local.array(columns, float32)
         maxima = cuda.local.array(columns, float32)
-        smallest_limit = kv_len
-        for c in range(columns):
-            limits[c] = row_limit(first_row + 8 * (c >> 1) + (c & 1), group, kv_len, seqlen_q)
-            smallest_limit = min(smallest_limit, limits[c])
-            m_run[c] = NEG_INF
-            l_run[c] = ZERO
+        smallest_limit = start_columns(limits, m_run, l_run, first_row, group, kv_len, seqlen_q)
         for k in range(tiles):
-            stage = k % stages
-            phase = (k // stages) & 1
-            barrier = uint32(stage * 8)
+            stage, phase, barrier = ring_wait(full_k, k)
             k_tile = k_smem + uint32(stage * kv_tile_bytes)
-            mbarrier_wait_parity(full_k + barrier, phase)
             tile_scores(scores, q_desc, k_tile)
             first_key = (n_begin + k) * block_n + first_token
             masked = first_key + warp_token_blocks * ROW_BLOCK > smallest_limit
@@ -213,37 +244,20 @@ def make_consumer(variant, group_of=one_group):
                 mask_tile(scores, first_key, group_lane, limits)
             tile_p = p_smem + uint32((k & 1) * p_tile)
             if speculative:     # one barrier tells every warp whether some warp's max would move
-                over = speculate(scores, maxima, m_run, scale_log2)
-                store_p(tile_p, scores, warp, lane)
-                fence_proxy_async_shared()
-                if named_barrier_red_or(tile_barrier, tile_threads, over) == 0:
-                    for c in range(columns):
-                        l_run[c] += maxima[c]
-                    mbarrier_wait_parity(full_v + barrier, phase)
-                    pv(acc, v_smem + uint32(stage * kv_tile_bytes), p_descriptor(tile_p), corrections, warp, lane,
-                       False)
-                    mbarrier_arrive(empty + barrier)
+                if speculate_p(scores, maxima, m_run, tile_p, warp, lane, tile_barrier, scale_log2) == 0:
+                    speculative_pv(acc, maxima, l_run, corrections, tile_p, v_smem, stage, full_v + barrier,
+                                   empty + barrier, phase, warp, lane)
                     continue
                 # some max moves: the exact step, from the raw scores again (the K tile is still in)
                 tile_scores(scores, q_desc, k_tile)
                 if masked:
                     mask_tile(scores, first_key, group_lane, limits)
-            for c in range(columns):
-                maxima[c] = column_max(scores, c)
-            publish(red, lane_red, maxima, warp, lane)
-            named_barrier_sync(tile_barrier, tile_threads)
-            for c in range(columns):
-                m_run[c], l_run[c], corrections[c] = softmax_finish(
-                    scores, c, gather_max(red, lane_red, c), m_run[c], l_run[c], scale_log2)
+            tile_softmax(scores, maxima, m_run, l_run, corrections, red, lane_red, warp, lane, tile_barrier,
+                         scale_log2)
             tile_pv(acc, corrections, scores, v_smem, tile_p, stage, full_v + barrier, phase, warp, lane,
                     tile_barrier)
             mbarrier_arrive(empty + barrier)
-        for c in range(columns):                        # the column sums meet in red
-            maxima[c] = column_sum(l_run[c])
-        publish(red, lane_red, maxima, warp, lane)
-        named_barrier_sync(tile_barrier, tile_threads)
-        finish(out, lse, acc, m_run, red, lane_red, warp, first_row, rows_valid, group, out_row_base,
-               group_lane, q_heads, kv_head)
+        finish(out, lse, acc, maxima, m_run, l_run, red, lane_red, warp, lane, tile_barrier, first_row,
+               rows_valid, group, out_row_base, q_heads, kv_head, warp)
 
-    return types.SimpleNamespace(consume=consume, steps=steps, exchange=exchange, load_q=load_q,
-                                 speculate=speculate)
+    return types.SimpleNamespace(**vars(parts), consume=consume)

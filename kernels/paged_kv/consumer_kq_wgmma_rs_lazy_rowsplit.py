@@ -1,6 +1,8 @@
-"""Rung 5 of the consumer ladder (layouts.py), ``score_layout="kq_wgmma_rs_lazy_rowsplit"`` (e4m3
-only): two rung-4 warpgroups (consumer_kq_wgmma_rs_lazy.py) on *every* tile, each over its own half
-of the CTA's query rows, as FlashAttention-3's consumer warpgroups split their M tile:
+"""Rung 5 (``kq_wgmma_rs_lazy_rowsplit``) adds over rung 4: a second warpgroup, each over half the rows.
+
+``score_layout="kq_wgmma_rs_lazy_rowsplit"`` (layouts.py; e4m3 only): two rung-4 warpgroups
+(consumer_kq_wgmma_rs_lazy.py) on *every* tile, each over its own half of the CTA's query rows, as
+FlashAttention-3's consumer warpgroups split their M tile:
 
     group g = 0, 1 (consumer warps 4 g .. 4 g + 3), rows m_start + g group_m .. + group_m:
     S^T_g = K Q_g^T                 Q_g: (group_m, head_dim), a Q tile of its own

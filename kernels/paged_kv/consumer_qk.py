@@ -1,5 +1,7 @@
-"""Rung 1 of the consumer ladder (layouts.py), ``score_layout="qk"``: one consumer warp's rows
-over the CTA's KV tiles, all with ``mma.sync`` on fragments ``ldmatrix`` loads (the prefill consumer):
+"""Rung 1 of the consumer ladder (layouts.py), ``qk``, the base: a warp's 16 query rows as the mma.sync M.
+
+``score_layout="qk"``: one consumer warp's rows over the CTA's KV tiles, all with ``mma.sync`` on
+fragments ``ldmatrix`` loads (the prefill consumer):
 
     S = Q K^T                     Q: (16, head_dim) rows of the warp, K: (block_n, head_dim) tile
     P = exp2(S scale_log2 - m)    m: each row's running max, over the tiles so far
@@ -29,7 +31,7 @@ same tokens from ``ldmatrix.x4.trans`` on *byte pairs*: matrix i gives a lane to
 a 16-dim block), so a lane's output columns of that block are ``16c + 4q + 0..3`` (even, odd, even,
 odd), and V takes no pass through shared memory of its own.
 
-make_q_loader, make_row_limit and the constants are every rung's.
+make_q_loader, make_row_limit and the constants are every rung's; the ring wait is kernel_steps.py's.
 """
 import math
 import types
@@ -46,6 +48,7 @@ from tma_kernels.ptx.convert import cvt_bf16x2_f32, cvt_e4m3x2_f32, ex2_approx, 
 from tma_kernels.ptx.ldmatrix import ldmatrix_x4, ldmatrix_x4_trans
 from tma_kernels.ptx.mma import mma_bf16_m16n8k16, mma_e4m3_m16n8k32_via_f16
 
+from .kernel_steps import make_ring_wait
 from .geometry import (
     E4M3,
     MMA_K_BYTES,
@@ -120,8 +123,8 @@ def make_q_loader(variant):
 
 
 def make_qk_scores(variant):
-    """``scores_tile``, ``mask_tile`` and ``softmax_row`` of a consumer warp: S = Q K^T of its 16
-    rows over a K tile, the causal / sequence-end mask, and the online softmax of one row."""
+    """``scores_tile`` of a consumer warp: S = Q K^T of its 16 rows over a K tile; with
+    make_qk_softmax's ``mask_tile`` and ``softmax_row``."""
     head_bytes = variant.head_bytes
     block_n = variant.block_n
     block_m = variant.block_m
@@ -159,6 +162,13 @@ def make_qk_scores(variant):
                 scores[j], scores[j + 1], scores[j + 2], scores[j + 3] = d[0], d[1], d[2], d[3]
                 scores[j + 4], scores[j + 5], scores[j + 6], scores[j + 7] = e[0], e[1], e[2], e[3]
 
+    return types.SimpleNamespace(scores_tile=scores_tile, **vars(make_qk_softmax(score_regs)))
+
+
+def make_qk_softmax(score_regs):
+    """``mask_tile`` (the causal / sequence-end mask) and ``softmax_row`` (the online softmax of one
+    row) over a consumer warp's ``score_regs`` S registers."""
+
     @cuda.jit(device=True, inline=True)
     def mask_tile(scores, first_key, quad, limit0, limit1):
         """-inf for keys at or past each row's limit (sequence end, or causal diagonal)."""
@@ -191,7 +201,7 @@ def make_qk_scores(variant):
                 row_sum += p
         return m_new, l_old * correction + row_sum, correction
 
-    return types.SimpleNamespace(scores_tile=scores_tile, mask_tile=mask_tile, softmax_row=softmax_row)
+    return types.SimpleNamespace(mask_tile=mask_tile, softmax_row=softmax_row)
 
 
 def make_qk_pv(variant):
@@ -298,26 +308,20 @@ def make_consumer(variant):
     """The consumer's device functions for ``variant``: ``.consume(...)`` runs one consumer
     warp's whole work tile (see ``kernel.py`` for the call); the others are its steps,
     exposed for the CPU warp emulation in tests/cpu/paged_kv/test_paged_kv_fragments_qk.py."""
-    head_dim = variant.head_dim
-    block_n = variant.block_n
-    stages = variant.stages
-    kv_tile_bytes = variant.kv_tile_bytes
+    block_n, stages, kv_tile_bytes = variant.block_n, variant.stages, variant.kv_tile_bytes
     fp8 = variant.dtype == E4M3
-    score_regs = block_n // 2
-    acc_regs = head_dim // 2
-    load_q = make_q_loader(variant)
-    row_limit = make_row_limit(variant.causal)
+    score_regs, acc_regs = block_n // 2, variant.head_dim // 2
+    load_q, row_limit, ring_wait = make_q_loader(variant), make_row_limit(variant.causal), make_ring_wait(stages)
     scores, pv, store = make_qk_scores(variant), make_qk_pv(variant), make_qk_store(variant)
     scores_tile, mask_tile, softmax_row = scores.scores_tile, scores.mask_tile, scores.softmax_row
     pv_tile_bf16, pv_tile_e4m3 = pv.pv_tile_bf16, pv.pv_tile_e4m3
-    store_acc_row, store_row = store.store_acc_row, store.store_row
+    store_row = store.store_row
 
     @cuda.jit(device=True, inline=True)
     def consume(q_smem, k_smem, v_smem, full_k, full_v, empty, q_address, out, lse, warp, lane,
                 m_start, rows_valid, group, batch, kv_head, seqlen_q, q_heads, kv_len, n_begin,
                 tiles, scale_log2, out_row_base):
-        load_q(q_smem, q_address, warp, lane, m_start, rows_valid, group, batch, kv_head,
-               seqlen_q, q_heads)
+        load_q(q_smem, q_address, warp, lane, m_start, rows_valid, group, batch, kv_head, seqlen_q, q_heads)
         scores = cuda.local.array(score_regs, float32)
         acc = cuda.local.array(acc_regs, float32)
         for i in range(acc_regs):
@@ -330,12 +334,9 @@ def make_consumer(variant):
         m0 = m1 = NEG_INF
         l0 = l1 = ZERO
         for k in range(tiles):
-            stage = k % stages
-            phase = (k // stages) & 1
-            barrier = uint32(stage * 8)
+            stage, phase, barrier = ring_wait(full_k, k)
             k_tile = k_smem + uint32(stage * kv_tile_bytes)
             v_tile = v_smem + uint32(stage * kv_tile_bytes)
-            mbarrier_wait_parity(full_k + barrier, phase)
             scores_tile(scores, q_smem, k_tile, warp, lane)
             first_key = (n_begin + k) * block_n
             if first_key + block_n > limit0:
@@ -353,12 +354,7 @@ def make_consumer(variant):
             else:
                 pv_tile_bf16(acc, scores, v_tile, lane)
             mbarrier_arrive(empty + barrier)
-        store_row(out, lse, acc, 0, m0, l0, row0, rows_valid, group, out_row_base, quad, q_heads,
-                  kv_head)
-        store_row(out, lse, acc, 1, m1, l1, row1, rows_valid, group, out_row_base, quad, q_heads,
-                  kv_head)
+        store_row(out, lse, acc, 0, m0, l0, row0, rows_valid, group, out_row_base, quad, q_heads, kv_head)
+        store_row(out, lse, acc, 1, m1, l1, row1, rows_valid, group, out_row_base, quad, q_heads, kv_head)
 
-    return types.SimpleNamespace(load_q=load_q, scores_tile=scores_tile, mask_tile=mask_tile,
-                                 softmax_row=softmax_row, pv_tile_bf16=pv_tile_bf16,
-                                 pv_tile_e4m3=pv_tile_e4m3, store_acc_row=store_acc_row,
-                                 store_row=store_row, consume=consume)
+    return types.SimpleNamespace(load_q=load_q, **vars(scores), **vars(pv), **vars(store), consume=consume)

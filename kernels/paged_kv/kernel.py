@@ -35,22 +35,17 @@ of the sequence's KV tiles (split-KV, for decode grids too small to fill the GPU
 
 Causal (a compile-time choice): bottom-right aligned, query token t sees keys
 ``< kv_len - seqlen_q + t + 1``; a CTA reads only the KV tiles some of its rows see.
+The steps every variant shares (work tile, ring barriers, the producer's ring) are kernel_steps.py's.
 Shared memory: Q tile, K ring, V ring, the shares_tile consumers' scratch (dynamic, 1024-byte
 aligned) and 3 x MAX_STAGES mbarriers (static).
 """
 import importlib
 
-from numba import cuda, int32, uint8, uint32, uint64
-from tma_kernels.ptx import (
-    fence_mbarrier_init_cluster,
-    griddepcontrol_launch_dependents,
-    mbarrier_init,
-    mbarrier_wait_parity,
-    smem_u32,
-)
+from numba import cuda, uint8, uint32, uint64
+from tma_kernels.ptx import griddepcontrol_launch_dependents, smem_u32
 
-from .geometry import MAX_STAGES, MBARRIER_BYTES, TILE_ALIGN_BYTES, Variant
-from .producers import make_producer
+from .geometry import MAX_STAGES, TILE_ALIGN_BYTES, Variant
+from .kernel_steps import make_producer_ring, make_ring_init, make_work_tile
 
 #: (q_address, k_pool_address, v_pool_address, k_tensor_map, v_tensor_map, page_table,
 #:  seqlens_k, out, lse, seqlen_q, q_heads, kv_heads, log2_page_size, num_splits, m_blocks,
@@ -67,20 +62,10 @@ def make_consumer(variant: Variant):
 def make_attention_kernel(variant: Variant):
     """The Python kernel function of ``variant`` (compile it with :data:`SIGNATURE`)."""
     consume = make_consumer(variant).consume
-    producer = make_producer(variant)
-    produce, look_up, page_entries = producer.produce, producer.look_up, producer.page_entries
-    block_m = variant.block_m
-    block_n = variant.block_n
-    log2_block_n = block_n.bit_length() - 1
-    stages = variant.stages
-    causal = variant.causal
-    consumer_threads = variant.consumer_threads
-    release_threads = variant.release_threads         # the consumer threads that release a tile
-    fill_arrivals = 1 if variant.load_path == "tma" else variant.producer_threads
-    q_tile_bytes = variant.q_tile_bytes
-    kv_tile_bytes = variant.kv_tile_bytes
-    ring_bytes = stages * kv_tile_bytes
-    threads = variant.threads
+    work_tile, init_ring = make_work_tile(variant), make_ring_init(variant)
+    produce_ring = make_producer_ring(variant)
+    consumer_threads, q_tile_bytes, threads = variant.consumer_threads, variant.q_tile_bytes, variant.threads
+    ring_bytes = variant.stages * variant.kv_tile_bytes
 
     def paged_attention(q_address,  # uint64: Q (batch, seqlen_q, q_heads, head_dim)
                         k_pool,  # uint64: K pages (num_pages, page_size, kv_heads, head_dim)
@@ -104,77 +89,27 @@ def make_attention_kernel(variant: Variant):
         empty = cuda.shared.array(MAX_STAGES, uint64)
         tid = cuda.threadIdx.x
         base = (smem_u32(dynamic) + uint32(TILE_ALIGN_BYTES - 1)) & ~uint32(TILE_ALIGN_BYTES - 1)
-        q_smem = base
-        k_smem = base + uint32(q_tile_bytes)
+        q_smem, k_smem = base, base + uint32(q_tile_bytes)
         v_smem = k_smem + uint32(ring_bytes)
-        full_k_smem = smem_u32(full_k)
-        full_v_smem = smem_u32(full_v)
-        empty_smem = smem_u32(empty)
-
+        full_k_smem, full_v_smem, empty_smem = smem_u32(full_k), smem_u32(full_v), smem_u32(empty)
         # Step 0: let the split combine (launched dependent on this grid) be scheduled once
         # every CTA of this grid has started; it waits for this grid's end before reading.
         if tid == 0:
             griddepcontrol_launch_dependents()
-
-        # Step 1: which work tile, and which KV tiles it reads.
-        work = cuda.blockIdx.x
-        m_block = work % m_blocks
-        work //= m_blocks
-        split = work % num_splits
-        work //= num_splits
-        kv_head = work % kv_heads
-        batch = work // kv_heads
-        group = q_heads // kv_heads
-        rows_valid = seqlen_q * group
-        kv_len = seqlens_k[batch]
-        m_start = m_block * block_m
-        key_end = kv_len
-        if causal:
-            last_row = min(m_start + block_m, rows_valid) - 1
-            key_end = min(kv_len, kv_len - seqlen_q + last_row // group + 1)
-        n_blocks = (key_end + block_n - 1) >> log2_block_n
-        per_split = (n_blocks + num_splits - 1) // num_splits
-        n_begin = split * per_split
-        tiles = max(0, min(n_begin + per_split, n_blocks) - n_begin)
-
-        # Step 2: the ring's barriers.
+        # Step 1: which work tile, and which KV tiles it reads. Step 2: the ring's barriers.
+        batch, kv_head, split, group, rows_valid, kv_len, m_start, n_begin, tiles = work_tile(
+            seqlens_k, seqlen_q, q_heads, kv_heads, num_splits, m_blocks)
         if tid == 0:
-            for s in range(stages):
-                mbarrier_init(full_k_smem + uint32(s * MBARRIER_BYTES), fill_arrivals)
-                mbarrier_init(full_v_smem + uint32(s * MBARRIER_BYTES), fill_arrivals)
-                mbarrier_init(empty_smem + uint32(s * MBARRIER_BYTES), release_threads)
-            fence_mbarrier_init_cluster()
+            init_ring(full_k_smem, full_v_smem, empty_smem)
         cuda.syncthreads()
-
         # Step 3: producer and consumers run the ring (a thread past them, in a block launched
         # wider than the variant's threads, has no part).
         if tid >= threads:
             return
         if tid >= consumer_threads:
-            rank = tid - consumer_threads
-            # Page-table entries (both paths; producers.py): tile k's in `pages`; tile k + 1's
-            # loaded into `next_pages` before the wait on `empty`, and first read after tile
-            # k's copies, so their latency hides behind the wait and the copies.
-            pages = cuda.local.array(page_entries, int32)
-            next_pages = cuda.local.array(page_entries, int32)
-            if tiles > 0:
-                look_up(pages, page_table, batch, n_begin * block_n, kv_len, log2_page_size, rank)
-            for k in range(tiles):
-                stage = k % stages
-                barrier = uint32(stage * MBARRIER_BYTES)
-                first_row = (n_begin + k) * block_n
-                if k + 1 < tiles:
-                    look_up(next_pages, page_table, batch, first_row + block_n, kv_len,
-                            log2_page_size, rank)
-                if k >= stages:
-                    mbarrier_wait_parity(empty_smem + barrier, ((k // stages) - 1) & 1)
-                offset = uint32(stage * kv_tile_bytes)
-                produce(k_smem + offset, k_map, k_pool, full_k_smem + barrier, page_table, pages,
-                        batch, kv_head, first_row, kv_len, log2_page_size, kv_heads, rank)
-                produce(v_smem + offset, v_map, v_pool, full_v_smem + barrier, page_table, pages,
-                        batch, kv_head, first_row, kv_len, log2_page_size, kv_heads, rank)
-                for entry in range(page_entries):
-                    pages[entry] = next_pages[entry]
+            produce_ring(k_smem, v_smem, k_map, v_map, k_pool, v_pool, full_k_smem, full_v_smem, empty_smem,
+                         page_table, batch, kv_head, n_begin, tiles, kv_len, log2_page_size, kv_heads,
+                         tid - consumer_threads)
         else:
             out_row_base = (split * page_table.shape[0] + batch) * seqlen_q * q_heads
             consume(q_smem, k_smem, v_smem, full_k_smem, full_v_smem, empty_smem, q_address, out, lse,

@@ -50,13 +50,13 @@ def column_sum(l_part):
 
 
 def make_kq_scores(variant, q_blocks, token_blocks):
-    """``load_q_fragments``, ``scores_tile`` and ``mask_tile`` of a warp holding ``q_blocks`` mma N
-    blocks of 8 query columns, computing S^T over ``token_blocks`` blocks of 16 tokens of a K tile
-    (the caller points ``k_tile`` at the first); scores_tile reads Q's fragment register i as
-    ``qf[q_lane + i]``. Also the register counts ``q_regs`` and ``score_regs``."""
+    """``scores_tile`` of a warp holding ``q_blocks`` mma N blocks of 8 query columns, computing S^T
+    over ``token_blocks`` blocks of 16 tokens of a K tile (the caller points ``k_tile`` at the first),
+    reading Q's fragment register i as ``qf[q_lane + i]``; with make_kq_q_fragments'
+    ``load_q_fragments`` and make_kq_mask's ``mask_tile``. Also the register counts ``q_regs`` and
+    ``score_regs``."""
     head_bytes = variant.head_bytes
     block_n = variant.block_n
-    block_m = variant.group_m
     row_bytes = variant.row_bytes
     mask = variant.swizzle_mask
     fp8 = variant.dtype == E4M3
@@ -69,26 +69,6 @@ def make_kq_scores(variant, q_blocks, token_blocks):
     if ROW_BLOCK * row_bytes % TILE_ALIGN_BYTES:
         raise VariantError(f"{variant.name}: {ROW_BLOCK} rows of {row_bytes} bytes are not whole "
                            f"{TILE_ALIGN_BYTES}-byte swizzle atoms")
-
-    @cuda.jit(device=True, inline=True)
-    def load_q_fragments(qf, q_smem, first_row, lane):
-        """qf = the B fragments of Q tile rows first_row .. + 8 q_blocks, every k-step
-        (e4m3: unpacked to fp16)."""
-        r, c = q_b_lane_row_col(lane)
-        for qb in range(q_blocks):
-            for pair in range(k_steps // 2):
-                x = ldmatrix_x4(q_smem + uint32(tile_offset(first_row + qb * 8 + r, pair * 64 + c,
-                                                            block_m, row_bytes, mask)))
-                for h in range(2):
-                    i = (qb * k_steps + 2 * pair + h) * q_regs_per_step
-                    if fp8:
-                        qf[i] = cvt_f16x2_e4m3x2_low(x[2 * h])
-                        qf[i + 1] = cvt_f16x2_e4m3x2_high(x[2 * h])
-                        qf[i + 2] = cvt_f16x2_e4m3x2_low(x[2 * h + 1])
-                        qf[i + 3] = cvt_f16x2_e4m3x2_high(x[2 * h + 1])
-                    else:
-                        qf[i] = x[2 * h]
-                        qf[i + 1] = x[2 * h + 1]
 
     @cuda.jit(device=True, inline=True)
     def scores_tile(scores, qf, q_lane, k_tile, lane):
@@ -123,6 +103,46 @@ def make_kq_scores(variant, q_blocks, token_blocks):
                                               scores[j], scores[j + 1], scores[j + 2], scores[j + 3])
                     scores[j], scores[j + 1], scores[j + 2], scores[j + 3] = d[0], d[1], d[2], d[3]
 
+    return types.SimpleNamespace(q_regs=q_regs, score_regs=score_regs, scores_tile=scores_tile,
+                                 load_q_fragments=make_kq_q_fragments(variant, q_blocks),
+                                 mask_tile=make_kq_mask(q_blocks, token_blocks))
+
+
+def make_kq_q_fragments(variant, q_blocks):
+    """``load_q_fragments``: a warp's Q B fragments (``q_blocks`` mma N blocks), every k-step."""
+    block_m = variant.group_m
+    row_bytes = variant.row_bytes
+    mask = variant.swizzle_mask
+    fp8 = variant.dtype == E4M3
+    k_steps = variant.head_bytes // MMA_K_BYTES
+    q_regs_per_step = 4 if fp8 else 2         # e4m3: four fp16 pairs, bf16: b0, b1
+
+    @cuda.jit(device=True, inline=True)
+    def load_q_fragments(qf, q_smem, first_row, lane):
+        """qf = the B fragments of Q tile rows first_row .. + 8 q_blocks, every k-step
+        (e4m3: unpacked to fp16)."""
+        r, c = q_b_lane_row_col(lane)
+        for qb in range(q_blocks):
+            for pair in range(k_steps // 2):
+                x = ldmatrix_x4(q_smem + uint32(tile_offset(first_row + qb * 8 + r, pair * 64 + c,
+                                                            block_m, row_bytes, mask)))
+                for h in range(2):
+                    i = (qb * k_steps + 2 * pair + h) * q_regs_per_step
+                    if fp8:
+                        qf[i] = cvt_f16x2_e4m3x2_low(x[2 * h])
+                        qf[i + 1] = cvt_f16x2_e4m3x2_high(x[2 * h])
+                        qf[i + 2] = cvt_f16x2_e4m3x2_low(x[2 * h + 1])
+                        qf[i + 3] = cvt_f16x2_e4m3x2_high(x[2 * h + 1])
+                    else:
+                        qf[i] = x[2 * h]
+                        qf[i + 1] = x[2 * h + 1]
+
+    return load_q_fragments
+
+
+def make_kq_mask(q_blocks, token_blocks):
+    """``mask_tile``: a warp's S^T registers masked past each query column's key limit."""
+
     @cuda.jit(device=True, inline=True)
     def mask_tile(scores, first_key, group_lane, limits):
         """-inf for keys at or past each column's limit (sequence end, or causal diagonal)."""
@@ -133,8 +153,7 @@ def make_kq_scores(variant, q_blocks, token_blocks):
                     if key >= limits[2 * qb + (r & 1)]:
                         scores[(tb * q_blocks + qb) * 4 + r] = NEG_INF
 
-    return types.SimpleNamespace(q_regs=q_regs, score_regs=score_regs, load_q_fragments=load_q_fragments,
-                                 scores_tile=scores_tile, mask_tile=mask_tile)
+    return mask_tile
 
 
 def make_kq_softmax(variant, q_blocks, token_blocks, lazy_rescale_log2=None):
@@ -145,7 +164,6 @@ def make_kq_softmax(variant, q_blocks, token_blocks, lazy_rescale_log2=None):
     2 ** lazy_rescale_log2."""
     lazy = lazy_rescale_log2 is not None
     lazy_log2 = float32(lazy_rescale_log2 if lazy else 0.0)
-    fp8 = variant.dtype == E4M3
     p_regs = token_blocks * q_blocks * 2      # P^T's B fragments, packed to 16 bits
 
     @cuda.jit(device=True, inline=True)
@@ -183,6 +201,19 @@ def make_kq_softmax(variant, q_blocks, token_blocks, lazy_rescale_log2=None):
         return m_new, l_old * correction + col_sum, correction
 
     @cuda.jit(device=True, inline=True)
+    def softmax_column(scores, column, m_old, l_old, scale_log2):
+        """Online softmax of one of the lane's query columns over the warp's whole tile (rung 2)."""
+        return softmax_finish(scores, column, column_max(scores, column), m_old, l_old, scale_log2)
+
+    return types.SimpleNamespace(p_regs=p_regs, column_max=column_max, softmax_finish=softmax_finish,
+                                 softmax_column=softmax_column, p_fragments=make_kq_p_fragments(variant, p_regs))
+
+
+def make_kq_p_fragments(variant, p_regs):
+    """``p_fragments``: the warp's P (in its S^T registers) as P^T's ``p_regs`` B fragments."""
+    fp8 = variant.dtype == E4M3
+
+    @cuda.jit(device=True, inline=True)
     def p_fragments(pf, scores):
         """pf[2 (tb * q_blocks + qb) + h] = b0 (h = 0), b1 (h = 1) of P^T for token block tb
         and query block qb, from S^T's C fragment: each 8 x 8 half packed to 16 bits
@@ -194,8 +225,7 @@ def make_kq_softmax(variant, q_blocks, token_blocks, lazy_rescale_log2=None):
                 packed = cvt_bf16x2_f32(scores[2 * i + 1], scores[2 * i])
             pf[i] = movmatrix_trans(packed)
 
-    return types.SimpleNamespace(p_regs=p_regs, column_max=column_max, softmax_finish=softmax_finish,
-                                 p_fragments=p_fragments)
+    return p_fragments
 
 
 def make_kq_pv(variant, q_blocks, dim_blocks, p_stride=1):

@@ -32,10 +32,12 @@ TILE_ALIGN_BYTES = 1024            # the SWIZZLE_128B pattern repeats every 1024
 
 @dataclass(frozen=True)
 class TmaBox:
-    """One load shape. name: ``Variant.tma_box``; rank: the tensor map's; per_slot: one box per
-    swizzle atom of rows; lanes: each slot's boxes issued by a lane of its own; whole_tile: one box
-    over every chunk (the page must hold the tile's rows); evict_last: the loads carry an L2
-    evict-last policy."""
+    """One load shape, the one record of it that the kernel, the sweeps (paged_kv's grid, the
+    paged_kv_tma probe), the SASS checks and the raw-data schema read. name: ``Variant.tma_box`` and
+    the raw data's ``tma_box``; rank: the tensor map's; per_slot: one box per swizzle atom of rows;
+    lanes: each slot's boxes issued by a lane of its own; whole_tile: one box over every chunk (the
+    page must hold the tile's rows: ``loads_page``); evict_last: the loads carry an L2 evict-last
+    policy."""
 
     name: str
     rank: int
@@ -43,6 +45,15 @@ class TmaBox:
     lanes: bool = False
     whole_tile: bool = False
     evict_last: bool = False
+
+    @property
+    def expected_sass(self) -> tuple[str, ...]:
+        """The SASS its loads become: one ``cp.async.bulk.tensor.<rank>d`` is a ``UTMALDG.<rank>D``."""
+        return (f"UTMALDG.{self.rank}D",)
+
+    def loads_page(self, page_size: int, block_n: int) -> bool:
+        """The page-size rule: a whole-tile box reads its ``block_n`` rows from one page."""
+        return not self.whole_tile or page_size >= block_n
 
 
 TMA_BOXES = {box.name: box for box in (
@@ -53,6 +64,15 @@ TMA_BOXES = {box.name: box for box in (
     TmaBox("slot_lanes", 4, per_slot=True, lanes=True),
 )}
 DEFAULT_TMA_BOX = "chunk"
+FA3_TMA_BOX = "tile"               # FlashAttention-3's shape, the paged_kv sweep's where it loads the page
+NO_TMA_BOX = "none"                # the raw data's tma_box on the cp.async path
+#: the raw data's ``tma_box`` values (the paged_kv_tma schema's enum; a test binds them)
+RAW_TMA_BOX_VALUES = (NO_TMA_BOX, *TMA_BOXES)
+
+
+def sweep_tma_box(page_size: int, block_n: int) -> str:
+    """The paged_kv sweep's load shape: FlashAttention-3's where it loads the page, else the default."""
+    return FA3_TMA_BOX if TMA_BOXES[FA3_TMA_BOX].loads_page(page_size, block_n) else DEFAULT_TMA_BOX
 
 
 def slot_rows(variant) -> int:
@@ -74,7 +94,7 @@ def page_size_problem(variant, page_size: int) -> str | None:
         return (f"a TMA box of {rows} rows x {variant.row_bytes} B does not start on a "
                 f"{TILE_ALIGN_BYTES}-byte swizzle atom; the tma path needs min(page_size, block_n) * "
                 f"row_bytes to be a multiple of {TILE_ALIGN_BYTES}")
-    if TMA_BOXES[variant.tma_box].whole_tile and page_size < variant.block_n:
+    if not TMA_BOXES[variant.tma_box].loads_page(page_size, variant.block_n):
         return (f"tma_box '{variant.tma_box}' lands a tile of {variant.block_n} rows in one box, from one page: "
                 f"it needs page_size >= block_n")
     return None

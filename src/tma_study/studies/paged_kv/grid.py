@@ -32,12 +32,12 @@ import math
 from dataclasses import dataclass
 
 from tma_kernels.paged_kv.layouts import DECODE_CONSUMERS, LAYOUTS
+from tma_kernels.paged_kv.tma_boxes import NO_TMA_BOX, sweep_tma_box
 
 from tma_study.fa3_rule import fa3_choice
 from .splits import RULE_DECODE, RULE_PREFILL, SplitChoice, wave_efficiency_splits
 
 LOAD_PATHS = ("tma", "cp_async")
-TILE_TMA_BOX, CHUNK_TMA_BOX, NO_TMA_BOX = "tile", "chunk", "none"   # SweepConfig.tma_box
 PREFILL_ROWS_PER_WARP = 16  # S = Q K^T: query rows are the mma's M
 DECODE_ROWS_PER_WARP = 8    # S^T = K Q^T: query rows are the mma's N
 PREFILL_WARPS = 4
@@ -163,7 +163,7 @@ class SweepConfig:
         (docs/paged_kv_tma.md). The cp.async path: "none"."""
         if self.load_path != "tma":
             return NO_TMA_BOX
-        return TILE_TMA_BOX if self.page_size >= self.block_n else CHUNK_TMA_BOX
+        return sweep_tma_box(self.page_size, self.block_n)
 
     def variant(self):
         from tma_kernels.paged_kv.geometry import Variant

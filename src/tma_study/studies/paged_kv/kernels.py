@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 
 from tma_kernels.paged_kv.geometry import resident_ctas_per_sm
+from tma_kernels.paged_kv.tma_boxes import TMA_BOXES
 
 from tma_study.harness.kernel_builds import KernelBuild
 
@@ -16,9 +17,9 @@ from tma_study.harness.kernel_builds import KernelBuild
 #: with P V on wgmma too (register_v, e4m3 only: kq_wgmma_rs_lazy, ...) take e4m3 as it is, by QGMMA
 MMA_SASS = {"bf16": ("HMMA.16816.F32.BF16",), "e4m3": ("F2FP.F16.E4M3.UNPACK_B", "HMMA.16816.F32"),
             "e4m3_pv_wgmma": ("QGMMA.64",)}
-PATH_SASS = {"tma": ("UTMALDG.4D",), "cp_async": ("LDGSTS.E.BYPASS.128",)}
-#: the TMA path's load shapes (tma_kernels.paged_kv.tma_boxes) whose map is not rank 4
-TMA_BOX_SASS = {"tile": ("UTMALDG.5D",), "tile_evict_last": ("UTMALDG.5D",)}
+CP_ASYNC_SASS = ("LDGSTS.E.BYPASS.128",)
+#: the TMA path's: each load shape's own (its record in tma_kernels.paged_kv.tma_boxes)
+TMA_BOX_SASS = {name: box.expected_sass for name, box in TMA_BOXES.items()}
 #: every attention kernel; PREEXIT: griddepcontrol.launch_dependents (the combine's early launch)
 CONSUMER_SASS = ("LDSM.16.MT88.4", "MUFU.EX2", "SYNCS.PHASECHK", "PREEXIT")
 #: Q or K through ldmatrix (mma.sync operands); the wgmma consumers' S^T reads K and Q from
@@ -57,7 +58,7 @@ def _score_sass(variant) -> tuple[str, ...]:
 
 def expected_sass(variant) -> tuple[str, ...]:
     """The SASS instruction prefixes ``variant``'s attention kernel must contain."""
-    path = TMA_BOX_SASS.get(variant.tma_box, PATH_SASS[variant.load_path])
+    path = TMA_BOX_SASS[variant.tma_box] if variant.load_path == "tma" else CP_ASYNC_SASS
     return _mma_sass(variant) + path + CONSUMER_SASS + _score_sass(variant)
 
 

@@ -29,11 +29,12 @@ from pathlib import Path
 
 import pandas as pd
 import yaml
+from tma_kernels.paged_kv import tma_boxes
 
 from tma_study.atomic import atomic_write_text
 from tma_study.config import REPO_ROOT
 
-TMA_BOXES = ("chunk", "tile", "tile_evict_last", "slot", "slot_lanes")
+TMA_BOXES = tuple(tma_boxes.TMA_BOXES)         # every load shape, in the record's order
 TENSOR_PEAK_KEY = {"bf16": "bf16_dense_tflops", "e4m3": "fp8_dense_tflops"}
 GPU_SPECS = REPO_ROOT / "config" / "gpu_specs.yaml"
 REFERENCE_GPU = "h200"
