@@ -13,6 +13,7 @@ min_version("9.0")
 
 
 include: "workflow/rules/common.smk"
+include: "workflow/rules/checks.smk"
 
 
 wildcard_constraints:

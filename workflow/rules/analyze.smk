@@ -13,6 +13,7 @@ for _name, _study in STUDIES.items():
             read=LAYOUT.read_raw_files(_name),
             repeat=LAYOUT.repeat_files(_name),
             code=LAYOUT.code_files(_name),
+            checked=CHECKED,  # the first job's report (checks.smk)
         output:
             LAYOUT.derived_files(_name),
         log:

@@ -16,6 +16,7 @@ for _name, _study in STUDIES.items():
                 ],
                 read=LAYOUT.overlay_read_raw_files(_name, _label),
                 code=LAYOUT.code_files(_name),
+                checked=CHECKED,  # the first job's report (checks.smk)
             output:
                 [f"results/{_label}/{_name}/derived/{f}" for f in _study.derived_files],
             log:

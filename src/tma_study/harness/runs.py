@@ -158,7 +158,7 @@ def _cached_digest(path: str, modified_ns: int, size: int) -> str:
 def content_digest(paths) -> str:
     """sha256 over the content of ``paths`` (files, in order; 'absent' for one not there yet):
     a rule's parameter, so a change of content reruns it. A provenance.json among them stands for
-    the raw files it seals (the main job checks the seals before any job)."""
+    the raw files it seals (the main job's first job checks the seals: harness.run_checks)."""
     digest = hashlib.sha256()
     for path in paths:
         digest.update(f"{path}\0{_file_digest(Path(path))}\0".encode())
