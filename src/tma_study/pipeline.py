@@ -298,6 +298,13 @@ class Layout:
             return []
         return [f"{self.tables_dir}/{study}_comparison.{ext}" for ext in TABLE_FORMATS]
 
+    def raw_bytes(self, study: str) -> int:
+        """The bytes of raw data the study's analysis job reads (this run's and each other run's
+        it overlays, those present): how long the job runs, roughly, to start the longest first."""
+        folders = [self.root / self.results / study] + [self.root / "results" / label / study
+                                                        for label in self.overlay_labels(study)]
+        return sum(path.stat().st_size for folder in folders for path in folder.glob("*.csv") if path.is_file())
+
     def analysis_steps(self, study: str) -> list[list[str]]:
         """The tma-study commands of ``study``'s analysis job, in order: aggregate this run (with
         its repeat, where there is one) and each other run it overlays, then write its paper and

@@ -44,6 +44,8 @@ for _name, _study in STUDIES.items():
             comparison=LAYOUT.comparison_files(_name),
         log:
             f"logs/aggregate/{LABEL}/{_name}.log",
+        # the largest first, so that the longest job does not start last on few cores
+        priority: LAYOUT.raw_bytes(_name) // 100_000
         params:
             python=PYTHON,
             # tma-study steps: each command quoted as one argument (Layout.analysis_steps)
