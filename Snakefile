@@ -13,6 +13,7 @@ min_version("9.0")
 
 
 include: "workflow/rules/common.smk"
+include: "workflow/rules/checks.smk"
 
 
 wildcard_constraints:
@@ -24,7 +25,6 @@ include: "workflow/rules/compile.smk"
 include: "workflow/rules/measure.smk"
 include: "workflow/rules/analyze.smk"
 include: "workflow/rules/catalog.smk"
-include: "workflow/rules/overlay.smk"
 include: "workflow/rules/advisor.smk"
 include: "workflow/rules/claims.smk"
 include: "workflow/rules/paper.smk"

@@ -15,6 +15,10 @@
     tma-study kernel-table STUDY --kernels CSV --out DIR                   (CPU) from results/<gpu>/<study>/kernels.csv
     tma-study check-gpu                                                    says whether this machine can measure
     tma-study check-raw STUDY --raw DIR                                    check raw data against the study's schema
+    tma-study check-runs --run STUDY=DIR... --out FILE [--workers N]      check runs as the analysis reads them (sealed,
+                                                                           provenance checked, schema); FILE: the report
+    tma-study steps 'COMMAND ARGS' ...                                    several of these commands in one process (one
+                                                                           job, one start-up), in order; stops at a failing one
     tma-study check-provenance FILE...                                     check provenance.json files, and whether
                                                                            the commit each names is in the repository
                                                                            and holds its code
@@ -30,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 from pathlib import Path
 
@@ -105,6 +110,14 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("check-raw", help="check a study's raw data against its raw_schema.yaml")
     p.add_argument("study")
     p.add_argument("--raw", type=Path, required=True)
+    p = sub.add_parser("check-runs", help="check runs as the analysis reads them: the main job's first job")
+    p.add_argument("--run", dest="runs", action="append", required=True, metavar="STUDY=DIR",
+                   help="a study and its run's folder (results/<label>/<study>/); repeat for each run")
+    p.add_argument("--out", type=Path, required=True, help="the report, written once every run passed")
+    p.add_argument("--workers", type=int, default=1, help="check in this many processes (default 1)")
+    p = sub.add_parser("steps", help="several commands in one process, in order; stops at a failing one")
+    p.add_argument("commands", nargs="+", metavar="'COMMAND ARGS'",
+                   help="a command of this CLI with its arguments, quoted as one argument")
     p = sub.add_parser("check-provenance", help="check provenance.json files and the commits they name")
     p.add_argument("files", type=Path, nargs="+")
     p = sub.add_parser("check-config", help="validate config/config.yaml under override files")
@@ -175,6 +188,15 @@ def _check_provenance(files: list[Path]) -> None:
         print(f"{path}: valid; {'; '.join(filter(None, said))}")
 
 
+def _check_runs(runs: list[str], out: Path, workers: int) -> None:
+    from .atomic import atomic_write_text
+    from .harness import run_checks
+    pairs = [run.partition("=") for run in runs]
+    lines = run_checks.check_runs([(_study(name), Path(folder)) for name, _, folder in pairs],
+                                  config_mod.REPO_ROOT, workers)
+    atomic_write_text(out, "".join(f"{line}\n" for line in lines))
+
+
 def _run(args, parser) -> int:
     config_mod.check_root()                     # $TMA_STUDY_ROOT, where set, must be a checkout
     if args.command in paper_cli.COMMANDS:
@@ -183,6 +205,8 @@ def _run(args, parser) -> int:
         return advisor_cli.run(args)
     if args.command == "advisor-validate":
         return advisor_cli.run_validate(args)
+    if args.command == "steps":
+        return _steps(args.commands)
     if args.command == "check-gpu":
         print(json.dumps(gpu_mod.require_hopper(gpu_mod.detect()).as_dict(), indent=2))
     elif args.command == "publish":
@@ -193,6 +217,8 @@ def _run(args, parser) -> int:
         _check_config(args.files)
     elif args.command == "check-provenance":
         _check_provenance(args.files)
+    elif args.command == "check-runs":
+        _check_runs(args.runs, args.out, args.workers)
     else:
         _run_study_command(args, parser, _study(args.study))
     return 0
@@ -233,6 +259,17 @@ def one_line(error: BaseException) -> str:
     if type(error).__module__.startswith(("tma_study", "tma_kernels")):
         return text
     return (f"{type(error).__name__}: {text} (unexpected: ${TRACEBACK_VARIABLE}=1 shows where)")
+
+
+def _steps(commands: list[str]) -> int:
+    """Each of ``commands`` (a command line of this CLI, quoted as one argument) in turn, in this
+    process: the analysis of one study is one job instead of one per run and table. The first
+    that fails stops the rest; its status is the result."""
+    for command in commands:
+        status = main(shlex.split(command))
+        if status:
+            return status
+    return 0
 
 
 def main(argv=None) -> int:

@@ -46,8 +46,9 @@ def check_root() -> Path:
     return REPO_ROOT
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """yaml.SafeLoader that refuses a mapping giving the same key twice (the later would win)."""
+class _UniqueKeyLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
+    """A safe loader (libyaml's where built: the workflow reads config.yaml at every start) that
+    refuses a mapping giving the same key twice (the later would win)."""
 
     def construct_mapping(self, node, deep=False):
         seen = set()

@@ -302,6 +302,30 @@ class Layout:
             return []
         return [f"{self.tables_dir}/{study}_comparison.{ext}" for ext in TABLE_FORMATS]
 
+    def raw_bytes(self, study: str) -> int:
+        """The bytes of raw data the study's analysis job reads (this run's and each other run's
+        it overlays, those present): how long the job runs, roughly, to start the longest first."""
+        folders = [self.root / self.results / study] + [self.root / "results" / label / study
+                                                        for label in self.overlay_labels(study)]
+        return sum(path.stat().st_size for folder in folders for path in folder.glob("*.csv") if path.is_file())
+
+    def analysis_steps(self, study: str) -> list[list[str]]:
+        """The tma-study commands of ``study``'s analysis job, in order: aggregate this run (with
+        its repeat, where there is one) and each other run it overlays, then write its paper and
+        kernel tables and, for a study with ``compare``, its comparison of the runs."""
+        run, repeat = f"{self.results}/{study}", self.repeat_files(study)
+        steps = [["aggregate", study, "--raw", run, "--out", f"{run}/derived"]
+                 + (["--repeat", str(Path(repeat[0]).parent)] if repeat else [])]
+        steps += [["aggregate", study, "--raw", f"results/{label}/{study}", "--out", f"results/{label}/{study}/derived"]
+                  for label in self.overlay_labels(study)]
+        steps.append(["tables", study, "--derived", f"{run}/derived", "--provenance", f"{run}/provenance.json",
+                      "--kernels", f"{run}/kernels.csv", "--out", self.tables_dir])
+        if self.studies[study].compare is not None:
+            runs = [f"{label}=results/{label}/{study}/derived" for label in [self.label, *self.overlay_labels(study)]]
+            steps.append(["compare", study, "--reference", self.label, *[a for r in runs for a in ("--run", r)],
+                          "--out", self.tables_dir])
+        return steps
+
     def claims_files(self) -> list[str]:
         return [f"{self.results}/{name}" for name in ("claims.tsv", "claims.md", "claims_by_run.tsv", "claims_by_gpu.tsv")]
 

@@ -3,7 +3,13 @@
 from tma_study.paper.claims import notebook_title
 from tma_study.report.report_pages import FigureCaption
 
+# One job per study (its start-up and pandas' import paid once): this run's raw data and every
+# other run it overlays (results/<other label>/<study>/ of another GPU or a repeat, so figures
+# overlay them and a table says what moved: Layout.overlay_labels) -> derived tables; then the
+# study's paper tables, its kernel table (from the kernels.csv beside its raw data) and its
+# comparison of the runs (studies with ``compare``).
 for _name, _study in STUDIES.items():
+    _overlays = LAYOUT.overlay_labels(_name)
 
     rule:
         name:
@@ -12,56 +18,54 @@ for _name, _study in STUDIES.items():
             raw=LAYOUT.raw_files(_name),
             read=LAYOUT.read_raw_files(_name),
             repeat=LAYOUT.repeat_files(_name),
-            code=LAYOUT.code_files(_name),
+            others=[
+                f"results/{label}/{_name}/{f}"
+                for label in _overlays
+                for f in (*_study.raw_files, "provenance.json")
+            ],
+            others_read=[
+                f for label in _overlays for f in LAYOUT.overlay_read_raw_files(_name, label)
+            ],
+            kernels=f"{RESULTS}/{_name}/kernels.csv",
+            code=sorted(
+                set(LAYOUT.code_files(_name) + LAYOUT.kernel_table_code_files(_name))
+            ),
+            # the default comparison reads the study's claims (tma_study.report.claim_compare)
+            claims=[
+                f
+                for f in [f"config/claims/{_name}.yaml"]
+                if _study.compare is not None and Path(f).is_file()
+            ],
+            checked=CHECKED,  # the first job's report (checks.smk)
         output:
-            LAYOUT.derived_files(_name),
+            derived=LAYOUT.derived_files(_name),
+            others=LAYOUT.overlay_derived_files(_name),
+            tables=LAYOUT.table_files(_name) + LAYOUT.kernel_table_files(_name),
+            comparison=LAYOUT.comparison_files(_name),
         log:
             f"logs/aggregate/{LABEL}/{_name}.log",
+        # the largest first, so that the longest job does not start last on few cores
+        priority: LAYOUT.raw_bytes(_name) // 100_000
         params:
             python=PYTHON,
-            raw=lambda wildcards, input: Path(input.raw[0]).parent,
-            repeat=lambda wildcards, input: (
-                f"--repeat {shlex.quote(str(Path(input.repeat[0]).parent))}"
-                if input.repeat
-                else ""
+            # tma-study steps: each command quoted as one argument (Layout.analysis_steps)
+            steps=" ".join(
+                shlex.quote(shlex.join(step)) for step in LAYOUT.analysis_steps(_name)
             ),
-            derived=lambda wildcards, output: Path(output[0]).parent,
-            study=_name,
             # content, not clocks: new data rerun it (common.smk)
             sealed=sealed_digest(
                 LAYOUT.raw_files(_name)
                 + LAYOUT.read_raw_files(_name)
                 + LAYOUT.repeat_files(_name)
+                + [f"results/{label}/{_name}/provenance.json" for label in _overlays]
+                + [
+                    f
+                    for label in _overlays
+                    for f in LAYOUT.overlay_read_raw_files(_name, label)
+                ]
             ),
         shell:
-            "{params.python} -m tma_study aggregate {params.study:q} --raw {params.raw:q} {params.repeat} "
-            "--out {params.derived:q} > {log:q} 2>&1"
-
-    # The study's paper tables and, in the same process, its kernel table (from the kernels.csv
-    # beside its raw data): one job instead of two keeps the main job short.
-    rule:
-        name:
-            f"tables_{_name}"
-        input:
-            derived=LAYOUT.derived_files(_name),
-            provenance=f"{RESULTS}/{_name}/provenance.json",
-            kernels=f"{RESULTS}/{_name}/kernels.csv",
-            code=sorted(
-                set(LAYOUT.code_files(_name) + LAYOUT.kernel_table_code_files(_name))
-            ),
-        output:
-            LAYOUT.table_files(_name) + LAYOUT.kernel_table_files(_name),
-        log:
-            f"logs/tables/{_name}.log",
-        params:
-            python=PYTHON,
-            derived=lambda wildcards, input: Path(input.derived[0]).parent,
-            study=_name,
-            tables=lambda wildcards, output: Path(output[0]).parent,
-            sealed=sealed_digest([f"{RESULTS}/{_name}/provenance.json"]),
-        shell:
-            "{params.python} -m tma_study tables {params.study:q} --derived {params.derived:q} "
-            "--provenance {input.provenance:q} --kernels {input.kernels:q} --out {params.tables:q} > {log:q} 2>&1"
+            "{params.python} -m tma_study steps {params.steps} > {log:q} 2>&1"
 
 
 rule figure:

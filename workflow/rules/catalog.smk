@@ -16,6 +16,7 @@ rule catalog:
             "src/tma_study/paper/catalog_counts.py",
             "src/tma_study/report/tables.py",
         ],
+        checked=CHECKED,  # after the raw data's checks: a refusal leaves no output (checks.smk)
     output:
         tables=CATALOG_TABLES,
         derived=CATALOG_DERIVED,

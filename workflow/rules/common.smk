@@ -1,5 +1,6 @@
 # Shared by every rule file: the project root, the validated config, the studies it asks for,
-# where their files live (tma_study.pipeline.Layout), and the raw data checked before any job.
+# where their files live (tma_study.pipeline.Layout); the raw data are checked by the first job
+# (workflow/rules/checks.smk), not here, so that a dry run answers at once.
 import json
 import os
 import shlex
@@ -63,9 +64,7 @@ if not Path(tma_study.__file__).resolve().is_relative_to(ROOT):
 from tma_study import config as config_mod  # noqa: E402
 from tma_study import gpu as gpu_mod  # noqa: E402
 from tma_study import schedule  # noqa: E402
-from tma_study.harness import provenance_checks, raw_data, seal  # noqa: E402
 from tma_study.harness.provenance import ProvenanceError  # noqa: E402
-from tma_study.harness.raw_schema import RawSchemaError  # noqa: E402
 from tma_study.pipeline import (  # noqa: E402
     LABEL_VARIABLE,
     TARGETS_VARIABLE,
@@ -160,15 +159,7 @@ try:
                 file=sys.stderr,
             )
         LAYOUT.check_raw_data_present()
-        # every raw file analysis will read: as sealed by its provenance, which names the GPU of
-        # its folder and a commit of this repository, and following its study's schema; before any job
-        for _name, _study in LAYOUT.studies.items():
-            for _label in [LAYOUT.label, *LAYOUT.overlay_labels(_name)]:
-                _folder = Path("results") / _label / _name
-                _raw = raw_data.load(_study, _folder, require_seal=True)
-                provenance_checks.check_commit(
-                    _raw.provenance, ROOT, str(_folder / "provenance.json")
-                )
+        for _name in LAYOUT.studies:
             for _copy, _same in LAYOUT.same_runs(_name):
                 print(
                     f"note: {_copy}/ holds the same raw files as {_same}/ (the same sealed "
@@ -180,12 +171,7 @@ except (
     gpu_mod.GpuRequirementError,
     MissingDataError,
     ResultsLabelError,
-    raw_data.RawDataError,
     ProvenanceError,
-    provenance_checks.ProvenanceCheckError,
-    RawSchemaError,
-    seal.SealError,
-    seal.UnsafeFileError,
 ) as error:
     raise WorkflowError(str(error)) from None
 

@@ -7,8 +7,9 @@
 - ``check_commit``: the commit it names is in the project's git repository, unless the record
   says the run came from an archive (no checked commit: the source hash alone names the code).
 
-harness.provenance.read runs the first two on every record it reads; the main job's start
-(workflow/rules/common.smk) and ``tma-study check-provenance`` also run the third.
+harness.provenance.read runs the first two on every record it reads; the main job
+(its first job, ``tma-study check-runs``: harness.run_checks) and ``tma-study check-provenance``
+also run the third.
 """
 from __future__ import annotations
 

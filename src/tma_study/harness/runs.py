@@ -158,7 +158,7 @@ def _cached_digest(path: str, modified_ns: int, size: int) -> str:
 def content_digest(paths) -> str:
     """sha256 over the content of ``paths`` (files, in order; 'absent' for one not there yet):
     a rule's parameter, so a change of content reruns it. A provenance.json among them stands for
-    the raw files it seals (the main job checks the seals before any job)."""
+    the raw files it seals (the main job's first job checks the seals: harness.run_checks)."""
     digest = hashlib.sha256()
     for path in paths:
         digest.update(f"{path}\0{_file_digest(Path(path))}\0".encode())
@@ -168,7 +168,7 @@ def content_digest(paths) -> str:
 def sealed_digest(paths) -> str:
     """A parameter of each rule reading raw data or provenance (``paths``: its files under
     results/<label>/<study>/): the digest of those runs' provenance.json, which seals their raw
-    files (the main job checks the seals), so new data rerun the rule whatever the files' times say
+    files (checked by the first job, checks.smk), so new data rerun the rule whatever the files' times say
     (a clock ahead, an unpacked archive). Snakemake compares parameters that do not derive from input."""
     runs = sorted({str(Path(f).parent) for f in paths if len(Path(f).parts) == 4 and str(f).startswith("results/")})
     return content_digest(f"{run}/provenance.json" for run in runs)

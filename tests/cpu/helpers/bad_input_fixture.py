@@ -7,11 +7,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import outputs_manifest
 from tma_study import cli
 from tma_study.harness import provenance, seal
 
@@ -109,6 +111,34 @@ def snakemake(root: Path, *args: str, cwd: Path | None = None) -> tuple[int, str
     result = subprocess.run([str(VENV_BIN / "snakemake"), "-n", "-s", str(root / "Snakefile"), *args],
                             cwd=cwd or root, env=env, capture_output=True, text=True, timeout=300)
     return result.returncode, result.stdout + result.stderr
+
+
+def main_job(root: Path, *args: str) -> tuple[int, str]:
+    """(exit status, output) of ``snakemake -c2 ARGS`` in ``root``: a real run, for what the main
+    job's first job checks (the raw data: workflow/rules/checks.smk), which a dry run does not run."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TMA_STUDY_")}
+    env["PATH"] = f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}"
+    result = subprocess.run([str(VENV_BIN / "snakemake"), "-c2", "-s", str(root / "Snakefile"), *args],
+                            cwd=root, env=env, capture_output=True, text=True, timeout=600)
+    return result.returncode, result.stdout + result.stderr
+
+
+# everything the main job writes: the outputs of tests/cpu/helpers/outputs_manifest.py and derived data
+WRITTEN = (*outputs_manifest.PATTERNS, "results/*/*/derived/*", "build/catalog/derived/*")
+
+
+def assert_stopped_by_the_first_job(root: Path, status: int, output: str, *names: str) -> str:
+    """A refusal by the main job's first job (check_raw_data), naming each of ``names``: no other
+    job started, no output written."""
+    assert status != 0, output
+    started = re.findall(r"^(?:local)?rule (\w+):", output, flags=re.MULTILINE)
+    assert started == ["check_raw_data"], f"jobs started: {started}\n{output}"
+    written = [str(path.relative_to(root)) for pattern in WRITTEN for path in Path(root).glob(pattern)]
+    assert not written, f"written before the refusal: {written}"
+    for name in names:
+        assert name in output, f"{name!r} not named in:\n{output}"
+    print(f"MESSAGE: {output.split('tma-study check-runs: error: ')[-1].splitlines()[0]}")
+    return output
 
 
 def assert_stopped_before_any_job(status: int, output: str, *names: str) -> str:

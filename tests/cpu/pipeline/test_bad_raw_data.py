@@ -12,8 +12,8 @@ import shutil
 import pandas as pd
 import pytest
 
-from bad_input_fixture import (REPO, assert_one_line_error, assert_stopped_before_any_job, raw_copy, reseal, run_cli,
-                               snakemake)
+from bad_input_fixture import (REPO, assert_one_line_error, assert_stopped_by_the_first_job, main_job, raw_copy, reseal,
+                               run_cli)
 from tma_study.harness import raw_data, raw_schema
 from tma_study.harness.timing import Timing
 from tma_study.studies import discover
@@ -249,21 +249,22 @@ def test_the_tables_step_checks_its_provenance(tmp_path, crossover, capsys):
     assert not (tmp_path / "tables").exists()
 
 
-# ------------------------------------------------------------------ the main job stops before any job
-def test_the_main_job_refuses_damaged_raw_data_before_any_job(checkout):
+# ------------------------------------------------------------------ the main job's first job stops it
+def test_the_main_job_refuses_damaged_raw_data_before_any_output(checkout):
     stream = checkout / "results" / "h200" / "crossover" / "stream.csv"
     stream.write_text("".join(lines(stream)[:720]))
     reseal(stream.parent)
-    status, output = snakemake(checkout, "paper/tables/crossover_summary.md")
-    assert_stopped_before_any_job(status, output, "results/h200/crossover/provenance.json", "configurations")
+    status, output = main_job(checkout, "paper/tables/crossover_summary.md")
+    assert_stopped_by_the_first_job(checkout, status, output, "results/h200/crossover/provenance.json",
+                                    "configurations")
 
 
 def test_the_main_job_refuses_damaged_data_of_another_run_it_would_overlay(checkout):
     set_cell(checkout / "results" / "h200-wide-grid" / "crossover" / "stream.csv", 0, "mechanism", "magic")
     reseal(checkout / "results" / "h200-wide-grid" / "crossover")
-    status, output = snakemake(checkout, "figures/crossover_bandwidth.pdf")
-    assert_stopped_before_any_job(status, output, "results/h200-wide-grid/crossover/stream.csv", "row 1",
-                                  "column mechanism")
+    status, output = main_job(checkout, "figures/crossover_bandwidth.pdf")
+    assert_stopped_by_the_first_job(checkout, status, output, "results/h200-wide-grid/crossover/stream.csv",
+                                    "row 1", "column mechanism")
 
     assert re.search(r"'magic' is not allowed", output)
     shutil.rmtree(checkout)

@@ -2,12 +2,15 @@
 import datetime
 import re
 import subprocess
+from pathlib import Path
 
 import pytest
 
 from tma_study.gpu import GpuInfo, GpuRequirementError
 from tma_study.pipeline import Layout, MissingDataError, ResultsLabelError, results_label
 from tma_study.studies import discover
+
+REPO = Path(__file__).resolve().parents[3]
 
 
 def gpu(name="NVIDIA H200", major=9):
@@ -167,3 +170,23 @@ def test_an_other_runs_aggregate_reads_its_own_cross_study_data_or_else_this_run
     assert layout.overlay_read_raw_files("gemm_cluster", "h200-rerun") == [
         f"results/h200-rerun/multicast/{n}" for n in names]
     assert layout.overlay_read_raw_files("multicast", "h200-rerun") == []
+
+
+def test_a_studys_analysis_job_aggregates_every_run_then_writes_its_tables_and_comparison():
+    """One job per study (workflow/rules/analyze.smk): this run with its repeat, each other run it
+    overlays, then the paper and kernel tables and the comparison of the runs."""
+    studies = discover()
+    layout = Layout({"crossover": studies["crossover"]}, "h200", root=REPO)
+    steps = layout.analysis_steps("crossover")
+    aggregated = [step[step.index("--raw") + 1] for step in steps if step[0] == "aggregate"]
+    assert aggregated == ["results/h200/crossover"] + [f"results/{label}/crossover"
+                                                       for label in layout.overlay_labels("crossover")]
+    assert steps[0][-2:] == ["--repeat", "results/h200-rerun/crossover"]
+    assert [step[0] for step in steps[len(aggregated):]] == ["tables", "compare"]
+
+
+def test_the_steps_command_stops_at_the_first_failing_step(capsys):
+    from tma_study import cli
+    status = cli.main(["steps", "check-config", "check-raw crossover --raw /nonexistent", "check-config"])
+    output = capsys.readouterr()
+    assert status == 1 and output.out.count("valid: ") == 1, output

@@ -1,10 +1,13 @@
 """The main job's start on damaged or odd checkouts (Snakemake dry runs in a copy: no job runs,
-except where a case needs outputs to exist): a run folder missing a file, a copied run, a raw
-file linked out of results/, a record naming another GPU, a config key of the wrong type and a
-read-only checkout stop before any job naming the culprit, or are handled correctly; new raw data
-rerun the analysis whatever the files' times say. None touches results/ of the checkout."""
+except where a case needs outputs to exist or the first job's checks): a run folder missing a
+file, a config key of the wrong type and a read-only checkout stop before any job naming the
+culprit; a raw file linked out of results/ and a record naming another GPU stop the main job at
+its first job, the raw data's checks, before any output is written; a copied run is handled
+correctly; new raw data rerun the analysis whatever the files' times say. None touches results/
+of the checkout."""
 import json
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -13,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from bad_input_fixture import VENV_BIN, assert_stopped_before_any_job, reseal, snakemake
+from bad_input_fixture import (VENV_BIN, assert_stopped_before_any_job, assert_stopped_by_the_first_job, main_job, reseal,
+                               snakemake)
 from tma_study.paper.claims import same_sweep_runs
 
 pytestmark = pytest.mark.usefixtures("results_unchanged")  # tests/cpu/conftest.py
@@ -41,6 +45,18 @@ def test_a_copied_run_folder_is_the_same_run_not_another_instance(checkout):
     assert "h200-rerun-copy" not in {run.parent.name for run in runs} and "h200-rerun" in {r.parent.name for r in runs}
 
 
+def test_every_job_of_the_main_job_waits_for_the_raw_datas_checks(checkout):
+    """The raw data are checked by the main job's first job, not when Snakemake parses (a dry run
+    answers at once): every other job depends on it, so a refusal stops all before any output."""
+    status, output = snakemake(checkout, "--forceall", "--dag")
+    assert status == 0, output[-3000:]
+    names = dict(re.findall(r'^\s*(\d+)\[label = "(\w+)', output, flags=re.MULTILINE))
+    edges = re.findall(r"^\s*(\d+) -> (\d+)", output, flags=re.MULTILINE)
+    assert len(names) > 20 and edges, output[-3000:]
+    first = {names[job] for job in names if job not in {after for _, after in edges}}
+    assert first == {"check_raw_data"}, f"jobs that do not wait for the checks: {first}"
+
+
 def test_a_raw_file_linked_out_of_results_stops_the_main_job(checkout, tmp_path):
     """results/h200/dsm/broadcast.csv a link to another run's copy outside the repository."""
     elsewhere = tmp_path / "other-run" / "broadcast.csv"
@@ -48,9 +64,9 @@ def test_a_raw_file_linked_out_of_results_stops_the_main_job(checkout, tmp_path)
     shutil.copyfile(checkout / "results" / "h200-rerun" / "dsm" / "broadcast.csv", elsewhere)
     (checkout / "results" / "h200" / "dsm" / "broadcast.csv").unlink()
     (checkout / "results" / "h200" / "dsm" / "broadcast.csv").symlink_to(elsewhere)
-    status, output = snakemake(checkout, "figures/dsm_broadcast.pdf")
-    assert_stopped_before_any_job(status, output, "results/h200/dsm/broadcast.csv", "a symbolic link to",
-                                  "outside")
+    status, output = main_job(checkout, "figures/dsm_broadcast.pdf")
+    assert_stopped_by_the_first_job(checkout, status, output, "results/h200/dsm/broadcast.csv",
+                                    "a symbolic link to", "outside")
 
 
 def test_a_record_naming_an_a100_stops_the_main_job(checkout):
@@ -58,9 +74,9 @@ def test_a_record_naming_an_a100_stops_the_main_job(checkout):
     record = json.loads(path.read_text())
     record["gpu"].update(name="NVIDIA A100-SXM4-40GB", sm_count=108, l2_bytes=40 * 2**20)
     path.write_text(json.dumps(record, indent=2) + "\n")
-    status, output = snakemake(checkout, "paper/generated/macros.tex")
-    assert_stopped_before_any_job(status, output, "results/h200/dsm/provenance.json", "key 'gpu.name'",
-                                  "'NVIDIA A100-SXM4-40GB'")
+    status, output = main_job(checkout, "paper/generated/macros.tex")
+    assert_stopped_by_the_first_job(checkout, status, output, "results/h200/dsm/provenance.json", "key 'gpu.name'",
+                                    "'NVIDIA A100-SXM4-40GB'")
 
 
 def test_a_config_key_of_the_wrong_type_names_the_key_and_its_form(checkout):

@@ -193,7 +193,7 @@ def test_the_pipeline_through_slurm_equals_a_local_run(tmp_path, targets):
     print(output_of(result))
     assert result.returncode == 0, output_of(result)
     log = result.stdout + result.stderr
-    for rule in ("compile", "aggregate_crossover", "figure", "tables_crossover", "claims"):   # each a SLURM job
+    for rule in ("compile", "check_raw_data", "aggregate_crossover", "figure", "claims"):   # each a SLURM job
         assert f"slurm_logs/rule_{rule}/" in log, f"no SLURM job of rule {rule}:\n{output_of(result)}"
     assert [line for line in log.splitlines() if line.startswith("localrule ") and line != "localrule all:"] == []
     expected, found = digests(local), digests(on_slurm)
