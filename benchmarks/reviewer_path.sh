@@ -24,6 +24,7 @@ done
 repo=$(cd "${1:-$(dirname "$0")/..}" && git rev-parse --show-toplevel)
 work=$(mktemp -d "${TMPDIR:-/tmp}/reviewer-path.XXXXXX")
 trap 'rm -rf "$work"' EXIT
+chmod 755 "$work"    # the read-only-checkout test runs Snakemake from this venv as another user
 cd "$work"
 seconds() { date +%s.%N; }
 elapsed() { python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.0f}')" "$1" "$2"; }

@@ -4,9 +4,11 @@ its per-variant build is cached (issue: "a rerun with nothing changed recompiles
 SM90, one SM100; about 35 s of nvcc on 2 cores), runs one nvcc job per variant, a library per
 architecture and the compile rule, which collects both variants into resources.csv; again with
 nothing changed, no job runs. After a change to the SM90 template the schedule (a dry run: what
-Snakemake would rebuild, without a third nvcc run) holds only the SM90 variant's object and library. The two are cp.async mainloops, so with test_gemm_compile.py's TMA ones the default
-test run compiles and SASS-checks both load paths of both architectures; `snakemake kernels`
-builds every variant."""
+Snakemake would rebuild, without a third nvcc run) holds only the SM90 variant's object and library. The two are cp.async mainloops, so with
+test_gemm_compile.py's TMA ones (the default run's) ``pytest -m exhaustive`` (CI's second test
+command) compiles and SASS-checks both load paths of both architectures; `snakemake kernels`
+builds every variant. Exhaustive, not default: about 4 minutes of nvcc on 2 cores, and the
+rerun logic it checks is the compile DAG's, which test_compile_dag.py checks by default."""
 import re
 
 import pandas as pd
@@ -14,7 +16,7 @@ import pytest
 import yaml
 from pipeline_run import copy_checkout, jobs_run, output_of, snakemake
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.exhaustive]
 
 ONE_VARIANT = {"dtypes": ["bf16"], "tiles": [[128, 128, 64]], "clusters": [[1, 1]]}
 RESOURCES = "build/compile/gemm/resources.csv"

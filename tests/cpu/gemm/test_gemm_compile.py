@@ -12,6 +12,8 @@ from tma_study.gemm_lib import abi
 from tma_study.gemm_lib import build as B
 from tma_study.gemm_lib import variants as V
 
+pytestmark = pytest.mark.slow      # about 2 minutes of nvcc: scheduled first (tests/cpu/conftest.py)
+
 SM90 = "sm90_tma_cooperative_bf16_t128x128x64_c2x1"      # TMA multicast of B across a 2x1 cluster
 SM100 = "sm100_tma_1sm_bf16_t128x128x64_c1x1"
 # fp8 ping-pong 128x128: one consumer warp group holds a whole tile's accumulators. With CUTLASS's

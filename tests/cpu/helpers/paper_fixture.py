@@ -7,11 +7,13 @@ section) is exercised before its first measurement lands; ``synthetic_studies`` 
 """
 from __future__ import annotations
 
+import fcntl
 import re
 import shutil
 from pathlib import Path
 
 import yaml
+from pipeline_run import shared_folder
 
 from tma_study.studies import discover
 
@@ -50,9 +52,13 @@ def synthetic_studies() -> list[str]:
             if name in SYNTHETIC and not (REPO / "results" / REFERENCE / name).is_dir()]
 
 
-def aggregated_reference(destination: Path, studies: dict | None = None) -> Path:
+def aggregated_reference(destination: Path, studies: dict | None = None, tmp_path_factory=None) -> Path:
     """destination/<label>/<study>/{raw, derived/} for every configured study with data
-    (committed, or synthetic for the studies of ``synthetic_studies``)."""
+    (committed, or synthetic for the studies of ``synthetic_studies``). With ``tmp_path_factory``
+    (every configured study), a copy of the one aggregation this test session makes."""
+    if tmp_path_factory is not None and studies is None:
+        shared = _shared_aggregation(tmp_path_factory)
+        return shutil.copytree(shared, destination / REFERENCE, symlinks=True)
     results = destination / REFERENCE
     for name, study in (studies or configured_studies()).items():
         raw = REPO / "results" / REFERENCE / name
@@ -65,6 +71,19 @@ def aggregated_reference(destination: Path, studies: dict | None = None) -> Path
         repeat = REPO / "results" / f"{REFERENCE}-rerun" / name
         study.entry("aggregate")(results / name, results / name / "derived", repeat if repeat.is_dir() else None)
     return results
+
+
+def _shared_aggregation(tmp_path_factory) -> Path:
+    """results/<label>/ aggregated once a session, in the folder every xdist worker sees (under a
+    file lock: the first asks, the others wait and copy)."""
+    folder = shared_folder(tmp_path_factory) / "aggregated-reference"
+    folder.mkdir(exist_ok=True)
+    with open(folder / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (folder / "done").is_file():
+            aggregated_reference(folder / "results")
+            (folder / "done").write_text("")
+    return folder / "results" / REFERENCE
 
 
 BRANCH_TOKEN = re.compile(r"\\ifdefined\\([A-Za-z]+)|\\(else|fi)\b|\\(if(?:num|dim|x|case)?)\b|\\([A-Za-z]+)")

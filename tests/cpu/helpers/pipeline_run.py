@@ -1,6 +1,8 @@
 """The main job run in a copy of the checkout, as the pipeline tests do: the copy (with the
 crossover raw data, synthetic where the checkout has none), Snakemake run there with the copy's
 packages first on the path, and what its output says."""
+import fcntl
+import json
 import os
 import re
 import shutil
@@ -79,3 +81,30 @@ def jobs_run(result: subprocess.CompletedProcess) -> dict[str, int]:
     """{rule: count} from Snakemake's 'Job stats' table."""
     table = output_of(result).split("Job stats:", 1)[1].split("total", 1)[0]
     return {rule: int(count) for rule, count in re.findall(r"^(\w+)\s+(\d+)\s*$", table, flags=re.MULTILINE)}
+
+
+def shared_folder(tmp_path_factory) -> Path:
+    """The folder every pytest-xdist worker of this session sees (the session's base temp without
+    -n), for what the session builds once."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+def main_job(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
+    """The main job (``snakemake -c2``), run once a test session in a copy of the checkout whose
+    path and venv's hold spaces and non-ASCII characters; every test that reads its outputs shares
+    it (tests/cpu/conftest.py's ``main_job`` fixture). A file lock makes it once a session under
+    pytest-xdist too: the first worker runs it, another waits and reads what it recorded."""
+    folder = shared_folder(tmp_path_factory) / "main-job"
+    folder.mkdir(exist_ok=True)
+    root, record = folder / "a checkout ü ß", folder / "result.json"
+    with open(folder / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not record.is_file():
+            copy_checkout(root)
+            venv_link(folder)
+            result = snakemake(root, "-c2", python=folder / VENV_LINK / "bin" / "python")
+            record.write_text(json.dumps({"args": result.args, "returncode": result.returncode,
+                                          "stdout": result.stdout, "stderr": result.stderr}))
+    done = json.loads(record.read_text())
+    return root, subprocess.CompletedProcess(done["args"], done["returncode"], done["stdout"], done["stderr"])

@@ -1,9 +1,10 @@
 """The main pipeline builds the paged_kv paper tier as soon as results/<reference>/paged_kv/
-exists, with no further code: in a copy of the checkout (given the synthetic raw folder of
-paged_kv_fixture where no reference data are committed yet), ``snakemake -c2`` makes the
-rules of thumb with paged_kv rows, its macros and comparison table and lists its section.
-Building the PDF with every study section is test_pipeline_no_gpu's (in the copy whose main
-job has already compiled the kernels that the paper's kernel tables need).
+exists, with no further code: the main job (``snakemake -c2``) makes the rules of thumb with
+paged_kv rows, its macros and comparison table and lists its section. With the committed
+reference data these are outputs of the session's one main job (the ``main_job`` fixture, shared
+with test_pipeline_no_gpu.py); where none are committed, a copy of the checkout is given the
+synthetic raw folder of paged_kv_fixture and builds the paper tier's targets alone. Building the
+PDF with every study section is test_pipeline_no_gpu's.
 """
 import re
 
@@ -21,7 +22,6 @@ from pipeline_run import (
 
 from tma_study.paper import macros as macros_mod
 
-pytestmark = pytest.mark.slow
 
 RAW = f"results/{REFERENCE_GPU}/paged_kv"
 PAPER_TIER = ["paper/generated/macros.tex", "paper/generated/studies.tex", "paper/tables/rules_of_thumb.md",
@@ -29,19 +29,17 @@ PAPER_TIER = ["paper/generated/macros.tex", "paper/generated/studies.tex", "pape
 
 
 @pytest.fixture(scope="module")
-def checkout(tmp_path_factory):
+def paper_tier(request, tmp_path_factory):
+    if (REPO / RAW).exists():                       # the committed data: the main job made the tier
+        root, result = request.getfixturevalue("main_job")
+        assert result.returncode == 0, output_of(result)[-5000:]
+        return root
     root = copy_checkout(tmp_path_factory.mktemp("checkout"))
-    if not (root / RAW).exists():
-        config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())["studies"]["paged_kv"]
-        synthetic_raw(root / RAW, config)
-    return root
-
-
-@pytest.fixture(scope="module")
-def paper_tier(checkout):
-    result = snakemake(checkout, "-c2", *PAPER_TIER)
+    config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())["studies"]["paged_kv"]
+    synthetic_raw(root / RAW, config)
+    result = snakemake(root, "-c2", *PAPER_TIER)
     assert result.returncode == 0, output_of(result)[-5000:]
-    return checkout
+    return root
 
 
 def test_the_paper_tier_lists_the_section_and_its_rules(paper_tier):

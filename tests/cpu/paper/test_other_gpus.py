@@ -19,7 +19,7 @@ OTHER, OTHER_GPU = "h100-80gb-hbm3", "NVIDIA H100 80GB HBM3"
 def results(tmp_path_factory):
     """results/<reference>/ aggregated, and the same data under results/<OTHER>/ naming an H100."""
     root = tmp_path_factory.mktemp("gpus")
-    reference = aggregated_reference(root / "results")
+    reference = aggregated_reference(root / "results", tmp_path_factory=tmp_path_factory)
     other = shutil.copytree(reference, root / "results" / OTHER)
     for provenance in other.glob("*/provenance.json"):
         # every field that names the GPU (gpu.name, its slug, device.name) names the H100: provenance

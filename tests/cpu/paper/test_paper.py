@@ -35,7 +35,7 @@ GENERATED_PREFIXES = ("claims", "gpu", "resultsLabel", "studiesCount", "sweepRun
 def generated(tmp_path_factory):
     """(results dir, paper dir) after claims and paper-generated ran on the reference data."""
     root = tmp_path_factory.mktemp("paper")
-    results = aggregated_reference(root / "results")
+    results = aggregated_reference(root / "results", tmp_path_factory=tmp_path_factory)
     studies = configured_studies()
     catalog_derived = root / "catalog" / "derived"
     catalog_mod.write_derived(catalog_mod.load(), catalog_derived)

@@ -13,7 +13,7 @@ from tma_study.studies.crossover.rules import rules_of_thumb as crossover_rules
 
 @pytest.fixture(scope="module")
 def results(tmp_path_factory):
-    return aggregated_reference(tmp_path_factory.mktemp("rules") / "results")
+    return aggregated_reference(tmp_path_factory.mktemp("rules") / "results", tmp_path_factory=tmp_path_factory)
 
 
 @pytest.fixture(scope="module")

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from pipeline_run import jobs_run
 from tma_study.harness import gpu_lock
 from tma_study.harness.gpu_lock import VisibleDevice, claim_device, devices_from_listing
 
@@ -117,12 +118,17 @@ def test_one_gpu_serialises_measurements(tmp_path):
 def checkout(tmp_path_factory) -> Path:
     from pipeline_run import copy_checkout
     root = copy_checkout(tmp_path_factory.mktemp("checkout"))
-    # the compile step first (no GPU needed), so that only measure jobs remain for the runs below
+    # the compile step's outputs first, so that only measure jobs remain for the runs below: each
+    # study's config written by the workflow, its resources.csv by hand (as test_compile_dag.py
+    # does; the fake measure step compiles nothing, and the compile itself is tested elsewhere)
     env = {**os.environ, "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
-    result = subprocess.run([str(VENV_BIN / "snakemake"), "-c4", "--config", f"run_studies={','.join(STUDIES)}", "--",
-                             *[f"build/compile/{study}/resources.csv" for study in STUDIES]],
+    result = subprocess.run([str(VENV_BIN / "snakemake"), "-c1", "--config", f"run_studies={','.join(STUDIES)}", "--",
+                             *[f"build/config/{study}.json" for study in STUDIES]],
                             cwd=root, env=env, capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stdout + result.stderr
+    for study in STUDIES:
+        (root / "build" / "compile" / study).mkdir(parents=True)
+        (root / "build" / "compile" / study / "resources.csv").write_text("kernel\n")
     return root
 
 
@@ -139,6 +145,7 @@ def measure_through_snakemake(root: Path, fake_gpus: int, *resources: str) -> li
                              f"results_label={LABEL}", f"run_studies={','.join(STUDIES)}", *resources],
                             cwd=root, env=env, capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stdout + result.stderr
+    assert set(jobs_run(result)) == {"measure"}, jobs_run(result)      # nothing compiled again
     seen = []
     for study in STUDIES:
         job = json.loads((root / "build" / "measure" / LABEL / study / "device.json").read_text())
