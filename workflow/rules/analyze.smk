@@ -24,7 +24,9 @@ for _name, _study in STUDIES.items():
                 for f in (*_study.raw_files, "provenance.json")
             ],
             others_read=[
-                f for label in _overlays for f in LAYOUT.overlay_read_raw_files(_name, label)
+                f
+                for label in _overlays
+                for f in LAYOUT.overlay_read_raw_files(_name, label)
             ],
             kernels=f"{RESULTS}/{_name}/kernels.csv",
             code=sorted(

@@ -3,8 +3,10 @@
 # (build/catalog/derived/). No GPU, no network; part of the main job.
 from tma_study.paper import catalog as catalog_mod
 
-CATALOG_TABLES = catalog_mod.table_files("paper/tables")
-CATALOG_DERIVED = [f"{catalog_mod.DERIVED_DIR}/{f}" for f in catalog_mod.DERIVED_FILES]
+# Another reference's run (outputs/<label>/) writes its own copy, as every other output of it.
+CATALOG_TABLES = catalog_mod.table_files(LAYOUT.tables_dir)
+CATALOG_DIR = f"{LAYOUT.outputs}{catalog_mod.DERIVED_DIR}"
+CATALOG_DERIVED = [f"{CATALOG_DIR}/{f}" for f in catalog_mod.DERIVED_FILES]
 
 
 rule catalog:
@@ -21,9 +23,11 @@ rule catalog:
         tables=CATALOG_TABLES,
         derived=CATALOG_DERIVED,
     log:
-        "logs/catalog/catalog.log",
+        f"logs/catalog/{LABEL}.log",
     params:
         python=PYTHON,
+        tables=lambda wildcards, output: Path(output.tables[0]).parent,
+        derived=lambda wildcards, output: Path(output.derived[0]).parent,
     shell:
-        "{params.python} -m tma_study catalog --catalog catalog --out paper/tables "
-        f"--derived {catalog_mod.DERIVED_DIR} > {{log:q}} 2>&1"
+        "{params.python} -m tma_study catalog --catalog catalog --out {params.tables:q} "
+        "--derived {params.derived:q} > {log:q} 2>&1"
