@@ -28,10 +28,9 @@ import yaml
 
 from tma_study.config import REPO_ROOT
 
-from .claims_registry import canonical_checks, fingerprint
+from .claims_registry import DATA_MARKERS, canonical_checks, fingerprint
 
 CLAIMS_PATH = "config/claims"
-DATA_MARKERS = {"catalog": ("catalog/",), "advisor": ("workflow/rules/advisor.smk",)}
 NUMBER = re.compile(r"\d+(?:\.\d+)?")
 
 

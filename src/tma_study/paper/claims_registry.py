@@ -28,6 +28,8 @@ from tma_study.config import REPO_ROOT
 
 REGISTRY_DIR = REPO_ROOT / "config" / "claims_registry"
 PENDING = "pending"
+# Studies whose data are not under results/: the file whose presence means their data exist.
+DATA_MARKERS = {"catalog": ("catalog/",), "advisor": ("workflow/rules/advisor.smk",)}
 COSMETIC_CHECK_KEYS = ("if_missing",)          # a reason text; not part of the hypothesis
 
 
@@ -95,7 +97,6 @@ def counts(entries: list[dict]) -> dict[str, int]:
 
 def data_present(study: str, root: Path = REPO_ROOT) -> bool:
     """Whether the checkout holds data of ``study`` (claims_history's rule, on the working tree)."""
-    from .claims_history import DATA_MARKERS
     if study in DATA_MARKERS:
         return any((root / marker).exists() for marker in DATA_MARKERS[study])
     return any(p.is_file() and "derived" not in p.relative_to(root / "results").parts[2:]
