@@ -4,4 +4,5 @@ never another study's folder (tests/cpu/kernels/test_study_imports.py).
 
 - :mod:`.cluster_tiles`: the shared-memory layout of the cluster rings (multicast, dsm)
 - :mod:`.cluster_consume`: their consumer, a checksum folded over a stage 16 bytes at a time
+- :mod:`.chase_steps`: a one-thread chase's TMA-engine issue and bounded wait (crossover, tma_issue)
 """

@@ -23,21 +23,18 @@ result (uint64[RESULT_WORDS]): cycles, nanoseconds, final chunk, waits given up,
 """
 from numba import cuda, uint32, uint64
 
+from tma_kernels.common.chase_steps import WAIT_LIMIT_CYCLES, issue_bulk_copy, issue_tma_tile, wait_try
 from tma_kernels.ptx import (
-    bulk_load,
     clock64,
     cp_async_cg16,
     cp_async_mbarrier_arrive_noinc,
     fence_mbarrier_init_cluster,
     globaltimer,
     ld_global_v4_u32,
-    mbarrier_arrive_expect_tx,
     mbarrier_init,
     mbarrier_test_wait_parity,
-    mbarrier_try_wait_parity,
     mbarrier_try_wait_parity_hint,
     smem_u32,
-    tma_load_2d,
 )
 
 from .latency import LATENCY_SIGNATURE
@@ -45,28 +42,13 @@ from .ring import RING_ALIGN_BYTES
 
 CHAIN_SIGNATURE = LATENCY_SIGNATURE     # the same arguments as the full chase; result holds RESULT_WORDS
 RESULT_WORDS = 5
-WAIT_LIMIT_CYCLES = 1 << 31             # about a second at Hopper's clocks: far beyond any transfer
 SUSPEND_TIME_HINT_NS = 0x989680         # CUTLASS ClusterBarrier::wait's hint (10 ms)
 VECTOR_BYTES = 16
 LOADS_IN_FLIGHT = 4                     # as the plain-loads producer (plain_loads.py)
-TENSOR_COLS = 256                       # tma_tile.py's tensor view: uint32 elements per row
-LOG2_TENSOR_COLS = 8
-LOG2_ELEMENT_BYTES = 2
 WAITS = ("try_wait", "try_wait_hint", "test_wait")
 
 
 # ---------------------------------------------------------------- waits: return 1 if given up
-
-@cuda.jit(device=True, inline=True)
-def _wait_try(bar, parity):
-    if mbarrier_try_wait_parity(bar, parity) != 0:
-        return 0
-    start = clock64()
-    while mbarrier_try_wait_parity(bar, parity) == 0:
-        if clock64() - start > WAIT_LIMIT_CYCLES:
-            return 1
-    return 0
-
 
 @cuda.jit(device=True, inline=True)
 def _wait_try_hint(bar, parity):
@@ -90,25 +72,10 @@ def _wait_test(bar, parity):
     return 0
 
 
-_WAIT_FUNCTIONS = {"try_wait": _wait_try, "try_wait_hint": _wait_try_hint, "test_wait": _wait_test}
+_WAIT_FUNCTIONS = {"try_wait": wait_try, "try_wait_hint": _wait_try_hint, "test_wait": _wait_test}
 
 
 # ---------------------------------------------------------------- issues: one transfer of chunk
-
-@cuda.jit(device=True, inline=True)
-def _issue_tma_tile(stage_smem, bar, chunk, log2_bytes_per_transfer, source_address, tensor_map):
-    mbarrier_arrive_expect_tx(bar, uint32(1) << uint32(log2_bytes_per_transfer))
-    element = chunk << uint32(log2_bytes_per_transfer - LOG2_ELEMENT_BYTES)
-    tma_load_2d(stage_smem, tensor_map, bar, element & uint32(TENSOR_COLS - 1), element >> uint32(LOG2_TENSOR_COLS))
-
-
-@cuda.jit(device=True, inline=True)
-def _issue_bulk_copy(stage_smem, bar, chunk, log2_bytes_per_transfer, source_address, tensor_map):
-    bytes_per_transfer = uint32(1) << uint32(log2_bytes_per_transfer)
-    mbarrier_arrive_expect_tx(bar, bytes_per_transfer)
-    bulk_load(stage_smem, source_address + (uint64(chunk) << uint64(log2_bytes_per_transfer)),
-              bytes_per_transfer, bar)
-
 
 @cuda.jit(device=True, inline=True)
 def _issue_cp_async(stage_smem, bar, chunk, log2_bytes_per_transfer, source_address, tensor_map):
@@ -118,7 +85,7 @@ def _issue_cp_async(stage_smem, bar, chunk, log2_bytes_per_transfer, source_addr
     cp_async_mbarrier_arrive_noinc(bar)
 
 
-_ISSUE_FUNCTIONS = {"tma_tile": _issue_tma_tile, "bulk_copy": _issue_bulk_copy, "cp_async": _issue_cp_async}
+_ISSUE_FUNCTIONS = {"tma_tile": issue_tma_tile, "bulk_copy": issue_bulk_copy, "cp_async": _issue_cp_async}
 
 
 def _make_barrier_chase(issue, wait):
