@@ -8,5 +8,6 @@ and itself, never another gemm study (tests/cpu/pipeline/test_study_imports.py).
 - :mod:`.problem`: device buffers, the cuBLAS anchor and the sampled correctness check
 - :mod:`.protocol`, :mod:`.runner`, :mod:`.monitor`: the timing protocol, the paired sample runner, NVML
 - :mod:`.cluster_configs`: the cluster families at every tile order (gemm_cluster, gemm_cluster_counters)
+- :mod:`.cluster_gains`: a cluster variant's round-by-round gains over its 1x1 sibling, its best order
 - :mod:`.rows`, :mod:`.verdicts`, :mod:`.kernel_table`: what a row says, win/tie/loss, the kernel table
 """

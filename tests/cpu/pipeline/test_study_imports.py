@@ -26,7 +26,6 @@ STILL_CROSSING = {
     ("studies", "gemm", "crossover"),               # gemm/predict.py: crossover.csv of the crossover study
     ("studies", "gemm", "multicast"),               # gemm/predict.py: speedup.csv, compute_boundary.csv
     ("studies", "gemm_cluster", "gemm"),            # gemm_cluster/aggregate.py: gemm.predict.multicast_verdicts
-    ("studies", "gemm_cluster_counters", "gemm_cluster"),   # aggregate/configs: gemm_cluster's configurations, gains
     ("studies", "paged_kv_tma", "paged_kv"),        # the paged-KV grid, kernel build and measure helpers
 }
 

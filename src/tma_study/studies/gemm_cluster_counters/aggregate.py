@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from tma_study.harness import raw_data
+from tma_study.gemm_lib.cluster_gains import configurations, gains
 from tma_study.gemm_lib.rows import BYTES_PER_ELEMENT
 
 from . import STUDY
@@ -71,12 +72,11 @@ def derive(counters: pd.DataFrame, sm_count: int) -> pd.DataFrame:
 
 
 def fair_gains(gemm_cluster: Path) -> pd.DataFrame | None:
-    """gemm_cluster's gains.csv rows (fair gain and verdict, every size) recomputed from its raw
-    samples in ``gemm_cluster``, or None where it has none."""
+    """The fair gain and verdict of gemm_cluster's gains.csv rows (every size), computed from the raw
+    samples in ``gemm_cluster`` as that study does (gemm_lib.cluster_gains), or None where it has none."""
     samples_csv = Path(gemm_cluster) / "samples.csv"
     if not samples_csv.is_file():
         return None
-    from tma_study.studies.gemm_cluster.aggregate import configurations, gains
     samples = pd.read_csv(samples_csv)
     rows = gains(samples, configurations(samples))
     return rows[["dtype", "size", "family", "cluster", "variant", "fair_gain", "fair_verdict"]].rename(

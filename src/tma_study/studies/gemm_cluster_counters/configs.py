@@ -18,6 +18,7 @@ from tma_study.config import REPO_ROOT
 from tma_study.gemm_lib import build as gemm_build
 from tma_study.gemm_lib import cluster_configs as cluster_configs
 from tma_study.gemm_lib.cluster_configs import ARCH, DEFAULT_ORDER
+from tma_study.gemm_lib.cluster_gains import configurations
 
 KEY = "studies.gemm_cluster_counters"
 LIBRARY_NAME = "libgemm_cluster_counters_{arch}.so"
@@ -65,7 +66,6 @@ def orders_file(study: dict, root: Path = REPO_ROOT) -> Path:
 def profiled(study: dict, samples: pd.DataFrame) -> list[Profiled]:
     """Each variant at its best tile order in ``samples`` (gemm_cluster's samples.csv) at ``size``,
     then at the default order; ValueError naming the key when the samples lack a variant or size."""
-    from tma_study.studies.gemm_cluster.aggregate import configurations
     size = int(study["size"])
     at_size = samples[samples["size"] == size]
     if at_size.empty:
