@@ -7,7 +7,8 @@ microbenchmark never sees multicast win. Every gemm variant ran with CUTLASS's d
 tiles a wave runs together, so part of the gain may be L2 locality, not multicast. Here each
 cluster variant and its 1x1 sibling run at every scheduler swizzle (and the configured raster
 orders: tma_study/gemm_lib/cluster_configs.py), round-robin in one power state per shape (schedule.py, measure.py), and the
-gain is taken both at the default order and best order against best order (aggregate.py).
+gain is taken both at the default order and best order against best order (aggregate.py, with
+tma_study/gemm_lib/cluster_gains.py).
 
 It builds nothing of its own: its compile step links the gemm study's objects of its variants
 into one library (library.py), and measure.py reuses gemm's problem, check and ABI code
