@@ -37,8 +37,13 @@ def _gemm_cluster(folder: Path) -> Path:
     return synthetic_raw(folder, CONFIG["studies"]["gemm_cluster"])
 
 
+def _tma_issue(folder: Path) -> Path:
+    from test_tma_issue import synthetic_raw
+    return synthetic_raw(folder, CONFIG["studies"]["tma_issue"])
+
+
 SYNTHETIC = {"paged_kv": _paged_kv,      # study -> (raw folder) -> writes synthetic raw data there
-             "cluster_launch": _cluster_launch, "gemm_cluster": _gemm_cluster}
+             "cluster_launch": _cluster_launch, "gemm_cluster": _gemm_cluster, "tma_issue": _tma_issue}
 
 
 def configured_studies() -> dict:

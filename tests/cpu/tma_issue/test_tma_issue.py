@@ -86,7 +86,9 @@ def test_issue_rate_sweep_is_the_config(study_config):
 
 # ---------------------------------------------------------------- analysis on synthetic data
 
-def _synthetic_raw(folder: Path, study_config: dict) -> Path:
+def synthetic_raw(folder: Path, study_config: dict) -> Path:
+    """Raw data of the whole configured sweep that pass the raw schema (chases: a fixed excess per
+    form, a little more at larger working sets; issue rate: one thread at half the rate of several)."""
     chase = []
     extra = {"tma_tile": 80.0, "bulk_copy": 95.0, "plain_indexed": 18.0, "plain_minimal": 0.0}
     for nbytes in study_config["chase"]["working_set_bytes"]:
@@ -107,13 +109,14 @@ def _synthetic_raw(folder: Path, study_config: dict) -> Path:
     folder.mkdir(parents=True)
     pd.DataFrame(chase).to_csv(folder / "chase.csv", index=False)
     pd.DataFrame(rows).to_csv(folder / "issue_rate.csv", index=False)
-    (folder / "provenance.json").write_text(json.dumps(valid_provenance("tma_issue", len(configs), study_config)))
+    (folder / "provenance.json").write_text(json.dumps(valid_provenance(
+        "tma_issue", len(configs), config=study_config, gpu={"name": "NVIDIA H200"})))
     return folder
 
 
 @pytest.fixture
 def derived(tmp_path, study_config):
-    raw = _synthetic_raw(tmp_path / "raw", study_config)
+    raw = synthetic_raw(tmp_path / "raw", study_config)
     aggregate(raw, tmp_path / "derived")
     return tmp_path / "derived", json.loads((raw / "provenance.json").read_text())
 

@@ -32,7 +32,9 @@ def _chase(derived_dir: Path) -> dict[str, str]:
 
 def _issue_rate(derived_dir: Path) -> dict[str, str]:
     rate = pd.read_csv(derived_dir / "issue_rate.csv")
-    out = {}
+    out = {"tmaIssueRateInFlightKib": number(rate.in_flight_bytes_per_sm.max() / 1024),
+           "tmaIssueRateThreadsMin": number(rate.issue_threads.min()),
+           "tmaIssueRateThreadsMax": number(rate.issue_threads.max())}
     for mechanism, short in (("tma_tile", "Tma"), ("bulk_copy", "Bulk")):
         for size, word in ((16, "Sixteen"), (256, "TwoFiftySix"), (1024, "OneKib"), (4096, "FourKib")):
             rows = rate[(rate.mechanism == mechanism) & (rate.bytes_per_transfer == size)]
