@@ -23,22 +23,19 @@ result (uint64[RESULT_WORDS]): cycles, nanoseconds, final chunk, waits given up,
 """
 from numba import cuda, uint32, uint64
 
-from tma_kernels.common.chase_steps import WAIT_LIMIT_CYCLES, issue_bulk_copy, issue_tma_tile, wait_try
+from tma_kernels.common.chase_steps import (WAIT_LIMIT_CYCLES, issue_bulk_copy, issue_tma_tile,
+                                           make_engine_chase, store_result, wait_try)
 from tma_kernels.ptx import (
     clock64,
     cp_async_cg16,
     cp_async_mbarrier_arrive_noinc,
-    fence_mbarrier_init_cluster,
     globaltimer,
     ld_global_v4_u32,
-    mbarrier_init,
     mbarrier_test_wait_parity,
     mbarrier_try_wait_parity_hint,
-    smem_u32,
 )
 
 from .latency import LATENCY_SIGNATURE
-from .ring import RING_ALIGN_BYTES
 
 CHAIN_SIGNATURE = LATENCY_SIGNATURE     # the same arguments as the full chase; result holds RESULT_WORDS
 RESULT_WORDS = 5
@@ -88,38 +85,6 @@ def _issue_cp_async(stage_smem, bar, chunk, log2_bytes_per_transfer, source_addr
 _ISSUE_FUNCTIONS = {"tma_tile": issue_tma_tile, "bulk_copy": issue_bulk_copy, "cp_async": _issue_cp_async}
 
 
-def _make_barrier_chase(issue, wait):
-    def chase(source_address, tensor_map, log2_bytes_per_transfer, chunk_mask, start_chunk, hops,
-              issue_threads, result):
-        ring = cuda.shared.array(0, uint32)
-        full = cuda.shared.array(1, uint64)
-        ring_base = smem_u32(ring)
-        stage_smem = (ring_base + uint32(RING_ALIGN_BYTES - 1)) & ~uint32(RING_ALIGN_BYTES - 1)
-        first_word = (stage_smem - ring_base) >> 2          # index of the stage's word 0 in `ring`
-        bar = smem_u32(full)
-        mbarrier_init(bar, 1)
-        fence_mbarrier_init_cluster()
-        chunk = uint32(start_chunk)
-        given_up = 0
-        start_cycles = clock64()
-        start_ns = globaltimer()
-        for hop in range(hops):
-            issue(stage_smem, bar, chunk, log2_bytes_per_transfer, source_address, tensor_map)
-            if wait(bar, uint32(hop & 1)) != 0:
-                given_up = 1
-                break
-            chunk = ring[first_word]
-        end_cycles = clock64()
-        end_ns = globaltimer()
-        result[0] = end_cycles - start_cycles
-        result[1] = end_ns - start_ns
-        result[2] = chunk
-        result[3] = given_up
-        result[4] = 0
-
-    return chase
-
-
 @cuda.jit(device=True, inline=True)
 def _vector_sum(v):
     return uint64(v[0]) + uint64(v[1]) + uint64(v[2]) + uint64(v[3])
@@ -152,11 +117,7 @@ def plain_loads_chase(source_address, tensor_map, log2_bytes_per_transfer, chunk
         chunk = first[0]
     end_cycles = clock64()
     end_ns = globaltimer()
-    result[0] = end_cycles - start_cycles
-    result[1] = end_ns - start_ns
-    result[2] = chunk
-    result[3] = 0
-    result[4] = checksum
+    store_result(result, start_cycles, end_cycles, start_ns, end_ns, chunk, 0, checksum)
 
 
 def chain_kernel(mechanism: str, wait: str = "try_wait"):
@@ -167,6 +128,6 @@ def chain_kernel(mechanism: str, wait: str = "try_wait"):
             raise ValueError("plain_loads waits on its registers, not on an mbarrier: no wait form")
         kernel = plain_loads_chase
     else:
-        kernel = _make_barrier_chase(_ISSUE_FUNCTIONS[mechanism], _WAIT_FUNCTIONS[wait])
+        kernel = make_engine_chase(_ISSUE_FUNCTIONS[mechanism], _WAIT_FUNCTIONS[wait])
         kernel.__name__ = kernel.__qualname__ = f"issue_to_arrival_{mechanism}_{wait}"
     return kernel

@@ -12,25 +12,17 @@ address (host: tma_study.studies.tma_issue.measure). Per hop:
     plain_minimal  one ld.global of the chunk's words 2-3, which are the next load's address: nothing
                    but the dependent load (ptxas narrows the 16-byte load to the 8 bytes used)
 
-``(clock64 after - before) / hops`` is one hop. result: cycles, nanoseconds, the final chunk, waits
-given up (a lost completion ends the chase instead of hanging the GPU).
+``(clock64 after - before) / hops`` is one hop. Every form takes the arguments of
+:func:`tma_kernels.common.chase_steps.make_engine_chase` (CHASE_SIGNATURE; the chunk mask and issuing
+threads unused) and writes its result: cycles, nanoseconds, the final chunk, waits given up (a lost
+completion ends the chase instead of hanging the GPU), 0.
 """
-from numba import cuda, uint32, uint64
+from numba import uint32, uint64
 
-from tma_kernels.common.chase_steps import issue_bulk_copy, issue_tma_tile, wait_try
-from tma_kernels.ptx import (
-    clock64,
-    fence_mbarrier_init_cluster,
-    globaltimer,
-    ld_global_v4_u32,
-    mbarrier_init,
-    smem_u32,
-)
+from tma_kernels.common.chase_steps import (CHASE_SIGNATURE, RESULT_WORDS, STAGE_ALIGN_BYTES, issue_bulk_copy,  # noqa: F401
+                                           issue_tma_tile, make_engine_chase, store_result, wait_try)
+from tma_kernels.ptx import clock64, globaltimer, ld_global_v4_u32
 
-# (source_address, tensor_map, log2_bytes_per_transfer, start_chunk, hops, result)
-CHASE_SIGNATURE = "void(uint64, uint64, int32, int64, int32, uint64[::1])"
-RESULT_WORDS = 4
-STAGE_ALIGN_BYTES = 128
 FORMS = ("tma_tile", "bulk_copy", "plain_indexed", "plain_minimal")
 
 
@@ -38,37 +30,8 @@ def chase_dynamic_shared_bytes(bytes_per_transfer: int) -> int:
     return bytes_per_transfer + STAGE_ALIGN_BYTES
 
 
-def _make_engine_chase(issue):
-    def chase(source_address, tensor_map, log2_bytes_per_transfer, start_chunk, hops, result):
-        stage = cuda.shared.array(0, uint32)
-        full = cuda.shared.array(1, uint64)
-        stage_base = smem_u32(stage)
-        stage_smem = (stage_base + uint32(STAGE_ALIGN_BYTES - 1)) & ~uint32(STAGE_ALIGN_BYTES - 1)
-        first_word = (stage_smem - stage_base) >> 2
-        bar = smem_u32(full)
-        mbarrier_init(bar, 1)
-        fence_mbarrier_init_cluster()
-        chunk = uint32(start_chunk)
-        given_up = 0
-        start_cycles = clock64()
-        start_ns = globaltimer()
-        for hop in range(hops):
-            issue(stage_smem, bar, chunk, log2_bytes_per_transfer, source_address, tensor_map)
-            if wait_try(bar, uint32(hop & 1)) != 0:
-                given_up = 1
-                break
-            chunk = stage[first_word]
-        end_cycles = clock64()
-        end_ns = globaltimer()
-        result[0] = end_cycles - start_cycles
-        result[1] = end_ns - start_ns
-        result[2] = chunk
-        result[3] = given_up
-
-    return chase
-
-
-def chase_plain_indexed(source_address, tensor_map, log2_bytes_per_transfer, start_chunk, hops, result):
+def chase_plain_indexed(source_address, tensor_map, log2_bytes_per_transfer, chunk_mask, start_chunk, hops,
+                        issue_threads, result):
     chunk = uint32(start_chunk)
     start_cycles = clock64()
     start_ns = globaltimer()
@@ -77,13 +40,11 @@ def chase_plain_indexed(source_address, tensor_map, log2_bytes_per_transfer, sta
         chunk = v[0]
     end_cycles = clock64()
     end_ns = globaltimer()
-    result[0] = end_cycles - start_cycles
-    result[1] = end_ns - start_ns
-    result[2] = chunk
-    result[3] = 0
+    store_result(result, start_cycles, end_cycles, start_ns, end_ns, chunk, 0, 0)
 
 
-def chase_plain_minimal(source_address, tensor_map, log2_bytes_per_transfer, start_chunk, hops, result):
+def chase_plain_minimal(source_address, tensor_map, log2_bytes_per_transfer, chunk_mask, start_chunk, hops,
+                        issue_threads, result):
     address = source_address + (uint64(start_chunk) << uint64(log2_bytes_per_transfer))
     start_cycles = clock64()
     start_ns = globaltimer()
@@ -92,10 +53,8 @@ def chase_plain_minimal(source_address, tensor_map, log2_bytes_per_transfer, sta
         address = uint64(v[2]) | (uint64(v[3]) << uint64(32))
     end_cycles = clock64()
     end_ns = globaltimer()
-    result[0] = end_cycles - start_cycles
-    result[1] = end_ns - start_ns
-    result[2] = (address - source_address) >> uint64(log2_bytes_per_transfer)
-    result[3] = 0
+    store_result(result, start_cycles, end_cycles, start_ns, end_ns,
+                 (address - source_address) >> uint64(log2_bytes_per_transfer), 0, 0)
 
 
 def chase_kernel(form: str):
@@ -104,6 +63,6 @@ def chase_kernel(form: str):
         return chase_plain_indexed
     if form == "plain_minimal":
         return chase_plain_minimal
-    kernel = _make_engine_chase({"tma_tile": issue_tma_tile, "bulk_copy": issue_bulk_copy}[form])
+    kernel = make_engine_chase({"tma_tile": issue_tma_tile, "bulk_copy": issue_bulk_copy}[form], wait_try)
     kernel.__name__ = kernel.__qualname__ = f"chase_{form}"
     return kernel

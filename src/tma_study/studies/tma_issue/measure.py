@@ -90,8 +90,9 @@ def measure_chases(settings: dict, kernels: dict, gpu: gpu_mod.GpuInfo) -> pd.Da
                 for level in ("hbm", "l2"):            # the second chase re-reads what the first left in L2
                     result.copy_to_device(sentinel)
                     kernels[f"chase_{form}"][1, 1, 0, chase_dynamic_shared_bytes(size)](
-                        address, tmap.address if form == "tma_tile" else 0, size.bit_length() - 1, start, hops, result)
-                    cycles, nanoseconds, final, given_up = (int(v) for v in result.copy_to_host())
+                        address, tmap.address if form == "tma_tile" else 0, size.bit_length() - 1, chunk_count - 1,
+                        start, hops, 1, result)
+                    cycles, nanoseconds, final, given_up, _ = (int(v) for v in result.copy_to_host())
                     name = f"chase {form} over {nbytes} bytes ({level})"
                     if given_up != 0:
                         raise timing.CorrectnessError(f"{name}: a wait saw no completion and gave up")
