@@ -119,8 +119,7 @@ def knob_label(stages: int, producer_warps: int) -> str:
 
 
 def _fastest(rows: pd.DataFrame):
-    """The row of ``rows`` with the lowest median time; the first row when none was timed;
-    None when there is no row."""
+    """The row of ``rows`` with the lowest median time; the first row when none was timed; None when none."""
     if rows.empty:
         return None
     timed = rows[rows.time_us_median.notna()]
@@ -155,8 +154,9 @@ def best_tuning(attention: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
                   "stages_swept": _swept(cell.stages), "producer_warps_swept": _swept(cell.producer_warps),
                   "stages_chosen": int(chosen.stages) if len(timed) else None,
                   "producer_warps_chosen": int(chosen.producer_warps) if len(timed) else None}
+        by_knobs = dict(iter(cell.groupby(KNOBS, sort=False)))
         for stages, warps in combinations:
-            at = _fastest(cell[(cell.stages == stages) & (cell.producer_warps == warps)])
+            at = _fastest(by_knobs.get((stages, warps), cell.iloc[:0]))
             label = knob_label(stages, warps)
             tuning[f"time_us_{label}"] = at.time_us_median if at is not None else float("nan")
             tuning[f"resident_ctas_per_sm_{label}"] = at.resident_ctas_per_sm if at is not None else None
