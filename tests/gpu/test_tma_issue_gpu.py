@@ -48,14 +48,15 @@ def test_issue_rate_check_matches_the_host_and_catches_a_flipped_word(mechanism,
     from tma_kernels import launch
 
     from tma_study.harness.buffers import fresh_rng
-    from tma_study.studies.tma_issue.issue_rate import IssueRateConfig, IssueRateSource, issue_rate_case
+    from tma_study.studies.tma_issue.issue_rate import (IssueRateConfig, IssueRateSource, dynamic_shared_bytes,
+                                                         issue_rate_case)
     from tma_study.studies.tma_issue.measure import chunk_tensor_map
     gpu = gpu_info()
     config = IssueRateConfig(mechanism, size, threads, 4, 65536, 1 << 20, 1 << 22)
     source = IssueRateSource(config.working_set_bytes, fresh_rng())
     tmap = chunk_tensor_map(source.device, source.nbytes, size) if mechanism == "tma_tile" else None
     k = kernel(f"issue_rate_{mechanism}")
-    launch.set_max_dynamic_shared_bytes(k, gpu.smem_per_block_optin_bytes)
+    launch.set_max_dynamic_shared_bytes(k, dynamic_shared_bytes(config, gpu))
     case = issue_rate_case(config, k, source, tmap, gpu)
     case.check()
     flipped = source.words.copy()

@@ -93,14 +93,19 @@ class IssueRateSource:
         return self._chunk_sums[size]
 
 
+def dynamic_shared_bytes(config: IssueRateConfig, gpu) -> int:
+    """The launch's dynamic shared memory: its stages, and more than half the SM's so no second CTA fits."""
+    from tma_kernels.tma_issue.issue_rate import issue_rate_dynamic_shared_bytes
+    return max(issue_rate_dynamic_shared_bytes(config.stages, config.in_flight_bytes_per_sm // config.stages),
+               gpu.smem_per_sm_bytes // 2 + 1)
+
+
 def issue_rate_case(config: IssueRateConfig, kernel, source: IssueRateSource, tensor_map, gpu) -> timing.TimedCase:
     """A timed case: one CTA per SM (its dynamic shared memory keeps a second one out); ``tensor_map``:
     the chunk tensor map (tma_tile) or None, kept alive by the case."""
     from numba import cuda
-    from tma_kernels.tma_issue.issue_rate import issue_rate_dynamic_shared_bytes
     ctas = gpu.sm_count
-    shared = max(issue_rate_dynamic_shared_bytes(config.stages, config.in_flight_bytes_per_sm // config.stages),
-                 gpu.smem_per_sm_bytes // 2 + 1)
+    shared = dynamic_shared_bytes(config, gpu)
     checksums = cuda.device_array(ctas, np.uint64)
     args = (source.address, 0 if tensor_map is None else tensor_map.address, config.bytes_per_transfer.bit_length() - 1,
             source.nbytes // config.bytes_per_transfer - 1, config.transfers_per_round, config.rounds,

@@ -27,7 +27,7 @@ from tma_study.harness.buffers import fresh_rng
 from tma_study.harness.kernel_builds import StudyKernels
 from tma_study.harness.stats import summarize
 
-from .issue_rate import IssueRateSource, issue_rate_case, issue_rate_configs, issue_rate_row
+from .issue_rate import IssueRateSource, dynamic_shared_bytes, issue_rate_case, issue_rate_configs, issue_rate_row
 
 ELEMENT_BYTES = 4
 TENSOR_COLS = 256                  # kernels/common/chase_steps.py: uint32 elements per tensor row
@@ -113,7 +113,7 @@ def _issue_rate_cases(configs, study_kernels, gpu):
     maps = {size: chunk_tensor_map(source.device, source.nbytes, size) for size in {c.bytes_per_transfer for c in configs}}
     kernels = {m: study_kernels[f"issue_rate_{m}"] for m in {c.mechanism for c in configs}}
     for kernel in kernels.values():
-        launch.set_max_dynamic_shared_bytes(kernel, gpu.smem_per_block_optin_bytes)
+        launch.set_max_dynamic_shared_bytes(kernel, max(dynamic_shared_bytes(c, gpu) for c in configs))
     return [issue_rate_case(c, kernels[c.mechanism], source,
                             maps[c.bytes_per_transfer] if c.mechanism == "tma_tile" else None, gpu) for c in configs]
 
