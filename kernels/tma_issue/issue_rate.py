@@ -2,7 +2,9 @@
 
 One CTA per SM (launch a grid of one CTA per SM with enough dynamic shared memory that no second
 fits). Its first ``issue_threads`` threads issue every copy; nothing reads the data. A *round* is
-``transfers_per_round`` copies of ``bytes_per_transfer`` bytes into one stage of ``stages``; thread 0
+``transfers_per_round`` copies of ``bytes_per_transfer`` bytes into one stage of ``stages``, each copy
+in a slot of ``max(bytes_per_transfer, SLOT_ALIGN_BYTES)`` bytes (a tensor copy's shared-memory
+destination must be 128-byte aligned); thread 0
 arms the stage's mbarrier with the round's bytes, the CTA syncs, the issuing threads issue the
 round's copies (thread ``t`` copies ``t``, ``t + issue_threads``, ...) and go on to the next stage;
 before reusing a stage thread 0 waits for its previous round to land. So ``stages`` rounds are in
@@ -14,7 +16,7 @@ whenever the bytes in flight cover the latency.
 
 Round ``r``'s copy ``j`` in CTA ``b`` reads chunk ``(b * CTA_CHUNK_STRIDE + r * transfers_per_round
 + j) & chunk_mask``. After the last round, thread 0 adds every word of every stage (each holds
-the last round that used it) into ``checksums[b]`` when ``check`` is 1 (the untimed check launch;
+the last round that used it; the copied bytes of each slot) into ``checksums[b]`` when ``check`` is 1 (the untimed check launch;
 timed launches pass 0), and the host recomputes it.
 """
 from numba import cuda, uint32, uint64
@@ -34,14 +36,20 @@ CTA_CHUNK_STRIDE = 4099          # odd: CTAs start at chunks spread over the wor
 MAX_STAGES = 8
 MBARRIER_BYTES = 8
 RING_ALIGN_BYTES = 128
+SLOT_ALIGN_BYTES = 128           # a copy's shared-memory destination: 128-byte aligned (tensor copies)
+LOG2_SLOT_ALIGN = 7
 # (source_address, tensor_map, log2_bytes_per_transfer, chunk_mask, transfers_per_round, rounds,
 #  stages, issue_threads, check, checksums)
 ISSUE_RATE_SIGNATURE = "void(uint64, uint64, int32, int64, int32, int32, int32, int32, int32, uint64[::1])"
 MECHANISMS = ("tma_tile", "bulk_copy")
 
 
-def issue_rate_dynamic_shared_bytes(stages: int, stage_bytes: int) -> int:
-    return stages * stage_bytes + RING_ALIGN_BYTES
+def slot_bytes(bytes_per_transfer: int) -> int:
+    return max(bytes_per_transfer, SLOT_ALIGN_BYTES)
+
+
+def issue_rate_dynamic_shared_bytes(stages: int, transfers_per_round: int, bytes_per_transfer: int) -> int:
+    return stages * transfers_per_round * slot_bytes(bytes_per_transfer) + RING_ALIGN_BYTES
 
 
 @cuda.jit(device=True, inline=True)
@@ -65,7 +73,9 @@ def _make_issue_rate(copy):
         ring_base = smem_u32(ring)
         ring_smem = (ring_base + uint32(RING_ALIGN_BYTES - 1)) & ~uint32(RING_ALIGN_BYTES - 1)
         full_smem = smem_u32(full)
-        stage_bytes = uint32(transfers_per_round) << uint32(log2_bytes_per_transfer)
+        stage_bytes = uint32(transfers_per_round) << uint32(log2_bytes_per_transfer)     # bytes a round lands
+        log2_slot = max(log2_bytes_per_transfer, LOG2_SLOT_ALIGN)
+        stage_stride = uint32(transfers_per_round) << uint32(log2_slot)                  # shared memory a stage takes
         if tid == 0:
             for s in range(stages):
                 mbarrier_init(full_smem + uint32(s * MBARRIER_BYTES), 1)
@@ -81,11 +91,11 @@ def _make_issue_rate(copy):
                 mbarrier_arrive_expect_tx(bar, stage_bytes)
             cuda.syncthreads()
             if tid < issue_threads:
-                stage_smem = ring_smem + uint32(s) * stage_bytes
+                stage_smem = ring_smem + uint32(s) * stage_stride
                 round_chunk = first_chunk + uint32(r * transfers_per_round)
                 for j in range(tid, transfers_per_round, issue_threads):
                     chunk = (round_chunk + uint32(j)) & uint32(chunk_mask)
-                    copy(stage_smem + (uint32(j) << uint32(log2_bytes_per_transfer)), bar, chunk,
+                    copy(stage_smem + (uint32(j) << uint32(log2_slot)), bar, chunk,
                          log2_bytes_per_transfer, source_address, tensor_map)
         if tid == 0:                                 # no copy may still be landing when the CTA exits
             for r in range(max(0, rounds - stages), rounds):
@@ -93,9 +103,11 @@ def _make_issue_rate(copy):
         if check != 0:
             cuda.syncthreads()
             first_word = (ring_smem - ring_base) >> 2
+            words_per_copy = 1 << (log2_bytes_per_transfer - LOG2_ELEMENT_BYTES)
+            words_per_slot = 1 << (log2_slot - LOG2_ELEMENT_BYTES)
             total = uint64(0)
-            for w in range(tid, min(rounds, stages) * (stage_bytes >> 2), cuda.blockDim.x):
-                total += uint64(ring[first_word + w])
+            for w in range(tid, min(rounds, stages) * transfers_per_round * words_per_copy, cuda.blockDim.x):
+                total += uint64(ring[first_word + (w // words_per_copy) * words_per_slot + w % words_per_copy])
             cuda.atomic.add(checksums, cuda.blockIdx.x, total)
 
     return issue_rate

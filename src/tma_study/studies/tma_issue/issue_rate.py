@@ -14,6 +14,7 @@ from tma_study.harness import timing
 
 ELEMENT_BYTES = 4
 WARP = 32
+SLOT_ALIGN_BYTES = 128          # kernels/tma_issue/issue_rate.py: a copy's slot in shared memory
 
 
 @dataclass(frozen=True)
@@ -32,11 +33,13 @@ class IssueRateConfig:
 
     @property
     def transfers_per_round(self) -> int:
-        return self.in_flight_bytes_per_sm // self.stages // self.bytes_per_transfer
+        """The copies of one stage: its share of the shared memory in flight, a slot each
+        (kernels/tma_issue/issue_rate.py: a slot is the copy, at least 128 bytes)."""
+        return self.in_flight_bytes_per_sm // self.stages // max(self.bytes_per_transfer, SLOT_ALIGN_BYTES)
 
     @property
     def rounds(self) -> int:
-        return self.bytes_per_sm // (self.in_flight_bytes_per_sm // self.stages)
+        return self.bytes_per_sm // (self.transfers_per_round * self.bytes_per_transfer)
 
     @property
     def threads_per_cta(self) -> int:
@@ -96,7 +99,7 @@ class IssueRateSource:
 def dynamic_shared_bytes(config: IssueRateConfig, gpu) -> int:
     """The launch's dynamic shared memory: its stages, and more than half the SM's so no second CTA fits."""
     from tma_kernels.tma_issue.issue_rate import issue_rate_dynamic_shared_bytes
-    return max(issue_rate_dynamic_shared_bytes(config.stages, config.in_flight_bytes_per_sm // config.stages),
+    return max(issue_rate_dynamic_shared_bytes(config.stages, config.transfers_per_round, config.bytes_per_transfer),
                gpu.smem_per_sm_bytes // 2 + 1)
 
 
