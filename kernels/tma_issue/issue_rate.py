@@ -97,11 +97,9 @@ def _make_issue_rate(copy):
                     chunk = (round_chunk + uint32(j)) & uint32(chunk_mask)
                     copy(stage_smem + (uint32(j) << uint32(log2_slot)), bar, chunk,
                          log2_bytes_per_transfer, source_address, tensor_map)
-        if tid == 0:                                 # no copy may still be landing when the CTA exits
-            for r in range(max(0, rounds - stages), rounds):
-                mbarrier_wait_parity(full_smem + uint32((r % stages) * MBARRIER_BYTES), uint32((r // stages) & 1))
+        for r in range(max(0, rounds - stages), rounds):     # every copy has landed before any thread goes on
+            mbarrier_wait_parity(full_smem + uint32((r % stages) * MBARRIER_BYTES), uint32((r // stages) & 1))
         if check != 0:
-            cuda.syncthreads()
             first_word = (ring_smem - ring_base) >> 2
             words_per_copy = 1 << (log2_bytes_per_transfer - LOG2_ELEMENT_BYTES)
             words_per_slot = 1 << (log2_slot - LOG2_ELEMENT_BYTES)
