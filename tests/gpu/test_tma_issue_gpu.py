@@ -50,7 +50,7 @@ def test_issue_rate_check_matches_the_host_and_catches_a_flipped_word(mechanism,
     from tma_study.harness.buffers import fresh_rng
     from tma_study.studies.tma_issue.issue_rate import (IssueRateConfig, IssueRateSource, dynamic_shared_bytes,
                                                          issue_rate_case)
-    from tma_study.studies.tma_issue.measure import chunk_tensor_map
+    from tma_study.harness.chunk_maps import chunk_tensor_map
     gpu = gpu_info()
     config = IssueRateConfig(mechanism, size, threads, 4, 65536, 1 << 20, 1 << 22)
     source = IssueRateSource(config.working_set_bytes, fresh_rng())

@@ -26,13 +26,13 @@ from tma_study import gpu as gpu_mod
 from tma_study.config import REPO_ROOT
 from tma_study.harness import provenance, timing
 from tma_study.harness.buffers import ChecksumOutputs, fresh_rng, poison
+from tma_study.harness.chunk_maps import chunk_tensor_map as _chunk_tensor_map
 from tma_study.harness.kernel_builds import StudyKernels
 from tma_study.harness.stats import summarize
 
 from . import reference
 from .grid import ORDER_MULTIPLIERS, StreamConfig, stream_configs
 
-TENSOR_COLS = 256                  # kernels/crossover/tma_tile.py: uint32 elements per tensor row
 ELEMENT_BYTES = 4
 READ_CEILING_CTAS_PER_SM = (2, 4, 8)
 READ_CEILING_THREADS = 256
@@ -76,15 +76,6 @@ class WorkingSet:
             self._tensor_maps[bytes_per_transfer] = _chunk_tensor_map(self.device, self.nbytes,
                                                                       bytes_per_transfer)
         return self._tensor_maps[bytes_per_transfer].address
-
-
-def _chunk_tensor_map(device_array, nbytes: int, bytes_per_transfer: int):
-    from tma_kernels import tensor_map
-    elements = bytes_per_transfer // ELEMENT_BYTES
-    spec = tensor_map.tiled_2d(device_array, np.uint32, rows=nbytes // (TENSOR_COLS * ELEMENT_BYTES),
-                               cols=TENSOR_COLS, row_stride_bytes=TENSOR_COLS * ELEMENT_BYTES,
-                               box_rows=max(1, elements // TENSOR_COLS), box_cols=min(elements, TENSOR_COLS))
-    return tensor_map.to_device(tensor_map.encode(spec), spec)
 
 
 def _kernels(study: dict, configs: list[StreamConfig]):

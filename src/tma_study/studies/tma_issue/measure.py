@@ -24,24 +24,14 @@ from tma_study import gpu as gpu_mod
 from tma_study.config import REPO_ROOT
 from tma_study.harness import pointer_chase, provenance, timing
 from tma_study.harness.buffers import fresh_rng
+from tma_study.harness.chunk_maps import chunk_tensor_map
 from tma_study.harness.kernel_builds import StudyKernels
 from tma_study.harness.stats import summarize
 
 from .issue_rate import IssueRateSource, dynamic_shared_bytes, issue_rate_case, issue_rate_configs, issue_rate_row
 
 ELEMENT_BYTES = 4
-TENSOR_COLS = 256                  # kernels/common/chase_steps.py: uint32 elements per tensor row
 L2_FLUSH_FACTOR = 2                # flush by writing this many L2 sizes of scratch
-
-
-def chunk_tensor_map(device_array, nbytes: int, bytes_per_transfer: int):
-    """The tensor map whose box is one chunk (2-D view of TENSOR_COLS uint32 a row)."""
-    from tma_kernels import tensor_map
-    elements = bytes_per_transfer // ELEMENT_BYTES
-    spec = tensor_map.tiled_2d(device_array, np.uint32, rows=nbytes // (TENSOR_COLS * ELEMENT_BYTES),
-                               cols=TENSOR_COLS, row_stride_bytes=TENSOR_COLS * ELEMENT_BYTES,
-                               box_rows=max(1, elements // TENSOR_COLS), box_cols=min(elements, TENSOR_COLS))
-    return tensor_map.to_device(tensor_map.encode(spec), spec)
 
 
 def chase_buffer(successor: np.ndarray, nbytes: int, size: int, rng):
